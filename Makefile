@@ -1,0 +1,37 @@
+# The README's two commands are `make demo` and `make test`; both build .venv on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+# Reinstall only when the project's metadata changed (the code itself is installed editable).
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[agent,test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m distmon.demo
+
+test: $(STAMP)
+	$(BIN)/ruff check shared agent tui tests bench
+	$(BIN)/mypy shared agent tui
+	$(BIN)/pytest tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check shared agent tui tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy shared agent tui
+
+pytest: $(STAMP)
+	$(BIN)/pytest tests $(ARGS)
+
+bench: $(STAMP)
+	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

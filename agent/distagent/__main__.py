@@ -1,0 +1,5 @@
+import sys
+
+from distagent.cli import main
+
+sys.exit(main())

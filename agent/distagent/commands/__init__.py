@@ -1,0 +1,1 @@
+"""One module per `distagent` subcommand, each with `run(args) -> int`."""

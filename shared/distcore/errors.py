@@ -1,0 +1,27 @@
+"""One exception family for user-caused errors; the CLIs print them as one line and exit 2."""
+
+from __future__ import annotations
+
+
+class DistmonError(Exception):
+    """An error a user can cause and fix (bad path, bad config, bad flag)."""
+
+    exit_code = 2
+
+
+class ConfigError(DistmonError):
+    """A problem in a config file, located by file and dotted key path."""
+
+    def __init__(self, path: str, key: str, message: str) -> None:
+        self.path = path
+        self.key = key
+        self.message = message
+        super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
+
+
+class ConfigErrors(DistmonError):
+    """Several config problems at once, reported one line each."""
+
+    def __init__(self, errors: list[ConfigError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))

@@ -1,0 +1,71 @@
+"""The metric names, run layout and thresholds that the agent writes and the dashboard reads.
+
+Both sides import these constants so that a renamed tag cannot silently break the dashboard.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Training scalars, written every `log_every_steps` at the global step (train/ and validation/).
+LOSS: Final = "loss"
+ACCURACY: Final = "accuracy"
+LEARNING_RATE: Final = "learning_rate"
+EXAMPLES_PER_SECOND: Final = "perf/examples_per_second"
+STEP_TIME_MS: Final = "perf/step_time_ms"
+INPUT_WAIT_MS: Final = "perf/input_wait_ms"
+INPUT_WAIT_FRACTION: Final = "perf/input_wait_fraction"
+# Written at each epoch's end, as Keras' TensorBoard callback names them.
+EPOCH_LOSS: Final = "epoch_loss"
+EPOCH_ACCURACY: Final = "epoch_accuracy"
+
+TRAINING_TAGS: Final = (
+    LOSS,
+    ACCURACY,
+    LEARNING_RATE,
+    EXAMPLES_PER_SECOND,
+    STEP_TIME_MS,
+    INPUT_WAIT_MS,
+    INPUT_WAIT_FRACTION,
+)
+EPOCH_TAGS: Final = (EPOCH_LOSS, EPOCH_ACCURACY)
+
+# System samples, written by distcore.telemetry's recorder into the `system` sub-run.
+HOST_CPU_PERCENT: Final = "host/cpu_percent"
+HOST_MEMORY_USED_MIB: Final = "host/memory_used_mib"
+GPU_FIELDS: Final = ("utilization", "memory_used_mib", "power_w", "temperature_c")
+
+
+def gpu_tag(index: int, field: str) -> str:
+    """`gpu/<index>/<field>`, e.g. gpu/0/utilization."""
+    if field not in GPU_FIELDS:
+        raise ValueError(f"unknown GPU field {field!r}; expected one of {GPU_FIELDS}")
+    return f"gpu/{index}/{field}"
+
+
+# Run directory layout: <logdir>/<run name>/{train,validation,system,checkpoints,run.json}.
+TRAIN_DIR: Final = "train"
+VALIDATION_DIR: Final = "validation"
+SYSTEM_DIR: Final = "system"
+CHECKPOINT_DIR: Final = "checkpoints"
+RUN_JSON: Final = "run.json"
+
+
+def worker_system_dir(task_index: int) -> str:
+    """Each multi-worker task writes its own samples to system/worker-<i>/."""
+    return f"{SYSTEM_DIR}/worker-{task_index}"
+
+
+# run.json status values.
+STATUS_RUNNING: Final = "running"
+STATUS_FINISHED: Final = "finished"
+STATUS_FAILED: Final = "failed"
+STATUS_DIVERGED: Final = "diverged"
+STATUS_STOPPED: Final = "stopped"
+RUN_STATUSES: Final = (
+    STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED, STATUS_DIVERGED, STATUS_STOPPED
+)
+
+# The TF profiler's input-bound bands for input_wait_fraction = input time / step time.
+INPUT_WAIT_MODERATE: Final = 0.05  # 5-20%: moderately input-bound
+INPUT_WAIT_HIGH: Final = 0.20  # 20% or more: highly input-bound

@@ -1,0 +1,85 @@
+"""Test plumbing shared by every test folder.
+
+- `tf`: TensorFlow, with the CPU split into CPU_REPLICAS logical devices *before* the runtime
+  initialises (it cannot be changed afterwards). Tests never import tensorflow at module level:
+  they take this fixture, so that whichever test touches TensorFlow first configures it.
+- `gpu` marker: skipped unless NVML finds a GPU.
+- A thread-leak guard: a test that leaves Python threads running fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+CPU_REPLICAS = 4
+# Threads that libraries start once per process and keep by design.
+_PERSISTENT_THREAD_PREFIXES = ("asyncio_", "ThreadPoolExecutor", "pydevd", "Dummy-")
+
+
+def configure_tensorflow(replicas: int = CPU_REPLICAS) -> Any:
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    # RuntimeError: already initialised (by this function, earlier): keep what is there.
+    with contextlib.suppress(RuntimeError):
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)]
+        )
+    return tf
+
+
+@pytest.fixture(scope="session")
+def tf() -> Any:
+    return configure_tensorflow()
+
+
+@pytest.fixture(scope="session")
+def cpu_devices(tf: Any) -> list[str]:
+    """Names of the logical CPU devices, e.g. ['/device:CPU:0', ..., '/device:CPU:3']."""
+    return [d.name for d in tf.config.list_logical_devices("CPU")]
+
+
+def _nvml_has_gpu() -> bool:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return bool(pynvml.nvmlDeviceGetCount() > 0)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("gpu") for item in items) or _nvml_has_gpu():
+        return
+    skip = pytest.mark.skip(reason="no NVIDIA GPU found through NVML")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
+def _ours(threads: set[threading.Thread]) -> set[threading.Thread]:
+    return {
+        t for t in threads if t.is_alive() and not t.name.startswith(_PERSISTENT_THREAD_PREFIXES)
+    }
+
+
+@pytest.fixture(autouse=True)
+def no_thread_leaks() -> Iterator[None]:
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 3.0
+    leaked = _ours(set(threading.enumerate()) - before)
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leaked = _ours(set(threading.enumerate()) - before)
+    assert not leaked, f"test leaked threads: {sorted(t.name for t in leaked)}"

@@ -1,0 +1,5 @@
+import sys
+
+from distmon.cli import main
+
+sys.exit(main())

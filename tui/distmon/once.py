@@ -1,0 +1,59 @@
+"""`distmon --once [--json]`: read everything once, print one report, exit 0.
+
+The document is assembled from three seams, one per source: the runs (distcore.events), the GPUs
+and host (distcore.telemetry) and the alerts (pure rules over the other two).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, TextIO
+
+from distcore.snapshot import build_snapshot
+from distmon.options import Options
+
+
+def _runs(options: Options) -> list[dict[str, Any]]:
+    """Every run under the logdirs, as JSON-ready dicts (reader issue)."""
+    return []
+
+
+def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The `gpus` and `host` objects (telemetry issue)."""
+    return {"available": False, "reason": "telemetry not sampled", "devices": []}, None
+
+
+def _alerts(runs: list[dict[str, Any]], gpus: dict[str, Any]) -> list[dict[str, Any]]:
+    """Alerts computed from the runs and GPUs (dashboard issue)."""
+    return []
+
+
+def collect(options: Options) -> dict[str, Any]:
+    runs = _runs(options)
+    gpus, host = _telemetry(options)
+    return build_snapshot(
+        generated_at=time.time(),
+        logdirs=[str(p.resolve()) for p in options.logdirs],
+        runs=runs,
+        gpus=gpus,
+        host=host,
+        alerts=_alerts(runs, gpus),
+    )
+
+
+def render_text(doc: dict[str, Any], out: TextIO) -> None:
+    """The readable table (`--once` without `--json`)."""
+    out.write(f"{len(doc['runs'])} runs in {', '.join(doc['logdirs'])}\n")
+
+
+def run_once(options: Options, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    doc = collect(options)
+    if options.json:
+        json.dump(doc, out, indent=2, allow_nan=False)
+        out.write("\n")
+    else:
+        render_text(doc, out)
+    return 0
