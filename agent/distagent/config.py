@@ -1,0 +1,195 @@
+"""Reading, overriding, validating and writing the job config.
+
+The TOML file is turned into the frozen dataclasses of `distagent.schema` by one generic
+converter driven by the dataclasses' type hints (Literal, tuple, nested dataclasses, unions), so
+a field added to the schema is validated without new code here. Every problem is collected and
+reported at once, one line each, before anything starts (`ConfigErrors`, exit 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from distagent.config_convert import InlineTable, Problem, convert_dataclass, to_plain
+from distagent.config_rules import check_rules
+from distagent.schema import JobConfig
+from distcore.errors import ConfigError, ConfigErrors
+
+RESOLVED_NAME = "config.resolved.toml"
+
+
+def load_config(path: Path, overrides: Sequence[str] = ()) -> JobConfig:
+    """Read `path`, apply `--set key=value` overrides and validate; ConfigErrors on any problem."""
+    path = Path(path)
+    label = path.name
+    raw = _read_toml(path, label)
+    problems: list[ConfigError] = []
+    override_keys = _apply_overrides(raw, overrides, label, problems)
+    return _build(raw, label, override_keys, problems)
+
+
+def config_from_dict(
+    raw: Mapping[str, Any], *, label: str = "<config>", overrides: Sequence[str] = ()
+) -> JobConfig:
+    """Like `load_config` for a dict already parsed (tests, programmatic use)."""
+    data = _deep_copy(raw)
+    problems: list[ConfigError] = []
+    override_keys = _apply_overrides(data, overrides, label, problems)
+    return _build(data, label, override_keys, problems)
+
+
+def _build(
+    raw: dict[str, Any], label: str, override_keys: set[str], problems: list[ConfigError]
+) -> JobConfig:
+    found: list[Problem] = []
+    cfg = convert_dataclass(JobConfig, raw, "", found)
+    if isinstance(cfg, JobConfig):
+        typed_wrong = {p.key for p in found}
+        found.extend(p for p in check_rules(cfg) if p.key not in typed_wrong)
+    found.sort(key=lambda p: p.key)
+    problems.extend(_located(p, label, override_keys) for p in found)
+    if problems:
+        raise ConfigErrors(problems)
+    assert isinstance(cfg, JobConfig)
+    return cfg
+
+
+def _located(problem: Problem, label: str, override_keys: set[str]) -> ConfigError:
+    from_override = any(
+        problem.key == k or problem.key.startswith(k + ".") or k.startswith(problem.key + ".")
+        for k in override_keys
+    )
+    return ConfigError(f"{label} (--set)" if from_override else label, problem.key, problem.message)
+
+
+def _read_toml(path: Path, label: str) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigErrors([ConfigError(str(path), "", "no such file")]) from None
+    except IsADirectoryError:
+        message = "is a directory, not a TOML file"
+        raise ConfigErrors([ConfigError(str(path), "", message)]) from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigErrors([ConfigError(label, "", f"not valid TOML: {err}")]) from None
+
+
+def parse_override_value(text: str) -> Any:
+    """A `--set` value is TOML (3, 0.1, true, [28,28,1], "x"); anything else is a plain string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _apply_overrides(
+    raw: dict[str, Any], overrides: Sequence[str], label: str, problems: list[ConfigError]
+) -> set[str]:
+    keys: set[str] = set()
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or any(not part for part in key.split(".")):
+            problems.append(ConfigError(f"{label} (--set)", item, "expected KEY=VALUE"))
+            continue
+        if not _set_dotted(raw, key.split("."), parse_override_value(text.strip())):
+            problems.append(ConfigError(f"{label} (--set)", key, "is inside a non-table value"))
+            continue
+        keys.add(key)
+    return keys
+
+
+def _set_dotted(raw: dict[str, Any], parts: list[str], value: Any) -> bool:
+    table = raw
+    for part in parts[:-1]:
+        child = table.setdefault(part, {})
+        if not isinstance(child, dict):
+            return False
+        table = child
+    table[parts[-1]] = value
+    return True
+
+
+def _deep_copy(raw: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in raw.items()}
+
+
+def config_to_dict(cfg: JobConfig) -> dict[str, Any]:
+    """The config as plain TOML/JSON-ready data (tables, lists, scalars)."""
+    plain = to_plain(cfg)
+    assert isinstance(plain, dict)
+    return plain
+
+
+def write_resolved(cfg: JobConfig, run_dir: Path) -> Path:
+    """Write `<run_dir>/config.resolved.toml`: every key, defaults included, as the job ran."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = run_dir / RESOLVED_NAME
+    text = "# The job's config with every default filled in, as distagent resolved it.\n"
+    text += dumps_toml(config_to_dict(cfg))
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """A small TOML writer for the config's shapes: nested tables of scalars and lists."""
+    return "\n".join(_toml_tables(data, ())).strip() + "\n"
+
+
+def _toml_tables(table: Mapping[str, Any], prefix: tuple[str, ...]) -> list[str]:
+    lines: list[str] = []
+    scalars = {k: v for k, v in table.items() if not _is_subtable(v)}
+    if prefix and (scalars or not table):
+        lines.append(f"[{'.'.join(prefix)}]")
+    lines.extend(f"{k} = {_toml_value(v)}" for k, v in scalars.items())
+    if scalars:
+        lines.append("")
+    for key, value in table.items():
+        if _is_subtable(value):
+            lines.extend(_toml_tables(value, (*prefix, key)))
+    return lines
+
+
+def _is_subtable(value: Any) -> bool:
+    return isinstance(value, Mapping) and not isinstance(value, InlineTable)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("nan" if value != value else "inf")
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
+        return "{ " + inner + " }" if inner else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def replace_in(cfg: JobConfig, **changes: Any) -> JobConfig:
+    """dataclasses.replace on a dotted path: replace_in(cfg, data__optimize=False)."""
+    for dotted, value in changes.items():
+        cfg = _replace_path(cfg, dotted.split("__"), value)
+    return cfg
+
+
+def _replace_path(obj: Any, parts: list[str], value: Any) -> Any:
+    if len(parts) == 1:
+        return dataclasses.replace(obj, **{parts[0]: value})
+    child = _replace_path(getattr(obj, parts[0]), parts[1:], value)
+    return dataclasses.replace(obj, **{parts[0]: child})

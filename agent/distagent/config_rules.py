@@ -1,0 +1,121 @@
+"""Value rules the types cannot express: ranges, and keys that another key makes required.
+
+Checked once, after the types, so that every impossible value is refused before a job starts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from distagent.config_convert import Problem, show
+from distagent.schema import JobConfig
+
+BUILTIN_MODELS = ("mlp", "cnn", "resnet_small")
+KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
+_FEATURE_SPEC = re.compile(
+    r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    key: str
+    ok: Callable[[Any], bool]
+    expected: str
+
+
+def _positive(v: Any) -> bool:
+    return bool(v > 0) and math.isfinite(v)
+
+
+def _at_least(low: float) -> Callable[[Any], bool]:
+    return lambda v: bool(v >= low) and math.isfinite(v)
+
+
+def _tunable(v: Any) -> bool:
+    return v == "autotune" or (isinstance(v, int) and v >= 1)
+
+
+def _fraction(v: Any) -> bool:
+    return 0.0 <= v < 1.0
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("run.name", lambda v: bool(v) and "/" not in v and v not in (".", ".."),
+         "a non-empty name without '/'"),
+    Rule("run.logdir", bool, "a non-empty path"),
+    Rule("run.seed", _at_least(0), "an integer >= 0"),
+    Rule("strategy.cpu_replicas", _at_least(0), "an integer >= 0"),
+    Rule("data.per_replica_batch_size", _positive, "an integer > 0"),
+    Rule("data.shuffle_buffer", _at_least(0), "an integer >= 0 (0 = no shuffle)"),
+    Rule("data.parallel_calls", _tunable, '"autotune" or an integer >= 1'),
+    Rule("data.prefetch", lambda v: v == "autotune" or v >= 0, '"autotune" or an integer >= 0'),
+    Rule("data.validation_fraction", _fraction, "a number in [0, 1)"),
+    Rule("data.synthetic.num_examples", _positive, "an integer > 0"),
+    Rule("data.synthetic.num_classes", _at_least(2), "an integer >= 2"),
+    Rule("data.synthetic.input_shape", lambda v: bool(v) and all(d > 0 for d in v),
+         "a non-empty list of positive integers"),
+    Rule("data.synthetic.preprocess_cost_ms", _at_least(0), "a number >= 0"),
+    Rule("data.synthetic.read_latency_ms", _at_least(0), "a number >= 0"),
+    Rule("data.keras.dataset", lambda v: v in KERAS_DATASETS, " or ".join(KERAS_DATASETS)),
+    Rule("data.tfrecord.features", lambda v: all(_FEATURE_SPEC.match(s) for _, s in v),
+         'specs like "float32[28,28,1]" or "int64"'),
+    Rule("model.name", lambda v: v in BUILTIN_MODELS or re.fullmatch(r"[\w.]+:\w+", v) is not None,
+         ", ".join(BUILTIN_MODELS) + ' or "package.module:function"'),
+    Rule("optimizer.base_learning_rate", _positive, "a number > 0"),
+    Rule("optimizer.base_batch_size", _at_least(0), "an integer >= 0 (0 = per_replica_batch_size)"),
+    Rule("optimizer.warmup_epochs", _at_least(0), "a number >= 0"),
+    Rule("train.epochs", _positive, "an integer > 0"),
+    Rule("train.steps_per_epoch", _at_least(0), "an integer >= 0 (0 = one pass over the data)"),
+    Rule("train.log_every_steps", _positive, "an integer > 0"),
+    Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
+    Rule("cluster.timeout_seconds", _positive, "a number > 0"),
+)
+
+
+def _lookup(cfg: Any, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def check_rules(cfg: JobConfig) -> list[Problem]:
+    """Every broken rule as a problem; an empty list means the config can run."""
+    problems = [
+        Problem(rule.key, f"expected {rule.expected}, got {show(_lookup(cfg, rule.key))}")
+        for rule in RULES
+        if not rule.ok(_lookup(cfg, rule.key))
+    ]
+    problems.extend(_required_by_source(cfg))
+    problems.extend(_strategy_problems(cfg))
+    return problems
+
+
+def _required_by_source(cfg: JobConfig) -> Iterator[Problem]:
+    data = cfg.data
+    if data.source == "tfrecord":
+        if not data.tfrecord.files:
+            yield Problem("data.tfrecord.files", 'required by source = "tfrecord": a glob of files')
+        names = [name for name, _ in data.tfrecord.features]
+        if "label" not in names or len(names) < 2:
+            yield Problem(
+                "data.tfrecord.features",
+                'required by source = "tfrecord": a "label" feature and at least one input feature',
+            )
+    if data.source == "npz" and not data.npz.path:
+        yield Problem("data.npz.path", 'required by source = "npz": a .npz file with x and y')
+    if data.source == "tfds" and not data.tfds.name:
+        yield Problem("data.tfds.name", 'required by source = "tfds": a TFDS dataset name')
+
+
+def _strategy_problems(cfg: JobConfig) -> Iterator[Problem]:
+    strategy = cfg.strategy
+    if strategy.kind == "one_device" and len(strategy.devices) > 1:
+        yield Problem("strategy.devices", 'expected at most one device for kind = "one_device"')
+    bad = [d for d in strategy.devices if not re.fullmatch(r"(/.*)?(GPU|CPU|gpu|cpu):\d+", d)]
+    if bad:
+        yield Problem("strategy.devices", f'expected names like "GPU:0", got {show(bad[0])}')
