@@ -1,0 +1,87 @@
+"""Write telemetry samples as TensorBoard scalars into a job's `system` sub-run.
+
+A remote worker's GPUs then show up for anyone watching the shared logdir, with no extra
+service. The step of each point is whole seconds since the recorder started (monotonic,
+strictly increasing), and its wall time is when it was written. Only known values are written:
+an unsupported field leaves a gap, never a zero. tensorflow is imported in `start()`, so
+distcore stays importable without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distcore import names
+from distcore.telemetry.model import Source, TelemetrySnapshot
+from distcore.telemetry.sampler import TelemetrySampler, snapshot_metrics
+from distcore.telemetry.source import make_source
+
+
+class SystemRecorder:
+    """Samples every `interval` seconds and writes to `<run_dir>/<subdir>` (default `system`;
+    multi-worker jobs pass `names.worker_system_dir(i)`). Without `source` it samples this
+    host's GPUs through NVML plus the host and `pids`, and closes that source itself."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        interval: float = 5.0,
+        subdir: str = names.SYSTEM_DIR,
+        source: Source | None = None,
+        pids: Sequence[int] = (),
+    ) -> None:
+        self.log_dir = Path(run_dir) / subdir
+        self._interval = interval
+        self._owns_source = source is None
+        self._source: Source = source if source is not None else make_source(pids=pids)
+        self._sampler: TelemetrySampler | None = None
+        self._writer: Any = None
+        self._tf: Any = None
+        self._start: float | None = None
+        self._last_step = -1
+        self.written = 0  # samples written, for tests and the agent's log
+
+    def start(self) -> None:
+        import tensorflow as tf
+
+        self._tf = tf
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._writer = tf.summary.create_file_writer(str(self.log_dir))
+        self._sampler = TelemetrySampler(
+            self._source,
+            interval=self._interval,
+            history_seconds=self._interval,  # the event file is the history
+            on_sample=self._write,
+            close_source=self._owns_source,
+        )
+        self._sampler.start()
+
+    def _step(self, snap: TelemetrySnapshot) -> int:
+        if self._start is None:
+            self._start = snap.time
+        step = max(self._last_step + 1, int(snap.time - self._start))
+        self._last_step = step
+        return step
+
+    def _write(self, snap: TelemetrySnapshot) -> None:
+        """Runs on the sampler thread; tf.summary's default writer is per thread, so each
+        write enters the writer's context itself."""
+        tf = self._tf
+        step = self._step(snap)
+        with self._writer.as_default(step=step):
+            for tag, value in snapshot_metrics(snap).items():
+                if value is not None:
+                    tf.summary.scalar(tag, value)
+        self._writer.flush()  # a watcher on another host sees the point within one interval
+        self.written += 1
+
+    def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+        elif self._owns_source:
+            self._source.close()
+        if self._writer is not None:
+            self._writer.close()

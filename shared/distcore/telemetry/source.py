@@ -1,0 +1,72 @@
+"""One source = the GPUs (NVML, simulated or disabled) plus the host, sampled together."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from distcore.telemetry.host import HostSource
+from distcore.telemetry.model import GpuDevice, GpuSource, GpuStatus, TelemetrySnapshot
+from distcore.telemetry.nvml import NvmlGpuSource
+from distcore.telemetry.simulated import SimulatedGpuSource
+
+NO_GPU_REASON = "GPU sampling disabled (--no-gpu)"
+
+
+class DisabledGpuSource:
+    """No GPU queries at all: the user asked for none."""
+
+    def __init__(self, reason: str = NO_GPU_REASON) -> None:
+        self._reason = reason
+
+    def read(self) -> tuple[GpuStatus, tuple[GpuDevice, ...]]:
+        return GpuStatus(False, self._reason), ()
+
+    def close(self) -> None:
+        pass
+
+
+class TelemetrySource:
+    """Samples GPUs and host in one call; `clock` stamps the snapshot (wall time)."""
+
+    def __init__(
+        self,
+        gpus: GpuSource,
+        host: HostSource | None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.gpus = gpus
+        self.host = host
+        self._clock = clock
+
+    def sample(self) -> TelemetrySnapshot:
+        status, devices = self.gpus.read()
+        host = self.host.sample() if self.host is not None else None
+        return TelemetrySnapshot(self._clock(), status, devices, host)
+
+    def close(self) -> None:
+        self.gpus.close()
+        if self.host is not None:
+            self.host.close()
+
+
+def make_source(
+    *,
+    no_gpu: bool = False,
+    simulate_gpus: int = 0,
+    pids: Sequence[int] = (),
+    host: bool = True,
+    nvml: Any = None,
+) -> TelemetrySource:
+    """The source the flags ask for: simulated GPUs if `simulate_gpus` > 0 (NVML untouched),
+    none with `no_gpu`, else NVML (`nvml` injects a pynvml-like module)."""
+    gpus: GpuSource
+    if simulate_gpus > 0:
+        gpus = SimulatedGpuSource(simulate_gpus)
+    elif no_gpu:
+        gpus = DisabledGpuSource()
+    else:
+        gpus = NvmlGpuSource(nvml)
+    return TelemetrySource(gpus, HostSource(pids) if host else None)
