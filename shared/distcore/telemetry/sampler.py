@@ -178,7 +178,7 @@ class TelemetrySampler:
         return self._history.capacity
 
 
-def keys_for(indices: Iterable[int]) -> tuple[str, ...]:
-    """All history keys for these GPU indices plus the host's."""
+def keys_for(indices: Iterable[int], *, host: bool = True) -> tuple[str, ...]:
+    """All history keys for these GPU indices, plus the host's."""
     gpu = [names.gpu_tag(i, f) for i in indices for f in names.GPU_FIELDS]
-    return (*gpu, names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB)
+    return (*gpu, names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB) if host else tuple(gpu)
