@@ -22,7 +22,14 @@ def _runs(options: Options) -> list[dict[str, Any]]:
 
 def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The `gpus` and `host` objects (telemetry issue)."""
-    return {"available": False, "reason": "telemetry not sampled", "devices": []}, None
+    from distcore.telemetry import make_source
+    from distcore.telemetry.jsonify import telemetry_to_json
+
+    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
+    try:
+        return telemetry_to_json(source.sample())
+    finally:
+        source.close()
 
 
 def _alerts(runs: list[dict[str, Any]], gpus: dict[str, Any]) -> list[dict[str, Any]]:
