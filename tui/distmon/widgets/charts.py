@@ -1,0 +1,58 @@
+"""Chart widgets: a braille line chart that redraws only when its curves or its size change."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.markup import escape
+from rich.text import Text
+from textual.widget import Widget
+
+from distmon.widgets.braille import PALETTE, render_chart
+from distmon.widgets.model import Curve, XMode, split_run
+
+
+class LineChart(Widget):
+    """One metric of the shown jobs; the border title says what and how."""
+
+    can_focus = True
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._curves: tuple[Curve, ...] = ()
+        self._log_y = False
+        self._mode: XMode = "step"
+        self._cache: tuple[object, Text] | None = None
+
+    def plot(self, curves: Sequence[Curve], *, title: str, log_y: bool, mode: XMode) -> None:
+        curves = tuple(curves)
+        self.border_title = title
+        self.border_subtitle = legend(curves, self.size.width)
+        if (curves, log_y, mode) == (self._curves, self._log_y, self._mode):
+            return
+        self._curves, self._log_y, self._mode = curves, log_y, mode
+        self.refresh()
+
+    def render(self) -> Text:
+        width, height = self.content_size
+        key = (self._curves, self._log_y, self._mode, width, height)
+        if self._cache is None or self._cache[0] != key:
+            text = render_chart(self._curves, width, height, log_y=self._log_y, mode=self._mode)
+            self._cache = (key, text)
+        return self._cache[1]
+
+
+def legend(curves: Sequence[Curve], width: int) -> str:
+    """The jobs in their colours (a job's validation curve is its colour, dimmed)."""
+    out, used, seen = [], 0, set()
+    for curve in curves:
+        if curve.color in seen:
+            continue
+        seen.add(curve.color)
+        label = split_run(curve.label)[0][-20:]
+        used += len(label) + 1
+        if used > max(width - 6, 8):
+            out.append("…")
+            break
+        out.append(f"[{PALETTE[curve.color % len(PALETTE)]}]{escape(label)}[/]")
+    return " ".join(out)
