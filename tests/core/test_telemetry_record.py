@@ -1,0 +1,101 @@
+"""SystemRecorder writes real tf.summary events that TensorBoard's own reader reads back."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from distcore import names
+from distcore.telemetry import TelemetrySnapshot, TelemetrySource
+from distcore.telemetry.host import HostSource
+from distcore.telemetry.record import SystemRecorder
+from distcore.telemetry.sampler import snapshot_metrics
+from distcore.telemetry.simulated import SimulatedGpuSource
+
+
+def counting_clock() -> Any:
+    """Each reading is one second later: sample k is taken at t = k, whatever the real time."""
+    ticks = iter(range(10**6))
+    return lambda: float(next(ticks))
+
+
+class Recorded(TelemetrySource):
+    """The real source, remembering what it handed out (to compare with the event file)."""
+
+    def __init__(self) -> None:
+        # Snapshot k is stamped t = k: the recorder's step (seconds since start) is then k.
+        gpus = SimulatedGpuSource(2, clock=counting_clock())
+        super().__init__(gpus, HostSource(), clock=counting_clock())
+        self.handed_out: list[TelemetrySnapshot] = []
+        self.closed = False
+
+    def sample(self) -> TelemetrySnapshot:
+        snap = super().sample()
+        self.handed_out.append(snap)
+        return snap
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.util import tensor_util
+
+    acc = ea.EventAccumulator(str(log_dir), size_guidance={ea.TENSORS: 0})
+    acc.Reload()
+    return {
+        tag: [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
+        for tag in acc.Tags()["tensors"]
+    }
+
+
+def test_recorder_writes_system_scalars(tf: Any, tmp_path: Path) -> None:
+    source = Recorded()
+    recorder = SystemRecorder(tmp_path, interval=0.05, source=source)
+    recorder.start()
+    deadline = time.monotonic() + 20.0
+    while recorder.written < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorder.close()
+    assert recorder.written >= 3
+    assert not source.closed  # a source handed in belongs to the caller
+
+    scalars = read_scalars(tmp_path / names.SYSTEM_DIR)
+    expected_tags = {names.gpu_tag(i, f) for i in (0, 1) for f in names.GPU_FIELDS}
+    assert set(scalars) == expected_tags | {names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB}
+    written = source.handed_out[: recorder.written]
+    for tag, points in scalars.items():
+        assert [step for step, _ in points] == list(range(len(written)))  # strictly increasing
+        wanted = [snapshot_metrics(s)[tag] for s in written]
+        assert [v for _, v in points] == [float(tf.constant(w, tf.float32)) for w in wanted]
+    source.close()
+
+
+def test_unknown_values_leave_gaps_and_worker_subdirs(tf: Any, tmp_path: Path) -> None:
+    class NoTemperature(TelemetrySource):
+        def sample(self) -> TelemetrySnapshot:
+            snap = super().sample()
+            devices = tuple(replace(d, temperature_c=None) for d in snap.devices)
+            return TelemetrySnapshot(snap.time, snap.status, devices, snap.host)
+
+    source = NoTemperature(SimulatedGpuSource(1), None)
+    subdir = names.worker_system_dir(1)
+    recorder = SystemRecorder(tmp_path, interval=0.05, source=source, subdir=subdir)
+    recorder.start()
+    deadline = time.monotonic() + 20.0
+    while recorder.written < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorder.close()
+    scalars = read_scalars(tmp_path / "system" / "worker-1")
+    assert names.gpu_tag(0, "temperature_c") not in scalars  # unknown: not a zero
+    assert len(scalars[names.gpu_tag(0, "utilization")]) >= 2
+
+
+def test_unstarted_recorder_writes_nothing_and_closes_cleanly(tmp_path: Path) -> None:
+    recorder = SystemRecorder(tmp_path)  # never started: no tensorflow needed
+    recorder.close()
+    assert not (tmp_path / names.SYSTEM_DIR).exists()
