@@ -43,9 +43,13 @@ class StrategyConfig:
 
 @dataclass(frozen=True)
 class SyntheticConfig:
+    """Class prototypes plus noise, generated per example from the seed: learnable, reproducible."""
+
     num_examples: int = 4096
+    """Examples in the dataset (the validation share included)."""
     num_classes: int = 10
     input_shape: tuple[int, ...] = (28, 28, 1)
+    """Shape of one example's features, e.g. [28, 28, 1] or [64]."""
     preprocess_cost_ms: float = 0.0
     """CPU time each example costs in the map, spent in TensorFlow ops (shows input-bound jobs)."""
     read_latency_ms: float = 0.0
@@ -57,7 +61,12 @@ class TFRecordConfig:
     files: str = ""
     """Glob of TFRecord files."""
     features: tuple[tuple[str, str], ...] = ()
-    """Feature name -> spec, e.g. {image = "float32[28,28,1]", label = "int64"}."""
+    """Feature name -> spec, e.g. {image = "float32[28,28,1]", label = "int64"}; "label" and one
+    input feature (float32/int64 with a shape, or uint8 bytes decoded to the shape)."""
+    num_examples: int = 0
+    """Records in all files; 0 = count them by reading the labels once at start."""
+    num_classes: int = 0
+    """0 = the largest label + 1, found by the same count."""
 
 
 @dataclass(frozen=True)
@@ -75,18 +84,29 @@ class KerasDataConfig:
 @dataclass(frozen=True)
 class TfdsConfig:
     name: str = ""
+    """A TensorFlow Datasets name (needs the tensorflow-datasets package), e.g. "mnist"."""
     split: str = "train"
+    """The split to train on; validation_fraction is held out of it."""
 
 
 @dataclass(frozen=True)
 class DataConfig:
     source: SourceKind = "synthetic"
+    """Where examples come from; the source's options are in the table of the same name."""
     per_replica_batch_size: int = 32
+    """Examples per replica per step; the global batch is this times the replicas."""
     shuffle_buffer: int = 10_000
+    """Examples in the shuffle buffer (0 = no shuffle); reshuffled every pass."""
     cache: bool = True
+    """Keep the read (decoded) examples in memory after the first pass, where they fit."""
     parallel_calls: Tunable = "autotune"
+    """Parallel calls of the per-example map (and of file reads)."""
     prefetch: Tunable = "autotune"
+    """Batches prepared ahead of the training step (0 = none)."""
     deterministic: bool = False
+    """true keeps the element order fixed under parallelism (slower when elements vary in cost)."""
+    autotune_ram_budget_mib: int = 0
+    """RAM tf.data's autotuner may use for buffers; 0 = TensorFlow's default (half the RAM)."""
     optimize: bool = True
     """false builds the naive pipeline (sequential map, no cache, no prefetch) for comparison."""
     validation_fraction: float = 0.1
@@ -107,24 +127,33 @@ class ModelConfig:
 @dataclass(frozen=True)
 class OptimizerConfig:
     name: OptimizerName = "sgd"
+    """momentum is SGD with momentum 0.9."""
     base_learning_rate: float = 0.01
+    """The rate tuned for base_batch_size; scaled to the global batch by `scaling`."""
     base_batch_size: int = 0
     """The batch the base rate was tuned for; 0 means per_replica_batch_size."""
     scaling: ScalingRule = "linear"
+    """linear: base × global/base_batch; sqrt: base × sqrt(global/base_batch); none: base."""
     warmup_epochs: float = 0.0
     """Gradual warmup (Goyal et al.) from base to the scaled rate over this many epochs."""
     decay: DecayKind = "none"
+    """Schedule after warmup, from the scaled rate over the remaining steps."""
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     epochs: int = 1
+    """Passes of steps_per_epoch steps."""
     steps_per_epoch: int = 0
     """0 = one pass over the data; more steps than one pass repeats the data."""
     log_every_steps: int = 10
+    """Write the training scalars every this many steps."""
     checkpoint_every_steps: int = 100
+    """0 = checkpoint only at the end (and on SIGTERM)."""
     mixed_precision: bool = False
+    """mixed_float16 compute with float32 variables."""
     jit_compile: bool = False
+    """Compile the train step with XLA."""
     stop_on_nan: bool = True
     """NaN or infinite loss stops the run with status `diverged`."""
 

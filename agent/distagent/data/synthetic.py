@@ -1,0 +1,91 @@
+"""A learnable, reproducible synthetic dataset: one prototype per class plus Gaussian noise.
+
+Example i is generated from (seed, i) with stateless random ops, so the data is the same on every
+run and every worker, costs no memory until cached, and needs no files. The prototypes are spread
+so that two classes sit about six noise deviations apart whatever the input size: a small MLP
+reaches high accuracy, but not on the first step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from distagent.data import Source
+from distagent.data.cost import add_latency, spend_cpu
+from distagent.schema import JobConfig
+
+CLASS_SEPARATION = 6.0
+"""Distance between two class prototypes, in noise standard deviations."""
+
+
+def prototypes(seed: int, num_classes: int, dim: int) -> np.ndarray:
+    scale = CLASS_SEPARATION / math.sqrt(2.0 * dim)
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((num_classes, dim)) * scale).astype(np.float32)
+
+
+def open_source(cfg: JobConfig) -> Source:
+    syn = cfg.data.synthetic
+    shape = tuple(syn.input_shape)
+    dim = math.prod(shape)
+    protos = prototypes(cfg.run.seed, syn.num_classes, dim)
+    seed = cfg.run.seed
+
+    def read(parallel: Any) -> Any:
+        import tensorflow as tf
+
+        table = tf.constant(protos)
+
+        def example(index: Any) -> tuple[Any, Any]:
+            key = tf.stack([tf.constant(seed, tf.int64), index])
+            label = tf.random.stateless_uniform(
+                [], key, minval=0, maxval=syn.num_classes, dtype=tf.int32
+            )
+            noise = tf.random.stateless_normal([dim], key + tf.constant([1, 0], tf.int64))
+            features = tf.reshape(tf.gather(table, label) + noise, shape)
+            return features, label
+
+        ds = tf.data.Dataset.range(syn.num_examples).map(
+            example, num_parallel_calls=parallel, deterministic=True
+        )
+        if syn.read_latency_ms > 0:
+            ds = ds.map(
+                lambda x, y: (add_latency(tf, x, syn.read_latency_ms), y),
+                num_parallel_calls=_latency_parallelism(parallel),
+                deterministic=True,
+            )
+        return ds
+
+    return Source(
+        read=read,
+        num_examples=syn.num_examples,
+        input_shape=shape,
+        num_classes=syn.num_classes,
+        preprocess=_preprocess(syn.preprocess_cost_ms),
+        example_bytes=dim * 4 + 4,
+        read_latency_ms=syn.read_latency_ms,
+    )
+
+
+LATENCY_PARALLELISM = 32
+"""Reads in flight against a slow store: waiting costs no CPU, so this is not bounded by cores
+(tf.data's autotuner would stop at the core count)."""
+
+
+def _latency_parallelism(parallel: Any) -> Any:
+    return 1 if parallel == 1 else LATENCY_PARALLELISM
+
+
+def _preprocess(cost_ms: float) -> Any:
+    if cost_ms <= 0:
+        return None
+
+    def preprocess(features: Any, label: Any) -> tuple[Any, Any]:
+        import tensorflow as tf
+
+        return spend_cpu(tf, features, cost_ms), label
+
+    return preprocess
