@@ -17,7 +17,12 @@ from distmon.options import Options
 
 def _runs(options: Options) -> list[dict[str, Any]]:
     """Every run under the logdirs, as JSON-ready dicts (reader issue)."""
-    return []
+    # Imported here so that the dashboard's own start-up does not pay for the protos.
+    from distcore.events import load_once
+    from distcore.events.jsonify import run_to_json
+
+    runs = load_once(options.logdirs, poll=options.poll, max_points=options.max_points)
+    return [run_to_json(run) for run in runs]
 
 
 def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -52,7 +57,25 @@ def collect(options: Options) -> dict[str, Any]:
 
 def render_text(doc: dict[str, Any], out: TextIO) -> None:
     """The readable table (`--once` without `--json`)."""
+
+    def num(value: Any) -> str:
+        return value if isinstance(value, str) else f"{value:.6g}"
+
     out.write(f"{len(doc['runs'])} runs in {', '.join(doc['logdirs'])}\n")
+    for run in doc["runs"]:
+        files = f"{run['files']} file" + ("" if run["files"] == 1 else "s")
+        out.write(f"\n{run['name']}  [{run['status']}, {files}]  {run['path']}\n")
+        for name, value in run["hparams"].items():
+            out.write(f"  hparam {name} = {value}\n")
+        tags = run["scalars"]
+        width = max((len(t) for t in tags), default=0)
+        for tag, s in tags.items():
+            out.write(
+                f"  {tag:<{width}}  step {s['last_step']:>8}  last {num(s['last_value']):>12}"
+                f"  min {num(s['min']):>12}  max {num(s['max']):>12}  n={s['count']}\n"
+            )
+        for problem in run["problems"]:
+            out.write(f"  problem: {problem}\n")
 
 
 def run_once(options: Options, out: TextIO | None = None) -> int:

@@ -1,0 +1,144 @@
+"""The general decoder: one event at a time, with TensorBoard's protos.
+
+Used for whatever the vectorised fast path leaves: first values with metadata that is not the
+plain scalars one, several values per event, hparams, session logs, odd tensor types. Images,
+audio and histograms are skipped by field number, their payloads never parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+from tensorboard.plugins.hparams import plugin_data_pb2
+
+from distcore.events import schema as s
+from distcore.events.wire import WireError, as_bytes, as_double, as_float, as_int64, fields
+
+# TensorProto dtype -> (numpy dtype of tensor_content, repeated field holding values otherwise).
+_DTYPES: Final[dict[int, tuple[str, str]]] = {
+    types_pb2.DT_FLOAT: ("<f4", "float_val"),
+    types_pb2.DT_DOUBLE: ("<f8", "double_val"),
+    types_pb2.DT_HALF: ("<f2", "half_val"),
+    types_pb2.DT_INT8: ("<i1", "int_val"),
+    types_pb2.DT_INT16: ("<i2", "int_val"),
+    types_pb2.DT_INT32: ("<i4", "int_val"),
+    types_pb2.DT_INT64: ("<i8", "int64_val"),
+    types_pb2.DT_UINT8: ("<u1", "int_val"),
+    types_pb2.DT_UINT16: ("<u2", "int_val"),
+    types_pb2.DT_UINT32: ("<u4", "uint32_val"),
+    types_pb2.DT_UINT64: ("<u8", "uint64_val"),
+    types_pb2.DT_BOOL: ("?", "bool_val"),
+}
+
+
+class UndecodableError(ValueError):
+    """A record whose CRC held but whose payload is not an event we can read."""
+
+
+@dataclass
+class Decoded:
+    wall_time: float = 0.0
+    step: int = 0
+    scalars: list[tuple[str, float]] = field(default_factory=list)
+    session_start: bool = False
+    hparams: dict[str, Any] | None = None
+
+
+def decode_event(data: bytes, plugins: dict[str, str]) -> Decoded:
+    """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated."""
+    try:
+        return _decode(data, plugins)
+    except (WireError, DecodeError, ValueError) as err:
+        raise UndecodableError(str(err) or type(err).__name__) from err
+
+
+def _decode(data: bytes, plugins: dict[str, str]) -> Decoded:
+    out = Decoded()
+    summary: bytes | None = None
+    for number, _, raw in fields(data):
+        if number == s.EVENT_WALL_TIME:
+            out.wall_time = as_double(raw)
+        elif number == s.EVENT_STEP:
+            out.step = as_int64(raw)
+        elif number == s.EVENT_SUMMARY:
+            summary = as_bytes(raw)
+        elif number == s.EVENT_SESSION_LOG:
+            log = event_pb2.SessionLog.FromString(as_bytes(raw))
+            out.session_start = log.status == s.SESSION_START
+    if summary is not None:
+        for number, _, raw in fields(summary):
+            if number == s.SUMMARY_VALUE:
+                _value(as_bytes(raw), plugins, out)
+    return out
+
+
+def _value(data: bytes, plugins: dict[str, str], out: Decoded) -> None:
+    tag = ""
+    simple: float | None = None
+    metadata: bytes | None = None
+    tensor: bytes | None = None
+    for number, _, raw in fields(data):
+        if number == s.VALUE_TAG:
+            tag = as_bytes(raw).decode("utf-8", "replace")
+        elif number == s.VALUE_SIMPLE:
+            simple = as_float(raw)
+        elif number == s.VALUE_METADATA:
+            metadata = as_bytes(raw)
+        elif number == s.VALUE_TENSOR:
+            tensor = as_bytes(raw)
+        elif number in s.VALUE_SKIPPED:
+            return
+    content = b""
+    if metadata is not None:
+        meta = summary_pb2.SummaryMetadata.FromString(metadata)
+        if meta.plugin_data.plugin_name:
+            plugins[tag] = meta.plugin_data.plugin_name
+        content = meta.plugin_data.content
+    plugin = plugins.get(tag)
+    if simple is not None:
+        out.scalars.append((tag, simple))
+    elif plugin == s.SCALARS_PLUGIN and tensor is not None:
+        out.scalars.append((tag, tensor_scalar(tensor)))
+    elif plugin == s.HPARAMS_PLUGIN and content:
+        hparams = session_hparams(content)
+        if hparams is not None:
+            out.hparams = {**(out.hparams or {}), **hparams}
+
+
+def tensor_scalar(data: bytes) -> float:
+    proto = tensor_pb2.TensorProto.FromString(data)
+    if proto.dtype not in _DTYPES:
+        raise UndecodableError(f"scalar tensor of unsupported dtype {proto.dtype}")
+    np_dtype, repeated = _DTYPES[proto.dtype]
+    if proto.tensor_content:
+        values = np.frombuffer(proto.tensor_content, dtype=np_dtype)
+    else:
+        values = np.asarray(getattr(proto, repeated))
+        if proto.dtype == types_pb2.DT_HALF:
+            values = values.astype(np.uint16).view(np.float16)
+    if values.size != 1:
+        raise UndecodableError(f"scalar tensor with {values.size} elements")
+    return float(values.reshape(-1)[0])
+
+
+def session_hparams(content: bytes) -> dict[str, Any] | None:
+    """The hparams of an HParams plugin session-start record, as plain Python values."""
+    data = plugin_data_pb2.HParamsPluginData.FromString(content)
+    if not data.HasField("session_start_info"):
+        return None
+    result: dict[str, Any] = {}
+    for name, value in data.session_start_info.hparams.items():
+        kind = value.WhichOneof("kind")
+        if kind == "number_value":
+            result[name] = value.number_value
+        elif kind == "string_value":
+            result[name] = value.string_value
+        elif kind == "bool_value":
+            result[name] = value.bool_value
+        else:
+            result[name] = None
+    return result

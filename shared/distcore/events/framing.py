@@ -1,0 +1,114 @@
+"""TFRecord framing: u64 length, masked CRC of the length, data, masked CRC of the data.
+
+`frame()` finds the intact records in a buffer. A truncated last record is "not yet": `end` stops
+before it, so the caller reads it again once the file grows. A bad length CRC means the framing
+is lost: the reader searches forward for the next header whose CRC checks out (it only ever moves
+forward, so it terminates). A bad data CRC drops that record only.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from distcore.events.buffers import I64, U8, at
+from distcore.events.crc import crc_ok, masked_crcs
+
+HEADER: Final = 12
+FOOTER: Final = 4
+MAX_RECORD: Final = 1 << 30
+_RESYNC_WINDOW: Final = 1 << 20
+_U64 = struct.Struct("<Q")
+
+BAD_LENGTH_CRC: Final = "bad length CRC"
+BAD_DATA_CRC: Final = "bad data CRC"
+
+
+@dataclass
+class Frames:
+    starts: I64  # offset of each intact record's data
+    lengths: I64
+    end: int  # everything before this offset is consumed (read or skipped)
+    problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset)
+
+
+def _chain(raw: bytes | bytearray, pos: int, size: int) -> tuple[array[int], int]:
+    """Follow the lengths from `pos` while whole records fit; trusts them (checked after)."""
+    unpack = _U64.unpack_from
+    heads = array("q")
+    push = heads.append
+    last = size - HEADER
+    while pos <= last:
+        (length,) = unpack(raw, pos)
+        end = pos + length + HEADER + FOOTER
+        if end > size or length > MAX_RECORD:
+            break
+        push(pos)
+        pos = end
+    return heads, pos
+
+
+def _headers_ok(buf: U8, heads: I64) -> np.ndarray:
+    stored = at(buf, "<u4")[heads + 8]
+    return np.asarray(masked_crcs(buf, heads, 8) == stored)
+
+
+def _resync(buf: U8, start: int, size: int) -> int:
+    """The next offset >= start that holds a valid header, else where one could still begin."""
+    lengths = at(buf, "<u8")
+    last = size - HEADER
+    while start <= last:
+        stop = min(last + 1, start + _RESYNC_WINDOW)
+        cand = np.arange(start, stop, dtype=np.int64)
+        cand = cand[lengths[cand] <= MAX_RECORD]
+        good = cand[_headers_ok(buf, cand)] if len(cand) else cand
+        if len(good):
+            return int(good[0])
+        start = stop
+    return max(start, size - HEADER + 1)
+
+
+def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
+    """Split raw[:size] into records; `buf` is the same bytes as uint8, padded past `size`."""
+    pos = 0
+    kept: list[I64] = []
+    problems: list[tuple[str, int]] = []
+    while True:
+        chained, stop = _chain(raw, pos, size)
+        heads = np.frombuffer(chained, dtype=np.int64) if len(chained) else np.zeros(0, np.int64)
+        bad = np.flatnonzero(~_headers_ok(buf, heads)) if len(heads) else heads
+        if len(bad):
+            kept.append(heads[: bad[0]])
+            problems.append((BAD_LENGTH_CRC, int(heads[bad[0]])))
+            pos = _resync(buf, int(heads[bad[0]]) + 1, size)
+            continue
+        kept.append(heads)
+        pos = stop
+        if size - pos >= HEADER and not _header_plausible(buf, pos):
+            problems.append((BAD_LENGTH_CRC, pos))
+            pos = _resync(buf, pos + 1, size)
+            continue
+        break
+    heads = np.concatenate(kept) if kept else np.zeros(0, np.int64)
+    return _check_data(raw, buf, heads, pos, problems)
+
+
+def _header_plausible(buf: U8, pos: int) -> bool:
+    """A header that stopped the chain: fine if its CRC holds and its length is sane."""
+    one = np.array([pos], dtype=np.int64)
+    return bool(_headers_ok(buf, one)[0]) and int(at(buf, "<u8")[pos]) <= MAX_RECORD
+
+
+def _check_data(
+    raw: bytes | bytearray, buf: U8, heads: I64, end: int, problems: list[tuple[str, int]]
+) -> Frames:
+    lengths = at(buf, "<u8")[heads].astype(np.int64)
+    starts = heads + HEADER
+    stored = at(buf, "<u4")[starts + lengths]
+    ok = crc_ok(buf, raw, starts, lengths, stored)
+    problems.extend((BAD_DATA_CRC, int(h)) for h in heads[~ok].tolist())
+    return Frames(starts[ok], lengths[ok], end, problems)

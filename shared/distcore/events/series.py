@@ -1,0 +1,123 @@
+"""One scalar series with bounded memory, the restart rule, and exact summary statistics.
+
+Restart rule (TensorBoard's data server): a point at step s drops the kept points at steps >= s.
+After the rule the kept steps strictly increase. Each kept point carries a weight, the number of
+points read since the previous kept point, so `count` survives decimation exactly; only a purge
+that falls between two kept points of a decimated stretch has to estimate how many of that
+stretch's points it removed (pro rata by step), and min/max after such a purge are taken over
+what was kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from distcore.events.decimate import keep_indices
+from distcore.events.model import Series
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def survivors(steps: I64) -> npt.NDArray[np.bool_]:
+    """Which points of a batch outlive the later points of the same batch (step < all later)."""
+    later_min = np.minimum.accumulate(steps[::-1])[::-1]
+    keep = np.ones(len(steps), dtype=bool)
+    keep[:-1] = steps[:-1] < later_min[1:]
+    return keep
+
+
+def _fmin(values: F64) -> float:
+    return float(np.fmin.reduce(values)) if len(values) else float("nan")
+
+
+def _fmax(values: F64) -> float:
+    return float(np.fmax.reduce(values)) if len(values) else float("nan")
+
+
+class SeriesBuffer:
+    """Mutable, owned by one run under the store's lock; `snapshot()` freezes it."""
+
+    def __init__(self, tag: str, max_points: int) -> None:
+        self.tag = tag
+        self.max_points = max_points
+        self.steps: I64 = np.zeros(0, dtype=np.int64)
+        self.values: F64 = np.zeros(0, dtype=np.float64)
+        self.walls: F64 = np.zeros(0, dtype=np.float64)
+        self.weights: I64 = np.zeros(0, dtype=np.int64)
+        self.count = 0
+        self.min = float("nan")
+        self.max = float("nan")
+        self._frozen: Series | None = None
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def extend(self, steps: I64, walls: F64, values: F64) -> None:
+        """Append points in the order they were written (the batch may hold restarts)."""
+        if len(steps) == 0:
+            return
+        self._frozen = None
+        first_new = int(steps.min())
+        purged = len(self.steps) and first_new <= int(self.steps[-1])
+        if purged:
+            self._purge_from(first_new)
+        keep = survivors(steps)
+        kept_steps = steps[keep]
+        # Points of the batch that a later point of it purged were never counted.
+        weights = np.ones(len(kept_steps), dtype=np.int64)
+        self.steps = np.concatenate([self.steps, kept_steps])
+        self.values = np.concatenate([self.values, values[keep]])
+        self.walls = np.concatenate([self.walls, walls[keep]])
+        self.weights = np.concatenate([self.weights, weights])
+        self.count += len(kept_steps)
+        if purged:
+            self.min, self.max = _fmin(self.values), _fmax(self.values)
+        else:
+            self.min = _fmin(np.array([self.min, _fmin(values[keep])]))
+            self.max = _fmax(np.array([self.max, _fmax(values[keep])]))
+        if len(self.steps) > self.max_points:
+            self._decimate()
+
+    def purge_from(self, step: int) -> None:
+        """Drop the points at steps >= step (a restart of the whole run)."""
+        if len(self.steps) and step <= int(self.steps[-1]):
+            self._frozen = None
+            self._purge_from(step)
+            self.min, self.max = _fmin(self.values), _fmax(self.values)
+
+    def _purge_from(self, step: int) -> None:
+        cut = int(np.searchsorted(self.steps, step, side="left"))
+        removed = int(self.weights[cut:].sum())
+        if 0 < cut < len(self.steps) and self.weights[cut] > 1:
+            # The first dropped point stood for a stretch; the part before `step` stays.
+            prev, here = int(self.steps[cut - 1]), int(self.steps[cut])
+            share = min(1.0, max(0.0, (step - prev - 1) / max(1, here - prev - 1)))
+            removed -= round(int(self.weights[cut] - 1) * share)
+        self.count -= removed
+        self.steps, self.values = self.steps[:cut], self.values[:cut]
+        self.walls, self.weights = self.walls[:cut], self.weights[:cut]
+
+    def _decimate(self) -> None:
+        keep = keep_indices(self.steps, self.values, max(2, self.max_points // 2))
+        # A dropped point's weight moves to the next kept point.
+        totals = np.cumsum(self.weights)[keep]
+        self.weights = np.diff(np.r_[0, totals]).astype(np.int64)
+        self.steps, self.values, self.walls = self.steps[keep], self.values[keep], self.walls[keep]
+
+    def snapshot(self) -> Series:
+        if self._frozen is None:
+            self._frozen = Series(
+                tag=self.tag,
+                steps=tuple(self.steps.tolist()),
+                values=tuple(self.values.tolist()),
+                wall_times=tuple(self.walls.tolist()),
+                last_step=int(self.steps[-1]),
+                last_value=float(self.values[-1]),
+                last_wall_time=float(self.walls[-1]),
+                count=self.count,
+                min=self.min,
+                max=self.max,
+            )
+        return self._frozen

@@ -1,0 +1,221 @@
+"""LogdirWatcher: finds runs under the roots and feeds every new record into a RunStore.
+
+inotify (through watchdog) wakes the worker thread; changes are debounced, and a periodic
+re-scan is the safety net for anything a notification missed. Polling is used when asked,
+when the root's filesystem never sends inotify events (NFS, CIFS, SSHFS and other FUSE,
+Lustre, GPFS), or when inotify cannot be set up (e.g. the watch limit is reached).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from distcore.events.discovery import EVENT_MARKER, RunDir, discover
+from distcore.events.fstype import mount_fs_type, needs_polling
+from distcore.events.reader import FileState, read_new
+from distcore.events.store import RunStore
+
+Mode = Literal["inotify", "poll"]
+_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, on_change: Callable[[str, bool], None]) -> None:
+        self._on_change = on_change
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        # Our own reads produce "opened"/"closed_no_write": ignoring them avoids a feedback loop.
+        if event.event_type not in _WAKING_EVENTS:
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            path = raw.decode() if isinstance(raw, bytes) else raw
+            if path and (event.is_directory or EVENT_MARKER in Path(path).name):
+                self._on_change(path, event.is_directory)
+
+
+class LogdirWatcher:
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        store: RunStore,
+        *,
+        poll: bool = False,
+        poll_interval: float = 1.0,
+        rescan_interval: float = 10.0,
+        debounce: float = 0.02,
+        fs_type: Callable[[Path], str | None] = mount_fs_type,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._roots = tuple(Path(r) for r in roots)
+        self._store = store
+        self._poll_interval = poll_interval
+        self._rescan_interval = rescan_interval
+        self._debounce = debounce
+        self._clock = clock
+        self._files: dict[Path, FileState] = {}
+        self._plugins: dict[str, dict[str, str]] = {}
+        self._runs: dict[str, RunDir] = {}
+        self._gone: set[str] = set()
+        self._dirty: set[Path] = set()
+        self._rescan_needed = False
+        self._dirty_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._mode, self._reason = self._choose_mode(poll, fs_type)
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @property
+    def mode_reason(self) -> str:
+        return self._reason
+
+    def _choose_mode(self, poll: bool, fs_type: Callable[[Path], str | None]) -> tuple[Mode, str]:
+        if poll:
+            return "poll", "polling as asked (--poll)"
+        for root in self._roots:
+            kind = fs_type(root)
+            if needs_polling(kind):
+                return "poll", f"{root} is on {kind}, where inotify sees no remote changes"
+        return "inotify", "inotify through watchdog"
+
+    # One synchronous pass: usable without start().
+    def scan_once(self) -> frozenset[str]:
+        changed = self._rescan()
+        self._store.notify(changed)
+        return changed
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        if self._mode == "inotify":
+            self._start_observer()
+        self._thread = threading.Thread(
+            target=self._loop, name="distmon-logdir-watcher", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._stop_observer()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _start_observer(self) -> None:
+        observer = Observer()
+        try:
+            handler = _Handler(self._on_change)
+            for root in self._roots:
+                observer.schedule(handler, str(root), recursive=True)
+            observer.start()
+        except OSError as err:  # typically ENOSPC: the inotify watch limit
+            self._stop_observer(observer)
+            self._mode, self._reason = "poll", f"inotify failed ({err}); polling"
+            return
+        self._observer = observer
+
+    def _stop_observer(self, observer: Observer | None = None) -> None:  # type: ignore[valid-type]
+        observer = observer or self._observer
+        if observer is None:
+            return
+        try:
+            observer.stop()
+            if observer.is_alive():
+                observer.join(timeout=10)
+        except RuntimeError:  # never started
+            pass
+        if observer is self._observer:
+            self._observer = None
+
+    def _on_change(self, path: str, is_directory: bool) -> None:
+        with self._dirty_lock:
+            if is_directory or Path(path) not in self._files:
+                self._rescan_needed = True
+            else:
+                self._dirty.add(Path(path))
+        self._wake.set()
+
+    def _loop(self) -> None:
+        self.scan_once()
+        next_rescan = self._clock() + self._rescan_interval
+        while not self._stop.is_set():
+            if self._mode == "poll":
+                self._stop.wait(self._poll_interval)
+                if not self._stop.is_set():
+                    self.scan_once()
+                continue
+            woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
+            if self._stop.is_set():
+                break
+            if woke:
+                self._wake.clear()
+                self._stop.wait(self._debounce)  # let a burst of writes settle
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+                rescan, self._rescan_needed = self._rescan_needed, False
+            if rescan or self._clock() >= next_rescan:
+                next_rescan = self._clock() + self._rescan_interval
+                self.scan_once()
+            else:
+                self._store.notify(self._read_files(dirty))
+
+    def _rescan(self) -> frozenset[str]:
+        found = discover(self._roots)
+        changed: set[str] = set()
+        for name, run in found.items():
+            if self._sync_run(run) or name in self._gone:
+                changed.add(name)
+            self._gone.discard(name)
+        for name, old in self._runs.items():
+            if name not in found and name not in self._gone:
+                for path in old.files:
+                    self._files.pop(path, None)
+                self._store.set_files(name, old.path, 0, None)
+                self._gone.add(name)
+                changed.add(name)
+        self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
+        return frozenset(changed)
+
+    def _sync_run(self, run: RunDir) -> bool:
+        old = self._runs.get(run.name)
+        for path in set(old.files if old else ()) - set(run.files):
+            self._files.pop(path, None)
+        changed = old is None or old.files != run.files
+        for path in run.files:
+            changed |= self._read_file(run, path)
+        self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
+        return changed
+
+    def _newest(self, run: RunDir) -> float | None:
+        mtimes = [self._files[p].mtime for p in run.files if p in self._files]
+        return max((m for m in mtimes if m), default=None)
+
+    def _read_file(self, run: RunDir, path: Path) -> bool:
+        state = self._files.get(path)
+        if state is None:
+            state = self._files[path] = FileState(path)
+        plugins = self._plugins.setdefault(run.name, {})
+        return read_new(
+            state, plugins, lambda batch: self._store.apply(run.name, run.path, batch, path.name)
+        )
+
+    def _read_files(self, paths: set[Path]) -> frozenset[str]:
+        changed = set()
+        for name, run in self._runs.items():
+            hits = [p for p in run.files if p in paths]
+            if hits and name not in self._gone and any([self._read_file(run, p) for p in hits]):
+                self._store.set_files(name, run.path, len(run.files), self._newest(run))
+                changed.add(name)
+        return frozenset(changed)
