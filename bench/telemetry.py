@@ -3,10 +3,16 @@ sample, against the tools users script today: `nvidia-smi --query-gpu=... --form
 GPUs, and plain psutil calls for the host. Prints medians and ratios.
 
 Run: .venv/bin/python bench/telemetry.py
+
+`--gpu-check` (for a machine with an NVIDIA GPU; PyTorch optional): keeps GPU 0 busy with a
+small PyTorch job, runs the sampler against real NVML for a few seconds, and prints the
+snapshot, the utilization history and whether the job's pid shows in the GPU process list.
+Without the venv: PYTHONPATH=shared python bench/telemetry.py --gpu-check
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -18,8 +24,11 @@ from pathlib import Path
 
 import psutil
 
+from distcore.telemetry import make_source
 from distcore.telemetry.host import HostSource
+from distcore.telemetry.jsonify import telemetry_to_json
 from distcore.telemetry.nvml import NvmlGpuSource
+from distcore.telemetry.sampler import TelemetrySampler
 from distcore.telemetry.simulated import SimulatedGpuSource
 
 SMI_QUERY = (
@@ -114,7 +123,54 @@ def bench_nvidia_smi(nvml_tick: float | None) -> None:
         print(f"  -> ratio nvidia-smi / our NVML tick = {anchor / nvml_tick:.1f}x")
 
 
+TORCH_LOAD = """
+import sys, time, torch
+x = torch.randn(8192, 8192, device="cuda")
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    y = x @ x
+    torch.cuda.synchronize()
+"""
+
+
+def _torch_load(seconds: float) -> subprocess.Popen[bytes] | None:
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch not installed: sampling an idle GPU")
+        return None
+    if not torch.cuda.is_available():
+        print("PyTorch sees no CUDA device: sampling an idle GPU")
+        return None
+    return subprocess.Popen([sys.executable, "-c", TORCH_LOAD, str(seconds)])
+
+
+def gpu_check(seconds: float = 8.0) -> None:
+    load = _torch_load(seconds + 10.0)
+    time.sleep(3.0 if load else 0.0)  # CUDA context creation before the GPU gets busy
+    pids = [load.pid] if load else []
+    sampler = TelemetrySampler(make_source(pids=pids), interval=0.5)
+    sampler.start()
+    time.sleep(seconds)
+    sampler.close()
+    snap = sampler.latest()
+    if load is not None:
+        load.terminate()
+        load.wait()
+    assert snap is not None
+    gpus, host = telemetry_to_json(snap)
+    print(json.dumps({"gpus": gpus, "host": host}, indent=2, ensure_ascii=False))
+    print("gpu/0/utilization history:", sampler.history("gpu/0/utilization"))
+    print("gpu/0/power_w history:", sampler.history("gpu/0/power_w"))
+    for pid in pids:
+        shown = any(p.pid == pid for d in snap.devices for p in d.processes)
+        print(f"torch pid {pid} in the GPU process list: {'yes' if shown else 'no'}")
+
+
 def main() -> None:
+    if "--gpu-check" in sys.argv[1:]:
+        gpu_check()
+        return
     print("telemetry tick cost (medians)")
     bench_simulated()
     bench_host()
