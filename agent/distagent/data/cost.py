@@ -1,11 +1,17 @@
 """Simulated costs: CPU time spent in TensorFlow ops, and storage latency as a sleep.
 
-CPU cost is a loop of cheap elementwise ops on a small vector. Two reasons it is not a matmul or
-a Python loop: a Python busy loop (numpy_function) holds the GIL, so parallel calls cannot run
-it side by side; and a large matmul is already spread over every core by TensorFlow's intra-op
-thread pool, so on a 2-core machine the sequential map already uses both cores and a parallel
-map has nothing left to gain (the 1.0x a first probe measured). Small elementwise ops run on one
-core each, so N parallel calls use N cores, as real per-example decoding and augmentation do.
+The CPU cost is a chain of sorts of a small vector, derived from the example. Sorting one row is
+single-threaded in TensorFlow, so each example keeps one core busy for the cost, and N parallel
+calls can use N cores, as real per-example decoding and augmentation do. What was ruled out:
+- a Python busy loop (numpy_function) holds the GIL, so parallel calls cannot overlap it;
+- a large matmul is already spread over every core by TensorFlow's intra-op thread pool, so the
+  sequential map already uses both cores of a 2-core machine and a parallel map has nothing left
+  to gain (the 1.0x a first probe measured); the optimized pipeline sets
+  `threading.max_intra_op_parallelism = 1` so that parallel calls, not intra-op threads, own the
+  cores, but no setting makes 2 cores do more than 2 cores' work;
+- a `tf.while_loop` of tiny ops is dominated by the executor's per-iteration hand-offs between
+  threads, which costs wall time without CPU work: parallel calls then "win" by more than the
+  core count, which measures the executor, not the cores.
 """
 
 from __future__ import annotations
@@ -14,50 +20,48 @@ import functools
 import time
 from typing import Any
 
-_VECTOR = 64
-_CALIBRATION_ITERATIONS = 5000
+SORT_SIZE = 4096
+"""Floats per sort; about 0.1-0.2 ms of one core on a current x86 CPU."""
 
 
-def _burn_graph(tf: Any) -> Any:
-    def burn(x: Any, iterations: Any) -> Any:
-        def body(i: Any, v: Any) -> tuple[Any, Any]:
-            return i + 1, tf.math.sin(v) * 0.5 + 0.25
-
-        _, out = tf.while_loop(lambda i, _: i < iterations, body, (tf.constant(0), x))
-        return out
-
-    return burn
+def _sorts(tf: Any, seed: Any, size: int, repeats: int) -> Any:
+    values = tf.math.sin(tf.range(size, dtype=tf.float32) * (seed + 1.0))
+    for _ in range(repeats):  # each sort depends on the previous one: no overlap, no pruning
+        values = tf.sort(values)[::-1] * 0.999 + 0.0001
+    return values
 
 
 @functools.lru_cache(maxsize=1)
-def iterations_per_ms() -> float:
-    """How many loop iterations take one millisecond of CPU inside a tf.data map, on this
-    machine (best of 3; a tf.function called eagerly runs the same loop several times slower)."""
+def sort_ms() -> float:
+    """CPU milliseconds of one sort of SORT_SIZE floats inside a tf.data map (best of 4)."""
     import tensorflow as tf
 
-    burn = _burn_graph(tf)
-    elements = 8
+    elements, repeats = 16, 8
     ds = tf.data.Dataset.range(elements).map(
-        lambda i: burn(tf.fill([_VECTOR], tf.cast(i, tf.float32)), _CALIBRATION_ITERATIONS)
+        lambda i: _sorts(tf, tf.cast(i, tf.float32), SORT_SIZE, repeats)
     )
-    options = tf.data.Options()
-    options.threading.max_intra_op_parallelism = 1
-    ds = ds.with_options(options)
     best = float("inf")
     for _ in range(4):
         start = time.process_time()
         for _ in ds:
             pass
-        best = min(best, (time.process_time() - start) / elements)
-    return _CALIBRATION_ITERATIONS / max(best * 1000.0, 1e-6)
+        best = min(best, (time.process_time() - start) / (elements * repeats))
+    return max(best * 1000.0, 1e-3)
+
+
+def sort_plan(cost_ms: float, one_sort_ms: float) -> tuple[int, int]:
+    """(size, repeats) of the sorts that cost about `cost_ms`; smaller sorts for small costs."""
+    if cost_ms >= one_sort_ms:
+        return SORT_SIZE, max(1, round(cost_ms / one_sort_ms))
+    return max(16, round(SORT_SIZE * cost_ms / one_sort_ms)), 1
 
 
 def spend_cpu(tf: Any, features: Any, cost_ms: float) -> Any:
     """`features`, returned only after about `cost_ms` of CPU work (inside a tf.data map)."""
     with tf.init_scope():  # calibrate eagerly, outside the dataset function being traced
-        iterations = max(1, round(cost_ms * iterations_per_ms()))
-    seed = tf.reshape(tf.cast(features, tf.float32), [-1])[:1]
-    work = _burn_graph(tf)(tf.fill([_VECTOR], 0.0) + seed, tf.constant(iterations))
+        size, repeats = sort_plan(cost_ms, sort_ms())
+    seed = tf.reshape(tf.cast(features, tf.float32), [-1])[0]
+    work = _sorts(tf, seed, size, repeats)
     # The result must feed the output, or the optimizer prunes the work (control dependencies
     # are not enough); 1e-30 × O(1) leaves float32 features unchanged bit for bit.
     return features + tf.cast(tf.reduce_mean(work) * 1e-30, features.dtype)
