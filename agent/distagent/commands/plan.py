@@ -1,0 +1,68 @@
+"""`distagent plan CONFIG [--set k=v] [--json]`: the devices, batch, learning rate and input
+pipeline a job would use, and the warnings, without training."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from distagent.config import load_config
+from distagent.plan import Plan
+from distagent.schema import JobConfig
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(Path(args.config), args.overrides)
+    plan = resolve_plan(cfg)
+    if args.json:
+        print(json.dumps(plan.to_json(), ensure_ascii=False))
+    else:
+        print(format_plan(cfg, plan))
+    return 0
+
+
+def resolve_plan(cfg: JobConfig) -> Plan:
+    """Resolve the strategy's devices and plan the job on them (TensorFlow starts here)."""
+    from distagent.devices import resolve_strategy
+    from distagent.pipeline import plan_for
+
+    setup = resolve_strategy(cfg.strategy)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
+    if setup.warnings:
+        plan = _with_warnings(plan, setup.warnings)
+    return plan
+
+
+def _with_warnings(plan: Plan, extra: tuple[str, ...]) -> Plan:
+    import dataclasses
+
+    return dataclasses.replace(plan, warnings=tuple(extra) + plan.warnings)
+
+
+def format_plan(cfg: JobConfig, plan: Plan) -> str:
+    rows: list[tuple[str, Any]] = [
+        ("job", f"{cfg.run.name} (model {cfg.model.name}, data {cfg.data.source})"),
+        ("replicas", f"{plan.replicas} on {plan.workers} worker(s): {', '.join(plan.devices)}"),
+        ("batch", f"{plan.per_replica_batch_size} per replica × {plan.replicas} = "
+                  f"{plan.global_batch_size} global"),
+        ("learning rate", plan.learning_rate_provenance),
+        ("optimizer", f"{cfg.optimizer.name}, decay {cfg.optimizer.decay}"),
+        ("warmup", f"{plan.warmup_steps} steps ({plan.warmup_epochs:g} epochs)"),
+        ("examples", _examples(plan)),
+        ("steps", f"{plan.steps_per_epoch} per epoch × {plan.epochs} epochs = {plan.total_steps}"),
+        ("pipeline", ", ".join(f"{k}={v}" for k, v in plan.pipeline.items())),
+        ("sharding", f"{plan.shard_policy} across workers"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    return "\n".join(lines)
+
+
+def _examples(plan: Plan) -> str:
+    if plan.num_examples is None:
+        return "unknown"
+    return (f"{plan.num_examples} ({plan.train_examples} train, {plan.validation_examples} "
+            f"validation = {plan.validation_steps} steps)")
