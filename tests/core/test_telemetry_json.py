@@ -41,7 +41,7 @@ def test_unknown_fields_are_null_and_errors_are_kept() -> None:
         processes=[(os.getpid(), None), (os.getpid(), 512 * MIB)],
     )
     gpus, host = sample_json(FakeNvml([mig, FakeGpu(lost=True)]))
-    assert (gpus["available"], gpus["simulated"]) == (True, False)
+    assert (gpus["available"], gpus["simulated"], gpus["kind"]) == (True, False, "degraded")
     assert "GPU 1: GPU is lost" in gpus["reason"]
     first, lost = gpus["devices"]
     assert first.keys() >= DEVICE_KEYS
@@ -86,6 +86,7 @@ def test_cli_without_a_driver_says_why(tmp_path: Path) -> None:
         "available": False,
         "reason": "NVML library not found — no NVIDIA driver on this host",
         "simulated": False,
+        "kind": "no_library",
         "sampled_at": gpus["sampled_at"],
         "devices": [],
     }
@@ -93,14 +94,15 @@ def test_cli_without_a_driver_says_why(tmp_path: Path) -> None:
 
 def test_cli_no_gpu(tmp_path: Path) -> None:
     gpus = distmon_once(tmp_path, "--no-gpu")["gpus"]
-    assert (gpus["available"], gpus["reason"], gpus["devices"]) == (
-        False, "GPU sampling disabled (--no-gpu)", []
+    assert (gpus["available"], gpus["kind"], gpus["reason"], gpus["devices"]) == (
+        False, "disabled", "GPU sampling disabled (--no-gpu)", []
     )
 
 
 def test_cli_simulated_gpus(tmp_path: Path) -> None:
     gpus = distmon_once(tmp_path, "--simulate-gpus", "2")["gpus"]
-    assert gpus["available"] and gpus["simulated"] and "simulated" in gpus["reason"]
+    assert gpus["available"] and gpus["simulated"] and gpus["kind"] == "simulated"
+    assert "simulated" in gpus["reason"]
     assert [d["index"] for d in gpus["devices"]] == [0, 1]
     for dev in gpus["devices"]:
         assert dev.keys() >= DEVICE_KEYS

@@ -32,18 +32,18 @@ def read(fake: FakeNvml) -> tuple[object, tuple]:
 
 
 @pytest.mark.parametrize(
-    ("code", "words"),
+    ("code", "kind", "words"),
     [
-        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found — no NVIDIA driver"),
-        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "NVIDIA driver not loaded"),
-        (pynvml.NVML_ERROR_NO_PERMISSION, "no permission to query the GPUs"),
-        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "versions differ"),
-        (pynvml.NVML_ERROR_UNKNOWN, "NVML error: Unknown Error"),
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "no_library", "NVML library not found — no NVIDIA"),
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "no_driver", "NVIDIA driver not loaded"),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "no_permission", "no permission to query the GPUs"),
+        (pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "error", "versions differ"),
+        (pynvml.NVML_ERROR_UNKNOWN, "error", "NVML error: Unknown Error"),
     ],
 )
-def test_init_failure_is_a_status_with_a_readable_reason(code: int, words: str) -> None:
+def test_init_failure_is_a_status_with_a_readable_reason(code: int, kind: str, words: str) -> None:
     status, devices = read(FakeNvml(init_error=code))
-    assert not status.available and not status.simulated
+    assert not status.available and not status.simulated and status.kind == kind
     assert status.reason is not None and words in status.reason
     assert "\n" not in status.reason
     assert devices == ()
@@ -77,7 +77,7 @@ def test_failed_init_is_not_retried_every_tick_and_needs_no_shutdown() -> None:
 
 def test_no_devices_is_a_status() -> None:
     status, devices = read(FakeNvml([]))
-    assert (status.available, devices) == (False, ())
+    assert (status.available, status.kind, devices) == (False, "no_devices", ())
     assert status.reason == "NVML found no NVIDIA GPU on this host"
 
 
@@ -156,8 +156,8 @@ def test_gpu_lost_mid_run_is_a_device_error_and_the_other_gpu_still_shows() -> N
         status, (good, lost) = source.read()
     finally:
         source.close()
-    assert first.available and first.reason is None
-    assert status.available
+    assert first.available and first.reason is None and first.kind == "ok"
+    assert status.available and status.kind == "degraded"
     assert status.reason == (
         "1 of 2 GPUs unreadable: GPU 1: GPU is lost — it stopped responding; "
         "the host needs a GPU reset"
@@ -176,14 +176,20 @@ def test_gpu_lost_after_its_handle_stops_further_queries() -> None:
 
 def test_every_gpu_lost_means_unavailable() -> None:
     status, devices = read(FakeNvml([FakeGpu(lost=True), FakeGpu(lost=True)]))
-    assert not status.available and len(devices) == 2
+    assert not status.available and status.kind == "gpu_lost" and len(devices) == 2
     assert (status.reason or "").startswith("2 of 2 GPUs unreadable")
+
+
+def test_every_gpu_unreadable_for_mixed_reasons_is_an_error() -> None:
+    denied = FakeGpu(handle_error=pynvml.NVML_ERROR_NO_PERMISSION)
+    status, _ = read(FakeNvml([FakeGpu(lost=True), denied]))
+    assert (status.available, status.kind) == (False, "error")
 
 
 def test_handle_error_on_one_device() -> None:
     fake = FakeNvml([FakeGpu(handle_error=pynvml.NVML_ERROR_NO_PERMISSION), FakeGpu()])
     status, (denied, ok) = read(fake)
-    assert status.available
+    assert status.available and status.kind == "degraded"
     assert denied.error == "GPU 0: no permission to query the GPUs — check access to /dev/nvidia*"
     assert ok.error is None and ok.power_w == 412.5
 
@@ -229,6 +235,6 @@ def test_real_pynvml_on_a_host_without_driver() -> None:
     finally:
         source.close()
     assert status == type(status)(
-        False, "NVML library not found — no NVIDIA driver on this host", False
+        False, "NVML library not found — no NVIDIA driver on this host", False, "no_library"
     )
     assert devices == ()

@@ -207,5 +207,5 @@ def test_failing_source_and_callback_do_not_stop_the_loop() -> None:
     first = sampler.sample_once()
     second = sampler.sample_once()
     sampler.close()
-    assert first.status == GpuStatus(False, "sampling failed: boom")
+    assert first.status == GpuStatus(False, "sampling failed: boom", False, "error")
     assert second.status == first.status and sampler.samples == 2

@@ -28,7 +28,7 @@ def test_same_clock_same_numbers() -> None:
 
 def test_labelled_simulated_everywhere() -> None:
     status, devices = SimulatedGpuSource(2).read()
-    assert status.available and status.simulated
+    assert status.available and status.simulated and status.kind == "simulated"
     assert "simulated" in (status.reason or "")
     assert [d.index for d in devices] == [0, 1]
     assert all("(simulated)" in (d.name or "") and "simulated" in (d.uuid or "") for d in devices)
@@ -77,4 +77,5 @@ def test_no_gpu_flag() -> None:
     snap = source.sample()
     source.close()
     assert (snap.status.available, snap.status.simulated, snap.devices) == (False, False, ())
+    assert snap.status.kind == "disabled"
     assert snap.status.reason == "GPU sampling disabled (--no-gpu)"

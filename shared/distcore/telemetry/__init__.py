@@ -12,6 +12,7 @@ from distcore.telemetry.model import (
     HostSample,
     ProcessSample,
     Source,
+    StatusKind,
     TelemetrySnapshot,
 )
 from distcore.telemetry.source import DisabledGpuSource, TelemetrySource, make_source
@@ -25,6 +26,7 @@ __all__ = [
     "HostSample",
     "ProcessSample",
     "Source",
+    "StatusKind",
     "TelemetrySnapshot",
     "TelemetrySource",
     "make_source",

@@ -60,6 +60,7 @@ def telemetry_to_json(snap: TelemetrySnapshot) -> tuple[dict[str, Any], dict[str
         "available": snap.status.available,
         "reason": snap.status.reason,
         "simulated": snap.status.simulated,
+        "kind": snap.status.kind,
         "sampled_at": snap.time,
         "devices": [device_to_json(d) for d in snap.devices],
     }

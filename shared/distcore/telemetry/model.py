@@ -7,7 +7,21 @@ A field NVML does not support, a MIG slice's N/A, or a process that vanished mid
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
+
+# Why GPUs are (not) shown, for code that must react (alerts, styling); `reason` is for people.
+StatusKind = Literal[
+    "ok",  # every GPU answered
+    "degraded",  # some GPUs answered, others are lost or unreadable
+    "simulated",  # --simulate-gpus
+    "disabled",  # --no-gpu
+    "no_library",  # NVML library not found: no NVIDIA driver installed
+    "no_driver",  # library present, kernel driver not loaded
+    "no_devices",  # NVML works and finds no GPU
+    "no_permission",
+    "gpu_lost",  # every GPU fell off the bus / needs a reset
+    "error",  # anything else (reason has NVML's words)
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,7 @@ class GpuStatus:
     available: bool
     reason: str | None
     simulated: bool = False
+    kind: StatusKind = "ok"
 
 
 @dataclass(frozen=True)

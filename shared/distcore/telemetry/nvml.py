@@ -18,35 +18,53 @@ from typing import Any
 
 import psutil
 
-from distcore.telemetry.model import GpuDevice, GpuProcess, GpuStatus
+from distcore.telemetry.model import GpuDevice, GpuProcess, GpuStatus, StatusKind
 
 MIB = 1024 * 1024
 # NVML's "value not available" sentinels (NVML_VALUE_NOT_AVAILABLE for uint / ulonglong).
 _NOT_AVAILABLE = frozenset({0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF})
 
-# Error codes (pynvml.NVML_ERROR_*) worded for a person; the rest fall back to NVML's string.
-_REASONS: dict[str, str] = {
-    "NVML_ERROR_LIBRARY_NOT_FOUND": "NVML library not found — no NVIDIA driver on this host",
-    "NVML_ERROR_DRIVER_NOT_LOADED": "NVIDIA driver not loaded — is the kernel module installed?",
-    "NVML_ERROR_NO_PERMISSION": "no permission to query the GPUs — check access to /dev/nvidia*",
-    "NVML_ERROR_GPU_IS_LOST": "GPU is lost — it stopped responding; the host needs a GPU reset",
-    "NVML_ERROR_RESET_REQUIRED": "GPU needs a reset before it can be used again",
-    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": "NVML and kernel driver versions differ — reboot "
-    "after the driver update",
-    "NVML_ERROR_UNINITIALIZED": "NVML is not initialised",
-    "NVML_ERROR_TIMEOUT": "NVML timed out",
+# Error codes (pynvml.NVML_ERROR_*) as a status kind and words for a person; the rest are
+# kind "error" with NVML's own string.
+_REASONS: dict[str, tuple[StatusKind, str]] = {
+    "NVML_ERROR_LIBRARY_NOT_FOUND": (
+        "no_library", "NVML library not found — no NVIDIA driver on this host"
+    ),
+    "NVML_ERROR_DRIVER_NOT_LOADED": (
+        "no_driver", "NVIDIA driver not loaded — is the kernel module installed?"
+    ),
+    "NVML_ERROR_NO_PERMISSION": (
+        "no_permission", "no permission to query the GPUs — check access to /dev/nvidia*"
+    ),
+    "NVML_ERROR_GPU_IS_LOST": (
+        "gpu_lost", "GPU is lost — it stopped responding; the host needs a GPU reset"
+    ),
+    "NVML_ERROR_RESET_REQUIRED": ("gpu_lost", "GPU needs a reset before it can be used again"),
+    "NVML_ERROR_LIB_RM_VERSION_MISMATCH": (
+        "error", "NVML and kernel driver versions differ — reboot after the driver update"
+    ),
+    "NVML_ERROR_UNINITIALIZED": ("error", "NVML is not initialised"),
+    "NVML_ERROR_TIMEOUT": ("error", "NVML timed out"),
 }
 # Errors after which a device answers nothing more this tick: stop asking it.
 _DEVICE_FATAL = ("NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_RESET_REQUIRED", "NVML_ERROR_UNINITIALIZED")
 
 
-def nvml_reason(nvml: Any, err: BaseException) -> str:
-    """The one-line, human reason for an NVML error."""
+def nvml_failure(nvml: Any, err: BaseException) -> tuple[StatusKind, str]:
+    """The status kind and one-line, human reason for an NVML error."""
     value = getattr(err, "value", None)
-    for const, text in _REASONS.items():
+    for const, failure in _REASONS.items():
         if value is not None and value == getattr(nvml, const, object()):
-            return text
-    return f"NVML error: {err}"
+            return failure
+    return "error", f"NVML error: {err}"
+
+
+def nvml_reason(nvml: Any, err: BaseException) -> str:
+    return nvml_failure(nvml, err)[1]
+
+
+def failed(kind: StatusKind, reason: str) -> GpuStatus:
+    return GpuStatus(False, reason, False, kind)
 
 
 def _is_fatal(nvml: Any, err: BaseException) -> bool:
@@ -95,6 +113,7 @@ class _DeviceReader:
         self.nvml = nvml
         self.handle = handle
         self.fatal: str | None = None
+        self.fatal_kind: StatusKind | None = None
 
     def query(self, name: str, *args: Any) -> Any:
         """The raw result of nvml.<name>(handle, *args), or None if it failed."""
@@ -107,7 +126,7 @@ class _DeviceReader:
             return fn(self.handle, *args)
         except self.nvml.NVMLError as err:
             if _is_fatal(self.nvml, err):
-                self.fatal = nvml_reason(self.nvml, err)
+                self.fatal_kind, self.fatal = nvml_failure(self.nvml, err)
             return None
 
 
@@ -130,24 +149,25 @@ class NvmlGpuSource:
         self._identify = identify
         self._lock = threading.Lock()
         self._initialised = False
-        self._failure: str | None = None
+        self._failure: GpuStatus | None = None
 
-    def _init_locked(self) -> str | None:
+    def _init_locked(self) -> GpuStatus | None:
         """Initialise once; a failure is remembered (retrying a missing driver each tick only
-        costs time). Returns the failure reason, if any."""
+        costs time). Returns the failure status, if any."""
         if self._initialised or self._failure is not None:
             return self._failure
         if self._nvml is None:
             try:
                 import pynvml
             except ImportError:
-                self._failure = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+                reason = "nvidia-ml-py is not installed (pip install nvidia-ml-py)"
+                self._failure = failed("no_library", reason)
                 return self._failure
             self._nvml = pynvml
         try:
             self._nvml.nvmlInit()
         except self._nvml.NVMLError as err:
-            self._failure = nvml_reason(self._nvml, err)
+            self._failure = failed(*nvml_failure(self._nvml, err))
             return self._failure
         self._initialised = True
         atexit.register(self.close)
@@ -157,21 +177,24 @@ class NvmlGpuSource:
         with self._lock:
             failure = self._init_locked()
             if failure is not None:
-                return GpuStatus(False, failure), ()
+                return failure, ()
             nvml = self._nvml
             try:
                 count = int(nvml.nvmlDeviceGetCount())
             except nvml.NVMLError as err:
-                return GpuStatus(False, nvml_reason(nvml, err)), ()
-            devices = tuple(self._read_device(i) for i in range(count))
-        return device_status(devices), devices
+                return failed(*nvml_failure(nvml, err)), ()
+            read = [self._read_device(i) for i in range(count)]
+        devices = tuple(device for device, _ in read)
+        return device_status(devices, [kind for _, kind in read if kind]), devices
 
-    def _read_device(self, index: int) -> GpuDevice:
+    def _read_device(self, index: int) -> tuple[GpuDevice, StatusKind | None]:
+        """The device, and the kind of failure that made it unreadable (None if readable)."""
         nvml = self._nvml
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
         except nvml.NVMLError as err:
-            return empty_device(index, f"GPU {index}: {nvml_reason(nvml, err)}")
+            kind, reason = nvml_failure(nvml, err)
+            return empty_device(index, f"GPU {index}: {reason}"), kind
         reader = _DeviceReader(nvml, handle)
         rates = reader.query("nvmlDeviceGetUtilizationRates")
         memory = reader.query("nvmlDeviceGetMemoryInfo")
@@ -196,8 +219,8 @@ class NvmlGpuSource:
             processes=self._processes(reader),
         )
         if reader.fatal is None:
-            return device
-        return replace(device, error=f"GPU {index}: {reader.fatal}")
+            return device, None
+        return replace(device, error=f"GPU {index}: {reader.fatal}"), reader.fatal_kind
 
     def _pcie_kib_s(self, reader: _DeviceReader) -> tuple[float | None, float | None]:
         if not self._pcie:
@@ -235,14 +258,18 @@ def empty_device(index: int, error: str) -> GpuDevice:
     )
 
 
-def device_status(devices: tuple[GpuDevice, ...]) -> GpuStatus:
-    """Available while at least one GPU answers; the reason names what is wrong."""
+def device_status(devices: tuple[GpuDevice, ...], failures: list[StatusKind]) -> GpuStatus:
+    """Available while at least one GPU answers; the reason names what is wrong. `failures`
+    holds the kind of each unreadable device's failure."""
     if not devices:
-        return GpuStatus(False, "NVML found no NVIDIA GPU on this host")
+        return failed("no_devices", "NVML found no NVIDIA GPU on this host")
     broken = [d.error for d in devices if d.error]
     if not broken:
-        return GpuStatus(True, None)
+        return GpuStatus(True, None, False, "ok")
     summary = f"{len(broken)} of {len(devices)} GPUs unreadable: " + "; ".join(
         e for e in broken if e
     )
-    return GpuStatus(len(broken) < len(devices), summary)
+    if len(broken) < len(devices):
+        return GpuStatus(True, summary, False, "degraded")
+    every_one_lost = failures and all(k == "gpu_lost" for k in failures)
+    return failed("gpu_lost" if every_one_lost else "error", summary)

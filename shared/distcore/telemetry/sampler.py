@@ -120,7 +120,7 @@ class TelemetrySampler:
             snap = self._source.sample()
         except Exception as err:  # a source bug must not kill the dashboard's only sampler
             log.exception("telemetry source failed")
-            failed = GpuStatus(False, f"sampling failed: {err}")
+            failed = GpuStatus(False, f"sampling failed: {err}", False, "error")
             snap = TelemetrySnapshot(time.time(), failed, (), None)
         with self._lock:
             self._latest = snap

@@ -100,7 +100,7 @@ class SimulatedGpuSource:
         t = now - self._start + self._offset
         devices = tuple(simulated_device(t, i) for i in range(self._count))
         reason = f"simulated: {self._count} GPUs (--simulate-gpus), not real hardware"
-        return GpuStatus(True, reason, simulated=True), devices
+        return GpuStatus(True, reason, simulated=True, kind="simulated"), devices
 
     def close(self) -> None:
         pass

@@ -21,7 +21,7 @@ class DisabledGpuSource:
         self._reason = reason
 
     def read(self) -> tuple[GpuStatus, tuple[GpuDevice, ...]]:
-        return GpuStatus(False, self._reason), ()
+        return GpuStatus(False, self._reason, False, "disabled"), ()
 
     def close(self) -> None:
         pass
