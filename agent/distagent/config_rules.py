@@ -15,7 +15,6 @@ from distagent.config_convert import Problem, show
 from distagent.schema import JobConfig
 
 BUILTIN_MODELS = ("mlp", "cnn", "resnet_small")
-KERAS_DATASETS = ("mnist", "fashion_mnist", "cifar10", "cifar100")
 _FEATURE_SPEC = re.compile(
     r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
 )
@@ -61,7 +60,10 @@ RULES: tuple[Rule, ...] = (
          "a non-empty list of positive integers"),
     Rule("data.synthetic.preprocess_cost_ms", _at_least(0), "a number >= 0"),
     Rule("data.synthetic.read_latency_ms", _at_least(0), "a number >= 0"),
-    Rule("data.keras.dataset", lambda v: v in KERAS_DATASETS, " or ".join(KERAS_DATASETS)),
+    Rule("data.autotune_ram_budget_mib", _at_least(0), "an integer >= 0 (0 = TF's default)"),
+    Rule("data.tfrecord.num_examples", _at_least(0), "an integer >= 0 (0 = count the records)"),
+    Rule("data.tfrecord.num_classes", lambda v: v == 0 or v >= 2,
+         "0 (the largest label + 1) or an integer >= 2"),
     Rule("data.tfrecord.features", lambda v: all(_FEATURE_SPEC.match(s) for _, s in v),
          'specs like "float32[28,28,1]" or "int64"'),
     Rule("model.name", lambda v: v in BUILTIN_MODELS or re.fullmatch(r"[\w.]+:\w+", v) is not None,

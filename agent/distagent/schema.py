@@ -16,6 +16,7 @@ SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds"]
 OptimizerName = Literal["sgd", "momentum", "adam", "adamw", "rmsprop"]
 ScalingRule = Literal["linear", "sqrt", "none"]
 DecayKind = Literal["none", "cosine", "step", "exponential"]
+KerasDataset = Literal["mnist", "fashion_mnist", "cifar10", "cifar100"]
 Tunable = Literal["autotune"] | int
 
 
@@ -77,8 +78,8 @@ class NpzConfig:
 
 @dataclass(frozen=True)
 class KerasDataConfig:
-    dataset: str = "mnist"
-    """A keras.datasets name: mnist, fashion_mnist, cifar10, cifar100."""
+    dataset: KerasDataset = "mnist"
+    """A keras.datasets name; downloaded into ~/.keras/datasets on first use."""
 
 
 @dataclass(frozen=True)
