@@ -1,0 +1,226 @@
+"""`run_job`: one training job from a config, start to final status.
+
+Seam for multi-worker (distagent.cluster, launch-local): call
+
+    run_job(cfg, run_dir=shared_run_dir, cluster=cluster)
+
+on every worker. `cluster` is passed through to `distagent.devices.resolve_strategy` (which hands
+`strategy.kind = "multi_worker"` to `distagent.cluster.resolve_multi_worker`); the returned
+`StrategySetup.task_index` says who this worker is, and the chief is `cluster.is_chief` when the
+object has that attribute, else task 0. Every worker builds the same model and runs the same
+steps (collectives need all of them); only the chief writes `train/`, `validation/`, `run.json`
+and keeps checkpoints (the others save into a scratch directory that is deleted, see
+checkpoint.py); every worker records its own system samples, into `system/` for a single worker
+and `system/worker-<i>/` (distcore.names.worker_system_dir) when there are several. A stop
+signal on one worker stops that worker only: agreeing on a stop across workers (TensorFlow's
+PreemptionCheckpointHandler) belongs to the cluster code, which can call `request()` on the
+`StopRequest` it passes as `stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+
+from distagent.config import config_to_dict, write_resolved
+from distagent.devices import StrategySetup, resolve_strategy
+from distagent.models import build_model
+from distagent.pipeline import build_input, plan_for
+from distagent.plan import Plan
+from distagent.schema import JobConfig
+from distagent.train.checkpoint import Checkpointer
+from distagent.train.loop import LoopSettings, Outcome, Trainer
+from distagent.train.progress import Progress, Quiet
+from distagent.train.rundir import (
+    RunRecord,
+    is_same_process,
+    process_identity,
+    read_run_json,
+    run_dir_for,
+)
+from distagent.train.schedule import WarmupDecay
+from distagent.train.signals import StopRequest
+from distagent.train.steps import EvalStep, TrainState, TrainStep
+from distagent.train.summaries import Writers
+from distcore import names
+from distcore.errors import DistmonError
+
+SYSTEM_INTERVAL_SECONDS = 5.0
+
+
+def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -> Any:
+    optimizers: dict[str, Any] = {
+        "sgd": lambda: keras.optimizers.SGD(schedule),
+        "momentum": lambda: keras.optimizers.SGD(schedule, momentum=0.9),
+        "adam": lambda: keras.optimizers.Adam(schedule),
+        "adamw": lambda: keras.optimizers.AdamW(schedule),
+        "rmsprop": lambda: keras.optimizers.RMSprop(schedule),
+    }
+    optimizer = optimizers[name]()
+    if mixed_precision:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def refuse_if_running(run_dir: Path) -> None:
+    record = read_run_json(run_dir)
+    if record and record.get("status") == names.STATUS_RUNNING and is_same_process(record):
+        raise DistmonError(
+            f"{run_dir} is in use by a running job (pid {record['pid']}); "
+            f"stop it with `distagent stop {run_dir}`"
+        )
+
+
+@contextlib.contextmanager
+def _precision(mixed: bool) -> Iterator[None]:
+    if not mixed:
+        yield
+        return
+    previous = keras.mixed_precision.global_policy().name
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+@contextlib.contextmanager
+def _system_recorder(run_dir: Path, setup: StrategySetup) -> Iterator[None]:
+    from distcore.telemetry.record import SystemRecorder
+
+    subdir = names.SYSTEM_DIR if setup.workers <= 1 else names.worker_system_dir(setup.task_index)
+    recorder = SystemRecorder(
+        run_dir, interval=SYSTEM_INTERVAL_SECONDS, subdir=subdir, pids=[os.getpid()]
+    )
+    recorder.start()
+    try:
+        yield
+    finally:
+        recorder.close()
+
+
+def _initial_record(
+    cfg: JobConfig, plan: Plan, run_dir: Path, resumed: str | None
+) -> dict[str, Any]:
+    return {
+        **process_identity(),
+        "run_dir": str(run_dir.resolve()),
+        "name": cfg.run.name,
+        "status": names.STATUS_RUNNING,
+        "config": config_to_dict(cfg),
+        "plan": plan.to_json(),
+        "start_time": time.time(),
+        "end_time": None,
+        "last_step": None,
+        "total_steps": plan.total_steps,
+        "resumed_from": resumed,
+        "error": None,
+        "message": None,
+    }
+
+
+def run_job(
+    cfg: JobConfig,
+    *,
+    run_dir: Path | None = None,
+    cluster: Any = None,
+    progress: Progress | None = None,
+    stop: StopRequest | None = None,
+    steps_per_call: int = 1,
+) -> str:
+    """Train `cfg` into `run_dir` (default <logdir>/<run.name>); returns the final status."""
+    run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg.run.logdir, cfg.run.name)
+    setup = resolve_strategy(cfg.strategy, cluster=cluster)
+    is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
+    progress = progress if progress is not None and is_chief else Quiet()
+    for warning in setup.warnings:
+        progress.message(f"warning: {warning}")
+    if is_chief:
+        refuse_if_running(run_dir)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
+    for warning in plan.warnings:
+        progress.message(f"warning: {warning}")
+    keras.utils.set_random_seed(cfg.run.seed)
+    with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup), \
+            stop or StopRequest() as stop_request:
+        return _train(cfg, plan, setup, run_dir, is_chief, progress, stop_request, steps_per_call)
+
+
+def _train(
+    cfg: JobConfig,
+    plan: Plan,
+    setup: StrategySetup,
+    run_dir: Path,
+    is_chief: bool,
+    progress: Progress,
+    stop: StopRequest,
+    steps_per_call: int,
+) -> str:
+    strategy = setup.strategy
+    data = build_input(cfg, plan, strategy=strategy)
+    schedule = WarmupDecay(
+        base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
+        warmup_steps=plan.warmup_steps, total_steps=plan.total_steps, decay=cfg.optimizer.decay,
+    )
+    with strategy.scope():
+        model = build_model(cfg.model.name, data.input_shape, data.num_classes)
+        optimizer = make_optimizer(cfg.optimizer.name, schedule,
+                                   mixed_precision=cfg.train.mixed_precision)
+        optimizer.build(model.trainable_variables)
+    state = TrainState.create()
+    checkpointer = Checkpointer(
+        run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
+        is_chief=is_chief, task_index=setup.task_index,
+    )
+    resumed = checkpointer.restore()
+    start_step = int(state.step.numpy())
+    record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed), enabled=is_chief)
+    if is_chief:
+        write_resolved(cfg, run_dir)
+    record.update(last_step=start_step)
+    if resumed:
+        progress.message(f"resuming {run_dir} from step {start_step} ({resumed})")
+    writers = Writers(run_dir, enabled=is_chief)
+    trainer = Trainer(
+        strategy=strategy,
+        train_step=TrainStep(strategy, model, optimizer, state,
+                             global_batch_size=plan.global_batch_size,
+                             jit_compile=cfg.train.jit_compile),
+        eval_step=EvalStep(strategy, model),
+        state=state, schedule=schedule,
+        train_dataset=data.train, validation_dataset=data.validation,
+        settings=LoopSettings(
+            total_steps=plan.total_steps, steps_per_epoch=plan.steps_per_epoch,
+            global_batch_size=plan.global_batch_size, log_every=cfg.train.log_every_steps,
+            checkpoint_every=cfg.train.checkpoint_every_steps, steps_per_call=steps_per_call,
+            stop_on_nan=cfg.train.stop_on_nan,
+        ),
+        writers=writers, checkpointer=checkpointer, record=record, progress=progress,
+        stop=stop, epochs=plan.epochs,
+    )
+    try:
+        outcome = trainer.run(start_step)
+    except BaseException as err:
+        _finish(record, Outcome(names.STATUS_FAILED, int(state.step.numpy()), None),
+                error=f"{type(err).__name__}: {err}", trace=traceback.format_exc())
+        raise
+    finally:
+        writers.close()
+    _finish(record, outcome,
+            error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
+    progress.message(f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
+                     + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})")
+    return outcome.status
+
+
+def _finish(record: RunRecord, outcome: Outcome, *, error: str | None = None,
+            trace: str | None = None) -> None:
+    record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
+                  message=outcome.message, error=error, traceback=trace)

@@ -1,0 +1,192 @@
+"""The training loop: compiled calls between boundaries, and what happens at each boundary.
+
+A boundary is a log point (every `log_every` steps), a checkpoint (`checkpoint_every`), an epoch's
+end, the last step, or a stop request. One compiled call never crosses a boundary, so the loop
+reads counters (the only host-device sync) once per log interval, not per step.
+
+Timing per log interval: wall time from the end of the previous boundary's work to the end of
+the interval (the host waits for the step's results there), divided over the interval's steps.
+Calls that traced a new graph are left out of the timing (their seconds are compilation, not
+training); an interval with nothing left to time writes no perf tags rather than a made-up one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from distagent.train.checkpoint import Checkpointer
+from distagent.train.progress import Progress
+from distagent.train.rundir import RunRecord
+from distagent.train.signals import StopRequest
+from distagent.train.steps import EvalStep, TrainState, TrainStep
+from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
+from distcore import names
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    total_steps: int
+    steps_per_epoch: int
+    global_batch_size: int
+    log_every: int = 10
+    checkpoint_every: int = 100
+    steps_per_call: int = 1
+    stop_on_nan: bool = True
+
+
+def steps_until_boundary(step: int, s: LoopSettings) -> int:
+    """How many steps the next compiled call may run from `step` without crossing a boundary."""
+    limits = [s.steps_per_call, s.total_steps - step]
+    for every in (s.log_every, s.checkpoint_every, s.steps_per_epoch):
+        if every > 0:
+            limits.append(every - step % every)
+    return max(1, min(limits))
+
+
+@dataclass
+class _Interval:
+    start: float = field(default_factory=time.perf_counter)
+    steps: int = 0
+    wait_offset: float = 0.0
+
+
+@dataclass
+class Outcome:
+    status: str
+    step: int
+    message: str | None = None
+
+
+class Trainer:
+    def __init__(
+        self,
+        *,
+        strategy: Any,
+        train_step: TrainStep,
+        eval_step: EvalStep | None,
+        state: TrainState,
+        schedule: Callable[[Any], Any],
+        train_dataset: Any,
+        validation_dataset: Any,
+        settings: LoopSettings,
+        writers: Writers,
+        checkpointer: Checkpointer,
+        record: RunRecord,
+        progress: Progress,
+        stop: StopRequest,
+        epochs: int,
+    ) -> None:
+        self.strategy = strategy
+        self.train_step = train_step
+        self.eval_step = eval_step
+        self.state = state
+        self.schedule = schedule
+        self.train_dataset = train_dataset
+        self.validation = (
+            strategy.experimental_distribute_dataset(validation_dataset)
+            if validation_dataset is not None and eval_step is not None else None
+        )
+        self.s = settings
+        self.writers = writers
+        self.checkpointer = checkpointer
+        self.record = record
+        self.progress = progress
+        self.stop = stop
+        self.epochs = epochs
+
+    def run(self, start_step: int) -> Outcome:
+        """Train from `start_step` (restored from a checkpoint, or 0) to the planned total."""
+        if start_step >= self.s.total_steps:
+            return Outcome(names.STATUS_FINISHED, start_step, "already finished")
+        # The data position is the step: skip the batches the checkpointed steps consumed.
+        dataset = self.train_dataset.skip(start_step) if start_step else self.train_dataset
+        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        step, interval = start_step, _Interval()
+        while step < self.s.total_steps:
+            n = steps_until_boundary(step, self.s)
+            traces = self.train_step.tracing_count()
+            self.train_step(iterator, n)
+            step += n
+            if self.train_step.tracing_count() != traces:
+                interval = self._untimed(interval)
+            else:
+                interval.steps += n
+            boundary_start = time.perf_counter()
+            outcome, logged = self._boundary(step, interval)
+            if outcome is not None:
+                return outcome
+            if logged:
+                interval = _Interval()
+            else:  # a checkpoint's seconds are not the steps'
+                interval.start += time.perf_counter() - boundary_start
+        return Outcome(names.STATUS_FINISHED, step)
+
+    def _untimed(self, interval: _Interval) -> _Interval:
+        """Restart the timing after a call that compiled: its wait and seconds are not steps'."""
+        wait = float(self.state.interval["wait_seconds"].numpy())
+        return _Interval(steps=0, wait_offset=wait)
+
+    def _boundary(self, step: int, interval: _Interval) -> tuple[Outcome | None, bool]:
+        """Log, end the epoch, checkpoint as due; (outcome if the run ends here, logged)."""
+        s = self.s
+        last = step >= s.total_steps
+        logged = step % s.log_every == 0 or last or self.stop.requested
+        if logged:
+            diverged = self._log(step, interval)
+            if diverged is not None:
+                return diverged, logged
+        epoch_end = step % s.steps_per_epoch == 0
+        if epoch_end:
+            self._end_epoch(step)
+        checkpoint_due = s.checkpoint_every > 0 and step % s.checkpoint_every == 0
+        if epoch_end or checkpoint_due or last or self.stop.requested:
+            diverged = self._check_finite(step)
+            if diverged is not None:
+                return diverged, logged
+            self.checkpointer.save(step)
+        if self.stop.requested:
+            stopped = Outcome(names.STATUS_STOPPED, step, f"stopped by {self.stop.signal_name}")
+            return stopped, logged
+        return None, logged
+
+    def _log(self, step: int, interval: _Interval) -> Outcome | None:
+        counters = self.state.read(self.state.interval)  # waits for the interval's steps
+        timing = Timing(
+            steps=interval.steps,
+            wall_seconds=time.perf_counter() - interval.start,
+            wait_seconds=counters["wait_seconds"] - interval.wait_offset,
+        )
+        rate = float(self.schedule(step - 1))
+        scalars = interval_scalars(
+            counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate
+        )
+        self.state.reset(self.state.interval)
+        diverged = self._check_finite(step)
+        finite = {tag: v for tag, v in scalars.items() if v == v and abs(v) != float("inf")}
+        self.writers.write(names.TRAIN_DIR, step, finite)
+        epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
+        self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
+        self.record.update(throttle_s=1.0, last_step=step, metrics=finite)
+        return diverged
+
+    def _check_finite(self, step: int) -> Outcome | None:
+        bad = int(self.state.first_bad_step.numpy())
+        if bad < 0 or not self.s.stop_on_nan:
+            return None
+        message = f"loss became NaN or infinite at step {bad}"
+        return Outcome(names.STATUS_DIVERGED, step, message)
+
+    def _end_epoch(self, step: int) -> None:
+        epoch_index = step // self.s.steps_per_epoch - 1
+        sums = self.state.read(self.state.epoch)
+        train = epoch_scalars(sums["loss_sum"], sums["correct"], sums["examples"])
+        self.writers.write(names.TRAIN_DIR, epoch_index, train)
+        self.state.reset(self.state.epoch)
+        if self.validation is not None and self.eval_step is not None:
+            loss_sum, correct, examples = self.eval_step(self.validation)
+            self.writers.write(names.VALIDATION_DIR, epoch_index,
+                               epoch_scalars(loss_sum, correct, examples))
+        self.writers.flush()

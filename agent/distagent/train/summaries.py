@@ -1,0 +1,85 @@
+"""From the step's counters to the scalars a log point writes, and the writers that write them.
+
+`interval_scalars` and `epoch_scalars` are pure: counters in, `{tag: value}` out, with a tag left
+out when its value is unknown (no examples, no timed steps), never written as a fake zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distcore import names
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Steps timed in a log interval (steps that traced a new graph are left out)."""
+
+    steps: int
+    wall_seconds: float
+    wait_seconds: float
+
+
+def _mean(total: float, count: float) -> float | None:
+    return total / count if count > 0 else None
+
+
+def interval_scalars(
+    counters: Mapping[str, float], timing: Timing, *, global_batch_size: int, learning_rate: float
+) -> dict[str, float]:
+    """The training tags of one log point: means over the interval's steps."""
+    out: dict[str, float | None] = {
+        names.LOSS: _mean(counters["loss_sum"], counters["examples"]),
+        names.ACCURACY: _mean(counters["correct"], counters["examples"]),
+        names.LEARNING_RATE: learning_rate,
+    }
+    if timing.steps > 0 and timing.wall_seconds > 0:
+        out[names.EXAMPLES_PER_SECOND] = timing.steps * global_batch_size / timing.wall_seconds
+        out[names.STEP_TIME_MS] = 1000.0 * timing.wall_seconds / timing.steps
+        out[names.INPUT_WAIT_MS] = 1000.0 * timing.wait_seconds / timing.steps
+        out[names.INPUT_WAIT_FRACTION] = min(1.0, timing.wait_seconds / timing.wall_seconds)
+    return {tag: value for tag, value in out.items() if value is not None}
+
+
+def epoch_scalars(loss_sum: float, correct: float, examples: float) -> dict[str, float]:
+    out = {names.EPOCH_LOSS: _mean(loss_sum, examples),
+           names.EPOCH_ACCURACY: _mean(correct, examples)}
+    return {tag: value for tag, value in out.items() if value is not None}
+
+
+def is_finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+class Writers:
+    """`train/` and `validation/` file writers, as Keras' TensorBoard callback lays them out."""
+
+    def __init__(self, run_dir: Path, *, enabled: bool = True) -> None:
+        self.run_dir = run_dir
+        self.enabled = enabled  # False on non-chief workers
+        self._writers: dict[str, Any] = {}
+
+    def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
+        if not self.enabled or not scalars:
+            return
+        import tensorflow as tf
+
+        if sub not in self._writers:
+            # Made on first use: a job without validation data leaves no empty validation run.
+            self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
+        with self._writers[sub].as_default(step=step):
+            for tag, value in scalars.items():
+                tf.summary.scalar(tag, value)
+
+    def flush(self) -> None:
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()
+        self._writers.clear()
