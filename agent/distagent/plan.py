@@ -65,6 +65,24 @@ class Plan:
         return out
 
 
+WARNING_KINDS = {
+    "adam_linear": "with linear scaling",
+    "large_batch": "saw linear scaling break down",
+    "no_warmup": "with no warmup",
+    "smaller_than_batch": "training examples) is smaller than one global batch",
+    "partial_batch": "final partial batch",
+    "small_validation": "the validation split",
+    "cache": "too big to cache",
+    "few_files": "TFRecord files for",
+}
+"""A short name for each kind of warning, found by a phrase its text always contains."""
+
+
+def warning_kind(text: str) -> str:
+    """The kind of a plan warning (a key of WARNING_KINDS), or "other"."""
+    return next((kind for kind, phrase in WARNING_KINDS.items() if phrase in text), "other")
+
+
 def scaled_learning_rate(base: float, base_batch: int, global_batch: int, rule: str) -> float:
     ratio = global_batch / base_batch
     if rule == "linear":
