@@ -15,15 +15,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from distagent.train.checkpoint import Checkpointer
 from distagent.train.progress import Progress
 from distagent.train.rundir import RunRecord
 from distagent.train.signals import StopRequest
-from distagent.train.steps import EvalStep, TrainState, TrainStep
 from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
 from distcore import names
+
+if TYPE_CHECKING:  # TensorFlow stays unloaded for the pure parts (boundaries, settings)
+    from distagent.train.checkpoint import Checkpointer
+    from distagent.train.steps import EvalStep, TrainState, TrainStep
 
 
 @dataclass(frozen=True)
