@@ -28,6 +28,9 @@ DISTCORE_MODULES = [
     "distcore.names",
     "distcore.snapshot",
     "distcore.errors",
+    "distcore.events",
+    "distcore.events.watch",
+    "distcore.events.jsonify",
 ]
 
 

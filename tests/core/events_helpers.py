@@ -16,7 +16,8 @@ from distcore.events.model import RunSnapshot
 def record(data: bytes) -> bytes:
     """One TFRecord: length, masked CRC of the length, data, masked CRC of the data."""
     length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
+    header = length + struct.pack("<I", masked_crc(length))
+    return header + data + struct.pack("<I", masked_crc(data))
 
 
 def scalar_event(tag: str, step: int, value: float, wall_time: float = 1000.0) -> bytes:

@@ -46,7 +46,11 @@ def test_a_point_at_step_s_drops_kept_points_at_steps_from_s(
 
 @pytest.mark.parametrize(
     ("steps", "keep"),
-    [([1, 2, 3], [True, True, True]), ([3, 2, 1], [False, False, True]), ([1, 3, 2], [True, False, True])],
+    [
+        ([1, 2, 3], [True, True, True]),
+        ([3, 2, 1], [False, False, True]),
+        ([1, 3, 2], [True, False, True]),
+    ],
 )
 def test_survivors_of_one_batch(steps: list[int], keep: list[bool]) -> None:
     assert survivors(np.asarray(steps, dtype=np.int64)).tolist() == keep

@@ -53,7 +53,8 @@ def test_tf_summary_v2_scalars_other_kinds_and_hparams(tf: Any, tmp_path: Path) 
             plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
         )
         for step in range(3):
-            tf.summary.write("examples_seen", tf.constant(1000 * step, tf.int64), step=step, metadata=meta)
+            seen = tf.constant(1000 * step, tf.int64)
+            tf.summary.write("examples_seen", seen, step=step, metadata=meta)
     writer.close()
     run = only_run(tmp_path)
     assert run.name == "tf2"

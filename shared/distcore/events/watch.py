@@ -28,6 +28,7 @@ _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"}
 
 class _Handler(FileSystemEventHandler):
     def __init__(self, on_change: Callable[[str, bool], None]) -> None:
+        # on_change(path, structural): structural = directories, deletions and moves.
         self._on_change = on_change
 
     def on_any_event(self, event: FileSystemEvent) -> None:
@@ -37,7 +38,8 @@ class _Handler(FileSystemEventHandler):
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = raw.decode() if isinstance(raw, bytes) else raw
             if path and (event.is_directory or EVENT_MARKER in Path(path).name):
-                self._on_change(path, event.is_directory)
+                structural = event.is_directory or event.event_type in ("deleted", "moved")
+                self._on_change(path, structural)
 
 
 class LogdirWatcher:
@@ -139,9 +141,9 @@ class LogdirWatcher:
         if observer is self._observer:
             self._observer = None
 
-    def _on_change(self, path: str, is_directory: bool) -> None:
+    def _on_change(self, path: str, structural: bool) -> None:
         with self._dirty_lock:
-            if is_directory or Path(path) not in self._files:
+            if structural or Path(path) not in self._files:
                 self._rescan_needed = True
             else:
                 self._dirty.add(Path(path))
