@@ -17,6 +17,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from distcore import names
@@ -133,16 +134,16 @@ class DistmonApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#runs").border_title = "runs"
-        self.query_one("#gpus").border_title = "GPUs"
-        self.query_one("#alerts").border_title = "alerts"
-        self.query_one("#details").border_title = "focused"
+        self._main.query_one("#runs").border_title = "runs"
+        self._main.query_one("#gpus").border_title = "GPUs"
+        self._main.query_one("#alerts").border_title = "alerts"
+        self._main.query_one("#details").border_title = "focused"
         self._apply_size(self.size.width)
         self._unsubscribe = self._store.subscribe(self._on_store_change)
         if self._telemetry is not None:
             self._telemetry.start()
             self._telemetry_snap = self._telemetry.latest()
-        self.query_one(RunsTable).focus()
+        self._main.query_one(RunsTable).focus()
         self.refresh_view()
         self.set_interval(self.options.refresh, self._tick)
         if self._watcher is not None:
@@ -159,8 +160,13 @@ class DistmonApp(App[int]):
     def on_resize(self) -> None:
         self._apply_size(self.size.width)
 
+    @property
+    def _main(self) -> Screen[Any]:
+        """The dashboard's screen, also while help or the tag picker is on top of it."""
+        return self.screen_stack[0]
+
     def _apply_size(self, width: int) -> None:
-        self.screen.set_class(width >= WIDE, "-wide")
+        self._main.set_class(width >= WIDE, "-wide")
 
     # --- producers -> messages ------------------------------------------------------------------
 
@@ -207,7 +213,7 @@ class DistmonApp(App[int]):
         self._last_refresh = time.monotonic()
         self._jobs = group_jobs(self._store.snapshot())
         self._visible = filter_jobs(self._jobs, self.pattern)
-        self.query_one(RunsTable).show([job_row(j) for j in self._visible], self.selected)
+        self._main.query_one(RunsTable).show([job_row(j) for j in self._visible], self.selected)
         self._show_charts()
         self._show_details()
         self._show_alerts()
@@ -229,7 +235,7 @@ class DistmonApp(App[int]):
         shown = self._shown_jobs()
         how = f"ema {self.smoothing:g} · {self.x_mode}" + (" · log" if self.log_y else "")
         for widget_id, wanted in (("#chart-loss", "loss"), ("#chart-second", self.second_tag)):
-            chart = self.query_one(widget_id, LineChart)
+            chart = self._main.query_one(widget_id, LineChart)
             chart.plot(
                 curves(shown, wanted, self.x_mode, self.smoothing),
                 title=f"{wanted} ({how})",
@@ -238,7 +244,7 @@ class DistmonApp(App[int]):
             )
 
     def _show_details(self) -> None:
-        panel = self.query_one("#details", Panel)
+        panel = self._main.query_one("#details", Panel)
         job = next((j for j in self._jobs if j.name == self.focused_job), None)
         panel.display = job is not None
         if job is None:
@@ -268,17 +274,17 @@ class DistmonApp(App[int]):
         gpus = self._telemetry_snap.devices if self._telemetry_snap is not None else ()
         current = evaluate(runs, gpus, now=self._clock(), agent_status=self._agent_status())
         self._alerts = keep_since(self._alerts, current)
-        panel = self.query_one("#alerts", Panel)
+        panel = self._main.query_one("#alerts", Panel)
         panel.update(render_alerts(self._alerts))
         count = len(self._alerts)
         panel.border_title = f"alerts ({count})" if count else "alerts"
         self._show_status()
 
     def _show_gpus(self) -> None:
-        panel = self.query_one("#gpus", Panel)
+        panel = self._main.query_one("#gpus", Panel)
         history = self._telemetry.history if self._telemetry is not None else _no_history
-        width = panel.content_size.width or 40
-        panel.update(render_gpus(self._telemetry_snap, history, width))
+        snap = self._telemetry_snap
+        panel.show(lambda width: render_gpus(snap, history, width))
         simulated = self._telemetry_snap is not None and self._telemetry_snap.status.simulated
         panel.border_title = "GPUs (simulated)" if simulated else "GPUs"
 
@@ -292,7 +298,7 @@ class DistmonApp(App[int]):
             parts.append(f"{len(self.selected)} selected")
         if self._scan_note:
             parts.append(self._scan_note)
-        self.query_one("#status", Static).update("  ·  ".join(parts))
+        self._main.query_one("#status", Static).update("  ·  ".join(parts))
 
     # --- events from widgets ----------------------------------------------------------------------
 
@@ -308,7 +314,7 @@ class DistmonApp(App[int]):
 
     def on_runs_table_focus_job(self, message: RunsTable.FocusJob) -> None:
         self.focused_job = None if self.focused_job == message.key else message.key
-        self.screen.set_class(self.focused_job is not None, "-focused")
+        self._main.set_class(self.focused_job is not None, "-focused")
         self.refresh_view()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -324,23 +330,23 @@ class DistmonApp(App[int]):
         self.push_screen(HelpScreen())
 
     def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+        box = self._main.query_one("#filter", Input)
         box.display = True
         box.focus()
 
     def _close_filter(self) -> None:
-        box = self.query_one("#filter", Input)
+        box = self._main.query_one("#filter", Input)
         box.display = bool(self.pattern)
-        self.query_one(RunsTable).focus()
+        self._main.query_one(RunsTable).focus()
 
     def action_escape(self) -> None:
-        box = self.query_one("#filter", Input)
+        box = self._main.query_one("#filter", Input)
         if box.has_focus or (self.pattern and self.focused_job is None):
             box.value = ""
             self.pattern = ""
             self._close_filter()
         self.focused_job = None
-        self.screen.remove_class("-focused")
+        self._main.remove_class("-focused")
         self.refresh_view()
 
     def action_pick_tag(self) -> None:

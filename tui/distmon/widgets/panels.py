@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
-from textual.widgets import Static
+from textual.widget import Widget
 
 from distcore import names
 from distcore.alerts import Alert
@@ -149,11 +150,30 @@ def render_details(job: Job, plan: Plan | None, alerts: Sequence[Alert] = ()) ->
     return Text("\n").join(lines)
 
 
-class Panel(Static):
-    """A focusable, scrollable text panel (tab reaches it; j/k scroll it)."""
+class Panel(Widget):
+    """A focusable, scrollable text panel (tab reaches it; j/k scroll it).
+
+    It keeps a drawing function, not text, and draws at render time with its current width, so
+    a panel laid out after its first update still fits its lines to its real size.
+    """
 
     can_focus = True
     BINDINGS = [  # noqa: RUF012 - Textual's convention
         Binding("j", "scroll_down", "down", show=False),
         Binding("k", "scroll_up", "up", show=False),
     ]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._draw: Callable[[int], Text] = lambda width: Text()
+        self._text: Text | None = None
+
+    def show(self, draw: Callable[[int], Text]) -> None:
+        self._draw = draw
+        self.refresh(layout=True)
+
+    def update(self, text: Text) -> None:
+        self.show(lambda width: text)
+
+    def render(self) -> Text:
+        return self._draw(self.content_size.width or self.size.width)

@@ -1,0 +1,253 @@
+"""Pilot tests: every key binding, filtering, selection, focus, help, and live updates."""
+
+from __future__ import annotations
+
+import threading
+
+from textual.widgets import Input, OptionList
+
+from distmon.widgets.charts import LineChart
+from distmon.widgets.panels import Panel
+from distmon.widgets.runs import RunsTable
+from distmon.widgets.screens import HelpScreen, TagPicker
+from tests.tui.conftest import MakeApp, simulated_gpus, standard_runs
+from tests.tui.fixed import FixedRuns, keras_job
+
+JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
+
+
+def row_keys(table: RunsTable) -> list[str]:
+    return [str(key.value) for key in table.rows]
+
+
+async def test_first_screen_lists_jobs_and_pairs_train_with_validation(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert row_keys(app.query_one(RunsTable)) == JOBS
+        loss = app.query_one("#chart-loss", LineChart)
+        labels = [c.label for c in loss._curves]
+        assert labels == ["input_bound/train", "input_bound/validation"]
+
+
+async def test_q_quits(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("Static").render())
+        for key in ["q", "?", "/", "tab", "j k", "space", "enter", "t", "+ / -", "x", "l", "r"]:
+            assert key in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        table = app.query_one(RunsTable)
+        await pilot.press("slash")
+        assert app.query_one("#filter", Input).has_focus
+        await pilot.press(*"^(quick|py)")
+        await pilot.pause()
+        assert row_keys(table) == ["pytorch/exp1", "quickstart"]
+        await pilot.press("enter")  # keeps the filter, back to the list
+        await pilot.pause()
+        assert table.has_focus and row_keys(table) == ["pytorch/exp1", "quickstart"]
+        await pilot.press("escape")
+        await pilot.pause()
+        assert row_keys(table) == JOBS and app.pattern == ""
+
+
+async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("slash", *"(inp")
+        await pilot.pause()
+        assert row_keys(app.query_one(RunsTable)) == []
+        await pilot.press("backspace", "backspace", "backspace", "backspace", *"inp")
+        await pilot.pause()
+        assert row_keys(app.query_one(RunsTable)) == ["input_bound"]
+
+
+async def test_j_k_and_arrows_move_the_cursor_and_the_charts_follow(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        table = app.query_one(RunsTable)
+        await pilot.press("j")
+        assert table.current_key == "pytorch/exp1"
+        await pilot.pause()
+        assert [c.label for c in app.query_one("#chart-loss", LineChart)._curves] == [
+            "pytorch/exp1"
+        ]
+        await pilot.press("down")
+        assert table.current_key == "quickstart"
+        await pilot.press("k", "up")
+        assert table.current_key == "input_bound"
+
+
+async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("space", "j", "j", "space")
+        await pilot.pause()
+        assert app.selected == {"input_bound", "quickstart"}
+        curves = app.query_one("#chart-loss", LineChart)._curves
+        assert {c.label for c in curves} == {
+            "input_bound/train",
+            "input_bound/validation",
+            "quickstart/train",
+            "quickstart/validation",
+        }
+        assert len({c.color for c in curves}) == 2
+        await pilot.press("space")
+        await pilot.pause()
+        assert app.selected == {"input_bound"}
+
+
+async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_path) -> None:
+    import json
+
+    job = tmp_path / "quickstart"
+    job.mkdir()
+    plan = {
+        "replicas": 4,
+        "per_replica_batch_size": 32,
+        "global_batch_size": 128,
+        "base_learning_rate": 0.01,
+        "scaling_rule": "linear",
+        "learning_rate": 0.04,
+    }
+    (job / "run.json").write_text(json.dumps({"status": "running", "plan": plan}))
+    app = make_app(FixedRuns(keras_job("quickstart", root=tmp_path)).snapshot())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("enter")
+        await pilot.pause()
+        details = app.query_one("#details", Panel)
+        assert details.display and app.focused_job == "quickstart"
+        text = str(details.render())
+        assert "4 replicas" in text and "global batch 128" in text
+        assert "0.01 @ batch 32 × 4 replicas (linear) = 0.04" in text and "running" in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not details.display and app.focused_job is None
+
+
+async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("space", "j", "j", "enter")
+        await pilot.pause()
+        labels = {c.label for c in app.query_one("#chart-loss", LineChart)._curves}
+        assert labels == {"quickstart/train", "quickstart/validation"}
+
+
+async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        seen = []
+        for _ in range(5):
+            seen.append(app.focused.id if app.focused else None)
+            await pilot.press("tab")
+        assert seen == ["runs", "chart-loss", "chart-second", "gpus", "alerts"]
+        assert app.focused is not None and app.focused.id == "runs"  # wrapped around
+        await pilot.press("shift+tab")
+        assert app.focused is not None and app.focused.id == "alerts"
+
+
+async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, TagPicker)
+        options = app.screen.query_one(OptionList)
+        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids[0] == "loss and accuracy" and "perf/input_wait_fraction" in ids
+        await pilot.press(*["down"] * ids.index("perf/input_wait_fraction"), "enter")
+        await pilot.pause()
+        chart = app.query_one("#chart-second", LineChart)
+        assert app.second_tag == "perf/input_wait_fraction"
+        assert chart._curves and chart._curves[0].ys[-1] == 0.34
+        await pilot.press("t", "enter")  # back to the default pair
+        await pilot.pause()
+        assert app.second_tag == "accuracy"
+
+
+async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        chart = app.query_one("#chart-loss", LineChart)
+        raw = chart._curves[0].ys
+        await pilot.press("plus", "plus")
+        assert app.smoothing == 0.8
+        await pilot.press(*["minus"] * 9)
+        assert app.smoothing == 0.0
+        await pilot.pause()
+        assert chart._curves[0].ys != raw  # unsmoothed now: the raw values
+        assert "ema 0" in str(chart.border_title)
+        await pilot.press("x")
+        assert app.x_mode == "relative" and chart._curves[0].xs[0] == 0.0
+        await pilot.press("x")
+        assert app.x_mode == "wall" and chart._curves[0].xs[0] > 1e9
+        await pilot.press("x", "l")
+        assert app.x_mode == "step" and app.log_y and "log" in str(chart.border_title)
+        await pilot.press("l")
+        assert not app.log_y
+
+
+async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:
+    store = FixedRuns(keras_job("a"))
+    app = make_app(store=store)
+    async with app.run_test() as pilot:
+        assert row_keys(app.query_one(RunsTable)) == ["a"]
+        store._runs = (*store._runs, *keras_job("b"))  # changed without a notification
+        await pilot.press("r")
+        await pilot.pause()
+        assert row_keys(app.query_one(RunsTable)) == ["a", "b"]
+
+
+async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> None:
+    store = FixedRuns([])
+    app = make_app(store=store)
+    async with app.run_test() as pilot:
+        assert row_keys(app.query_one(RunsTable)) == []
+        writer = threading.Thread(target=store.replace, args=(standard_runs(),))
+        writer.start()
+        writer.join()
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if row_keys(app.query_one(RunsTable)):
+                break
+        assert row_keys(app.query_one(RunsTable)) == JOBS
+
+
+async def test_alerts_panel_and_gpu_panel(make_app: MakeApp) -> None:
+    app = make_app(snaps=simulated_gpus())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        alerts = str(app.query_one("#alerts", Panel).render())
+        assert "highly input-bound" in alerts and "GPUs unevenly used" in alerts
+        assert "GPU 1 memory 99% full" in alerts
+        gpus = app.query_one("#gpus", Panel)
+        assert "simulated" in str(gpus.border_title)
+        assert str(gpus.render()).count("NVIDIA A100") == 2
+
+
+async def test_without_nvml_the_reason_is_in_the_panel(make_app: MakeApp) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        text = str(app.query_one("#gpus", Panel).render())
+        assert "no GPU: NVML library not found" in text
+        assert row_keys(app.query_one(RunsTable)) == JOBS  # everything else works
