@@ -8,6 +8,7 @@ ends: the scan runs in a worker thread and runs fill in as it reads them.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -99,6 +100,8 @@ class DistmonApp(App[int]):
         self._store, self._watcher, self._telemetry = store, watcher, telemetry
         self._clock, self._read_plan = clock, plans
         self._unsubscribe: Callable[[], None] | None = None
+        self._closing = False
+        self._closing_lock = threading.Lock()
         self._jobs: tuple[Job, ...] = ()
         self._visible: tuple[Job, ...] = ()
         self._alerts: tuple[Alert, ...] = ()
@@ -152,6 +155,8 @@ class DistmonApp(App[int]):
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        with self._closing_lock:
+            self._closing = True
         if self._watcher is not None:
             self._watcher.close()
         if self._telemetry is not None:
@@ -180,8 +185,9 @@ class DistmonApp(App[int]):
         began = time.monotonic()
         try:
             self._watcher.scan_once()
-            if start_watching:
-                self._watcher.start()
+            with self._closing_lock:  # never start a watcher that on_unmount already closed
+                if start_watching and not self._closing:
+                    self._watcher.start()
         except Exception as err:  # shown in the status line: the dashboard stays up
             self.post_message(ScanFinished(time.monotonic() - began, str(err)))
             return

@@ -38,8 +38,29 @@ def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]
 
 
 def _alerts(runs: list[dict[str, Any]], gpus: dict[str, Any]) -> list[dict[str, Any]]:
-    """Alerts computed from the runs and GPUs (dashboard issue)."""
-    return []
+    """Alerts computed from the runs and GPUs (dashboard issue).
+
+    The JSON carries each series' last point only, so the rules that need a curve (loss rising,
+    stalled) see too little to fire here; the dashboard, which holds the points, shows them.
+    """
+    from pathlib import Path
+
+    from distcore.alerts import evaluate, gpu_from_json, run_from_json
+    from distmon.widgets.model import read_plan, split_run
+
+    agent_status = {}
+    for run in runs:
+        _, part = split_run(run["name"])
+        plan = read_plan(Path(run["path"]).parent if part else Path(run["path"]))
+        if plan is not None and plan.status:
+            agent_status[run["name"]] = plan.status
+    found = evaluate(
+        [run_from_json(r) for r in runs],
+        [gpu_from_json(g) for g in gpus.get("devices", [])],
+        now=time.time(),
+        agent_status=agent_status,
+    )
+    return [a.to_json() for a in found]
 
 
 def collect(options: Options) -> dict[str, Any]:
