@@ -133,3 +133,42 @@ def _example(tf: Any, feature: str, features: np.ndarray, label: int) -> bytes:
     example = tf.train.Example(features=tf.train.Features(
         feature={feature: value, LABEL: label_feature}))
     return bytes(example.SerializeToString())
+
+
+def export_source(cfg: JobConfig, prefix: Path, num_files: int) -> list[Path]:
+    """Write the examples of `cfg`'s source (e.g. the synthetic one) as TFRecord files."""
+    from distagent.data import open_source
+
+    source = open_source(cfg)
+    xs, ys = [], []
+    for features, label in source.read(1).as_numpy_iterator():
+        xs.append(features)
+        ys.append(label)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    return write_examples(prefix, np.stack(xs), np.asarray(ys), num_files=num_files)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m distagent.data.tfrecord CONFIG PREFIX [--files N]: export a source to files."""
+    import argparse
+    import sys
+
+    from distagent.config import load_config
+
+    parser = argparse.ArgumentParser(prog="python -m distagent.data.tfrecord",
+                                     description=main.__doc__)
+    parser.add_argument("config")
+    parser.add_argument("prefix", type=Path, help="files are PREFIX-00000-of-0000N.tfrecord")
+    parser.add_argument("--files", type=int, default=8)
+    args = parser.parse_args(argv)
+    try:
+        paths = export_source(load_config(Path(args.config)), args.prefix, args.files)
+    except DistmonError as err:
+        print(f"distagent: {err}", file=sys.stderr)
+        return err.exit_code
+    print(f"wrote {len(paths)} files: {paths[0].parent}/{paths[0].name.split('-')[0]}-*.tfrecord")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
