@@ -19,6 +19,7 @@ tensors), so the pair can neither read 0 for a batch that is not there nor swall
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,7 +179,11 @@ class EvalStep:
         self._evaluate = tf.function(self._run)
 
     def __call__(self, dist_dataset: Any) -> tuple[float, float, float]:
-        totals = self._evaluate(dist_dataset)
+        with warnings.catch_warnings():
+            # Iterating a distributed dataset in a tf.function reads its options in graph mode,
+            # which TensorFlow warns about; the options are set on the dataset and do not change.
+            warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data")
+            totals = self._evaluate(dist_dataset)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
     def _replica(self, features: Any, labels: Any) -> tuple[Any, Any, Any]:
