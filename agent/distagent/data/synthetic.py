@@ -48,15 +48,13 @@ def open_source(cfg: JobConfig) -> Source:
             features = tf.reshape(tf.gather(table, label) + noise, shape)
             return features, label
 
-        ds = tf.data.Dataset.range(syn.num_examples).map(
-            example, num_parallel_calls=parallel, deterministic=True
-        )
+        # Reads stay in order even when parallel: the validation split is the first examples.
+        ordered = {} if parallel == 1 else {"num_parallel_calls": parallel, "deterministic": True}
+        ds = tf.data.Dataset.range(syn.num_examples).map(example, **ordered)
         if syn.read_latency_ms > 0:
-            ds = ds.map(
-                lambda x, y: (add_latency(tf, x, syn.read_latency_ms), y),
-                num_parallel_calls=_latency_parallelism(parallel),
-                deterministic=True,
-            )
+            if parallel != 1:
+                ordered["num_parallel_calls"] = LATENCY_PARALLELISM
+            ds = ds.map(lambda x, y: (add_latency(tf, x, syn.read_latency_ms), y), **ordered)
         return ds
 
     return Source(
@@ -73,10 +71,6 @@ def open_source(cfg: JobConfig) -> Source:
 LATENCY_PARALLELISM = 32
 """Reads in flight against a slow store: waiting costs no CPU, so this is not bounded by cores
 (tf.data's autotuner would stop at the core count)."""
-
-
-def _latency_parallelism(parallel: Any) -> Any:
-    return 1 if parallel == 1 else LATENCY_PARALLELISM
 
 
 def _preprocess(cost_ms: float) -> Any:

@@ -73,16 +73,16 @@ def open_source(cfg: JobConfig) -> Source:
     parse = _parser(tf, name, dtype, shape)
 
     def read(parallel: Any) -> Any:
-        sequential = parallel == 1
         ds = tf.data.Dataset.from_tensor_slices(list(files))
+        if parallel == 1:  # the naive pipeline: one file after the other
+            return ds.interleave(tf.data.TFRecordDataset, cycle_length=1).map(parse)
         ds = ds.interleave(
             tf.data.TFRecordDataset,
-            cycle_length=1 if sequential else min(len(files), MAX_PARALLEL_FILES),
-            num_parallel_calls=None if sequential else parallel,
+            cycle_length=min(len(files), MAX_PARALLEL_FILES),
+            num_parallel_calls=parallel,
             deterministic=True,  # the validation split must be the same records every pass
         )
-        return ds.map(parse, num_parallel_calls=None if sequential else parallel,
-                      deterministic=True)
+        return ds.map(parse, num_parallel_calls=parallel, deterministic=True)
 
     num_examples, num_classes = tfr.num_examples, tfr.num_classes
     if not num_examples or not num_classes:
