@@ -93,8 +93,6 @@ def fmt(value: float | None, digits: int = 4) -> str:
         return "–"
     if math.isnan(value) or math.isinf(value):
         return str(value)
-    if value != 0 and (abs(value) >= 10**digits or abs(value) < 10 ** -(digits - 1)):
-        return f"{value:.{max(digits - 3, 1)}e}"
     return f"{value:.{digits}g}"
 
 

@@ -70,7 +70,7 @@ class RunsTable(DataTable[Text | str]):
 
     def _update_row(self, row: JobRow, selected: bool) -> None:
         for column, value in zip(ROW_COLUMNS, self._cells(row, selected), strict=True):
-            self.update_cell(row.key, column or "mark", value)
+            self.update_cell(row.key, column or "mark", value, update_width=True)
 
     @property
     def current_key(self) -> str | None:
