@@ -1,0 +1,49 @@
+"""Every file in sample_configs/ loads and plans, as `distagent plan` would do it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from distagent.config import load_config
+from distagent.data.tfrecord import parse_spec, write_examples
+from distagent.devices import resolve_strategy
+from distagent.pipeline import plan_for
+from distagent.plan import scaled_learning_rate
+from distagent.schema import JobConfig
+
+SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_configs").glob("*.toml"))
+
+
+def _data_for(cfg: JobConfig, tmp_path: Path) -> list[str]:
+    """Overrides pointing file-based sources at small files written here."""
+    if cfg.data.source != "tfrecord":
+        return []
+    _, shape = parse_spec(dict(cfg.data.tfrecord.features)["image"])
+    x = np.zeros((1024, *shape), dtype=np.float32)
+    write_examples(tmp_path / "train", x, np.arange(1024) % 10, num_files=4)
+    return [f"data.tfrecord.files={tmp_path}/train-*.tfrecord"]
+
+
+def test_there_are_sample_configs() -> None:
+    assert len(SAMPLES) >= 4
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
+def test_sample_config_loads_and_plans(tf: Any, path: Path, tmp_path: Path) -> None:
+    cfg = load_config(path)
+    cfg = load_config(path, _data_for(cfg, tmp_path))
+    setup = resolve_strategy(cfg.strategy)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
+    assert plan.replicas == setup.replicas >= 1
+    assert plan.global_batch_size == cfg.data.per_replica_batch_size * setup.replicas
+    expected = scaled_learning_rate(cfg.optimizer.base_learning_rate, plan.base_batch_size,
+                                    plan.global_batch_size, cfg.optimizer.scaling)
+    assert math.isclose(plan.learning_rate, expected)
+    assert plan.steps_per_epoch >= 1 and plan.validation_steps >= 1
+    # Samples are examples to copy: none of them should trip the plan's own warnings.
+    assert plan.warnings == ()
