@@ -143,3 +143,11 @@ def test_garbage_and_empty_files_named_like_event_files(tmp_path: Path) -> None:
     assert runs["garbage"].scalars == {} and "bad length CRC" in runs["garbage"].problems[0]
     assert runs["empty"].scalars == {} and runs["empty"].problems == ()
     assert runs["empty"].files == 1
+
+
+def test_payloads_that_hold_whole_records_do_not_confuse_the_framing() -> None:
+    inner = record(b"inner") + record(b"x" * 40)
+    payloads = [b"head", inner, record(inner), b"\0" * 64, b"tail"]
+    found, end, problems = _frame(b"".join(record(p) for p in payloads))
+    assert found == payloads and problems == []
+    assert end == sum(len(p) + 16 for p in payloads)

@@ -1,0 +1,298 @@
+"""Ingest speed and memory: distcore vs TensorBoard's EventAccumulator, tbparse and the Rust
+data server, on one logdir of 8 runs x 10 tags x 20,000 steps (1.6M scalar events), written once
+by tf.summary (TF2 tensors) and once by tensorboardX (simple_value), cached under --cache.
+
+Each loader runs in a fresh subprocess (its own peak RSS, no shared caches in Python); the
+script prints seconds, events/s, MB/s and peak RSS (medians of --repeats) and distcore's
+speed-up over each. Then distcore's peak RSS with the default bound (2,000 points per series)
+on a 10M-point logdir, against the 1.6M one: memory must not grow with the number of points.
+
+Run: .venv/bin/python bench/ingest.py [--quick] [--repeats 3] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-ingest"))
+LOADERS = ("distcore", "event_accumulator", "tbparse", "rust_data_server")
+FLAVOURS = ("tf2", "tensorboardx")
+
+
+def value_at(tag: int, step: int) -> float:
+    return math.exp(-step / 5000.0) * (1.0 + 0.1 * math.sin(step / 37.0 + tag)) + 0.01 * tag
+
+
+# ---- generating the logdirs (each in a subprocess, cached) ----
+
+
+def generate_tf2(root: Path, runs: int, tags: int, steps: int) -> None:
+    import tensorflow as tf
+
+    @tf.function(reduce_retracing=True)
+    def write(n: tf.Tensor) -> None:
+        for i in tf.range(n):
+            step = tf.cast(i, tf.int64)
+            x = tf.cast(i, tf.float32)
+            for tag in range(tags):
+                value = tf.exp(-x / 5000.0) * (1.0 + 0.1 * tf.sin(x / 37.0 + tag)) + 0.01 * tag
+                tf.summary.scalar(f"metric/{tag}", value, step=step)
+
+    for run in range(runs):
+        writer = tf.summary.create_file_writer(str(root / f"run{run}"), max_queue=10_000)
+        with writer.as_default():
+            write(tf.constant(steps))
+        writer.close()
+
+
+def generate_tensorboardx(root: Path, runs: int, tags: int, steps: int) -> None:
+    from tensorboardX import SummaryWriter
+
+    for run in range(runs):
+        writer = SummaryWriter(str(root / f"run{run}"), max_queue=10_000, flush_secs=3600)
+        for step in range(steps):
+            for tag in range(tags):
+                writer.add_scalar(f"metric/{tag}", value_at(tag, step), step)
+        writer.close()
+
+
+def generate_synthetic(root: Path, runs: int, tags: int, steps: int) -> None:
+    """The bytes tensorboardX writes, built directly (fast enough for 10M points)."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    from distcore.events.crc import masked_crc
+
+    for run in range(runs):
+        (root / f"run{run}").mkdir(parents=True, exist_ok=True)
+        path = root / f"run{run}" / f"events.out.tfevents.{1_700_000_000 + run}.bench"
+        with path.open("wb") as f:
+            for step in range(steps):
+                chunk = []
+                for tag in range(tags):
+                    summary = summary_pb2.Summary(
+                        value=[summary_pb2.Summary.Value(
+                            tag=f"metric/{tag}", simple_value=value_at(tag, step))]
+                    )
+                    data = event_pb2.Event(
+                        wall_time=1.7e9 + step, step=step, summary=summary
+                    ).SerializeToString()
+                    head = struct.pack("<Q", len(data))
+                    chunk.append(head + struct.pack("<I", masked_crc(head)) + data
+                                 + struct.pack("<I", masked_crc(data)))
+                f.write(b"".join(chunk))
+
+
+GENERATORS = {"tf2": generate_tf2, "tensorboardx": generate_tensorboardx,
+              "synthetic": generate_synthetic}
+
+
+def ensure_logdir(cache: Path, flavour: str, runs: int, tags: int, steps: int) -> Path:
+    root = cache / f"{flavour}-{runs}x{tags}x{steps}"
+    if (root / ".complete").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    print(f"generating {root} ...", flush=True)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, __file__, "--generate", flavour, str(root), str(runs), str(tags),
+         str(steps)], check=True,
+    )
+    (root / ".complete").write_text("ok\n")
+    print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
+# ---- the loaders (each runs in its own subprocess and prints one JSON line) ----
+
+
+def load_distcore(root: Path) -> int:
+    from distcore.events import load_once
+
+    return sum(s.count for run in load_once([root]) for s in run.scalars.values())
+
+
+def load_event_accumulator(root: Path) -> int:
+    # With TensorFlow importable, TensorBoard reads records with TF's C++ reader.
+    import tensorflow  # noqa: F401
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.backend.event_processing import event_multiplexer as em
+
+    mux = em.EventMultiplexer(size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
+    mux.AddRunsFromDirectory(str(root))
+    mux.Reload()
+    total = 0
+    for run, tags in mux.Runs().items():
+        acc = mux.GetAccumulator(run)
+        total += sum(len(acc.Scalars(t)) for t in tags["scalars"])
+        total += sum(len(acc.Tensors(t)) for t in tags["tensors"])
+    return total
+
+
+def load_tbparse(root: Path) -> int:
+    from tbparse import SummaryReader
+
+    reader = SummaryReader(str(root), pivot=False, event_types={"scalars", "tensors"})
+    return len(reader.scalars) + len(reader.tensors)
+
+
+def run_loader(name: str, root: Path) -> dict[str, Any]:
+    """Time one load in this process (imports excluded), report peak RSS."""
+    if name == "event_accumulator":
+        import tensorflow  # noqa: F401  (import cost is not load cost)
+    if name == "tbparse":
+        import tbparse  # noqa: F401
+    loader = {"distcore": load_distcore, "event_accumulator": load_event_accumulator,
+              "tbparse": load_tbparse}[name]
+    start = time.perf_counter()
+    events = loader(root)
+    seconds = time.perf_counter() - start
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "events": events, "rss_mib": rss_mib}
+
+
+def run_rust_server(root: Path) -> dict[str, Any] | None:
+    """`tensorboard_data_server --reload once`: time to "Finished load cycle", peak RSS."""
+    try:
+        from tensorboard_data_server import server_binary
+
+        binary = server_binary()
+    except (ImportError, RuntimeError):
+        return None
+    if not binary or not os.path.exists(binary):
+        return None
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v"],
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    seconds = None
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "Finished load cycle" in line:
+            seconds = time.perf_counter() - start
+            break
+    rss_kib = _vm_hwm_kib(proc.pid)
+    proc.kill()
+    proc.wait()
+    if seconds is None:
+        return None
+    return {"seconds": seconds, "events": None, "rss_mib": rss_kib / 1024}
+
+
+def _vm_hwm_kib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return float("nan")
+
+
+def measure(name: str, root: Path) -> dict[str, Any] | None:
+    if name == "rust_data_server":
+        return run_rust_server(root)
+    out = subprocess.run(
+        [sys.executable, __file__, "--load", name, str(root)],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    if out.returncode != 0:
+        print(f"  {name} failed: {out.stderr.strip().splitlines()[-1:]}", flush=True)
+        return None
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def median_of(name: str, root: Path, repeats: int) -> dict[str, Any] | None:
+    results = []
+    for _ in range(repeats):
+        result = measure(name, root)
+        if result is None:
+            return None
+        results.append(result)
+    return {
+        "seconds": statistics.median(r["seconds"] for r in results),
+        "rss_mib": statistics.median(r["rss_mib"] for r in results),
+        "events": results[0]["events"],
+    }
+
+
+def logdir_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*tfevents*"))
+
+
+def bench_flavour(flavour: str, root: Path, expected: int, repeats: int, loaders: list[str]) -> None:
+    size_mb = logdir_bytes(root) / 1e6
+    print(f"\n== {flavour}: {root} ({expected:,} events, {size_mb:.0f} MB), medians of {repeats}")
+    print(f"{'loader':<20}{'seconds':>9}{'events/s':>14}{'MB/s':>9}{'peak RSS':>11}"
+          f"{'distcore speed-up':>19}")
+    results = {name: median_of(name, root, repeats) for name in loaders}
+    base = results.get("distcore")
+    for name, r in results.items():
+        if r is None:
+            print(f"{name:<20}{'unavailable':>9}")
+            continue
+        ratio = f"{r['seconds'] / base['seconds']:.1f}x" if base and name != "distcore" else ""
+        note = "" if r["events"] in (None, expected) else f"  (read {r['events']:,} events!)"
+        print(f"{name:<20}{r['seconds']:>9.2f}{expected / r['seconds']:>14,.0f}"
+              f"{size_mb / r['seconds']:>9.1f}{r['rss_mib']:>8.0f} MB{ratio:>19}{note}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="1/10 of the steps (160k events)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--loaders", default=",".join(LOADERS))
+    parser.add_argument("--flavours", default=",".join(FLAVOURS))
+    parser.add_argument("--skip-10m", action="store_true", help="skip the 10M-point memory check")
+    parser.add_argument("--generate-only", action="store_true", help="only build the cached logdirs")
+    parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--load", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.generate:
+        flavour, root, runs, tags, steps = args.generate
+        GENERATORS[flavour](Path(root), int(runs), int(tags), int(steps))
+        return 0
+    if args.load:
+        print(json.dumps(run_loader(args.load[0], Path(args.load[1]))))
+        return 0
+    runs, tags, steps = 8, 10, 2_000 if args.quick else 20_000
+    big_steps = 12_500 if args.quick else 125_000  # 8 runs x 10 tags: 1M or 10M points
+    if args.generate_only:
+        for flavour in args.flavours.split(","):
+            ensure_logdir(args.cache, flavour, runs, tags, steps)
+        for n in (big_steps // 10, big_steps):
+            ensure_logdir(args.cache, "synthetic", runs, tags, n)
+        return 0
+    loaders = args.loaders.split(",")
+    for flavour in args.flavours.split(","):
+        root = ensure_logdir(args.cache, flavour, runs, tags, steps)
+        bench_flavour(flavour, root, runs * tags * steps, args.repeats, loaders)
+    if not args.skip_10m:
+        big = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps)
+        small = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps // 10)
+        print(f"\n== distcore memory, default bound (2,000 points per series), medians of {args.repeats}")
+        for root in (small, big):
+            r = median_of("distcore", root, args.repeats)
+            if r is not None:
+                print(f"{r['events']:>12,} points: peak RSS {r['rss_mib']:.0f} MB, "
+                      f"{r['seconds']:.2f} s ({r['events'] / r['seconds']:,.0f} events/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
