@@ -1,0 +1,157 @@
+"""`distagent start / status / stop` as real processes: SIGKILL and resume, SIGTERM, --detach."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distcore import names
+
+pytestmark = pytest.mark.slow
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
+LOG_EVERY = 5
+TOTAL = 120  # 2 epochs of 60 steps of 32 examples
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def overrides(logdir: Path, name: str) -> list[str]:
+    settings = {
+        "run.logdir": str(logdir), "run.name": name, "strategy.cpu_replicas": 2,
+        "data.per_replica_batch_size": 16, "data.validation_fraction": 0.0,
+        "data.synthetic.num_examples": 1920, "data.synthetic.input_shape": "[8, 8, 1]",
+        # A slow, naive input: a few hundred ms per checkpoint interval, time to catch the job.
+        "data.optimize": "false", "data.synthetic.preprocess_cost_ms": 1.0,
+        "train.epochs": 2, "train.log_every_steps": LOG_EVERY, "train.checkpoint_every_steps": 10,
+    }
+    return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
+
+
+def agent(*args: str) -> list[str]:
+    return [sys.executable, "-m", "distagent", *args]
+
+
+def start(logdir: Path, name: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        agent("start", str(QUICKSTART), *overrides(logdir, name)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
+    )
+
+
+def wait_for(condition: Callable[[], Any], proc: subprocess.Popen[str] | None = None,
+             timeout: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the job ended early:\n{proc.communicate()[0]}")
+        time.sleep(0.05)
+    pytest.fail("timed out")
+
+
+def record(run_dir: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((run_dir / names.RUN_JSON).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def latest_checkpoint_step(run_dir: Path) -> int | None:
+    try:
+        text = (run_dir / names.CHECKPOINT_DIR / "checkpoint").read_text()
+    except OSError:
+        return None
+    first = text.splitlines()[0]  # model_checkpoint_path: "ckpt-N"
+    return int(first.rsplit("-", 1)[1].strip('"'))
+
+
+def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
+    from distcore.events import load_once
+
+    run_dir = tmp_path / "job"
+    first = start(tmp_path, "job")
+    wait_for(lambda: (latest_checkpoint_step(run_dir) or 0) >= 10, first)
+    time.sleep(0.3)  # a few more steps (and maybe a log point) past the checkpoint
+    first.kill()
+    first.wait()
+    killed_at = latest_checkpoint_step(run_dir)
+    assert killed_at is not None and killed_at < TOTAL
+    assert record(run_dir)["status"] == names.STATUS_RUNNING  # SIGKILL left no final word
+
+    second = start(tmp_path, "job")
+    wait_for(lambda: (record(run_dir).get("last_step") or 0) > (killed_at or 0)
+             and record(run_dir).get("pid") == second.pid, second)
+    second.send_signal(signal.SIGTERM)
+    out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0, out
+    assert f"resuming {run_dir} from step {killed_at}" in out
+    stopped = record(run_dir)
+    assert stopped["status"] == names.STATUS_STOPPED
+    assert latest_checkpoint_step(run_dir) == stopped["last_step"] < TOTAL
+
+    third = start(tmp_path, "job")
+    out, _ = third.communicate(timeout=300)
+    assert third.returncode == 0, out
+    final = record(run_dir)
+    assert (final["status"], final["last_step"]) == (names.STATUS_FINISHED, TOTAL)
+    (train,) = [r for r in load_once([tmp_path]) if r.name == "job/train"]
+    # Every log step once (points the killed run wrote past its checkpoint are superseded),
+    # plus the point the stopped run wrote at the step it stopped at.
+    expected = sorted({*range(LOG_EVERY, TOTAL + 1, LOG_EVERY), stopped["last_step"]})
+    assert list(train.scalars[names.LOSS].steps) == expected
+    assert list(train.scalars[names.EPOCH_LOSS].steps) == [0, 1]
+
+
+def test_detach_status_and_stop(tmp_path: Path) -> None:
+    run_dir = tmp_path / "bg"
+    detached = subprocess.run(
+        agent("start", str(QUICKSTART), *overrides(tmp_path, "bg"), "--detach"),
+        capture_output=True, text=True, env=ENV, timeout=180,
+    )
+    assert detached.returncode == 0, detached.stderr
+    assert detached.stdout.strip() == str(run_dir)
+    wait_for(lambda: (record(run_dir).get("last_step") or 0) >= LOG_EVERY)
+
+    status = subprocess.run(agent("status", str(tmp_path), "--json"), capture_output=True,
+                            text=True, env=ENV, check=True)
+    (row,) = json.loads(status.stdout)
+    assert (row["name"], row["status"], row["alive"]) == ("bg", names.STATUS_RUNNING, True)
+
+    stop = subprocess.run(agent("stop", str(run_dir), "--timeout", "60"), capture_output=True,
+                          text=True, env=ENV, timeout=90)
+    assert stop.returncode == 0, stop.stderr
+    final = record(run_dir)
+    assert final["status"] == names.STATUS_STOPPED
+    assert f"stopped at step {final['last_step']}" in stop.stdout
+    assert latest_checkpoint_step(run_dir) == final["last_step"]
+    assert "stopped at step" in (run_dir / "output.log").read_text()
+
+    # The pid is gone now: stop says so and does nothing.
+    again = subprocess.run(agent("stop", str(run_dir)), capture_output=True, text=True, env=ENV)
+    assert again.returncode == 0 and "not running" in again.stdout
+
+
+def test_stop_refuses_a_pid_that_is_not_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "stale"
+    run_dir.mkdir()
+    # This very process: alive, but started at another time and not distagent.
+    (run_dir / names.RUN_JSON).write_text(json.dumps(
+        {"status": names.STATUS_RUNNING, "pid": os.getpid(), "pid_create_time": 1.0}
+    ))
+    stop = subprocess.run(agent("stop", str(run_dir)), capture_output=True, text=True, env=ENV)
+    assert stop.returncode == 2
+    assert "no longer this run" in stop.stderr
+    status = subprocess.run(agent("status", str(tmp_path)), capture_output=True, text=True,
+                            env=ENV, check=True)
+    assert "running (dead)" in status.stdout
