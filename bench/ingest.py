@@ -41,7 +41,6 @@ def value_at(tag: int, step: int) -> float:
 def generate_tf2(root: Path, runs: int, tags: int, steps: int) -> None:
     import tensorflow as tf
 
-    @tf.function(reduce_retracing=True)
     def write(n: tf.Tensor) -> None:
         for i in tf.range(n):
             step = tf.cast(i, tf.int64)
@@ -53,7 +52,8 @@ def generate_tf2(root: Path, runs: int, tags: int, steps: int) -> None:
     for run in range(runs):
         writer = tf.summary.create_file_writer(str(root / f"run{run}"), max_queue=10_000)
         with writer.as_default():
-            write(tf.constant(steps))
+            # Traced per run: a traced function keeps the writer it was traced with.
+            tf.function(write)(tf.constant(steps))
         writer.close()
 
 
@@ -166,7 +166,7 @@ def run_loader(name: str, root: Path) -> dict[str, Any]:
 def run_rust_server(root: Path) -> dict[str, Any] | None:
     """`tensorboard_data_server --reload once`: time to "Finished load cycle", peak RSS."""
     try:
-        from tensorboard_data_server import server_binary
+        from tensorboard_data_server import server_binary  # type: ignore[import-untyped]
 
         binary = server_binary()
     except (ImportError, RuntimeError):
@@ -234,7 +234,9 @@ def logdir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*tfevents*"))
 
 
-def bench_flavour(flavour: str, root: Path, expected: int, repeats: int, loaders: list[str]) -> None:
+def bench_flavour(
+    flavour: str, root: Path, expected: int, repeats: int, loaders: list[str]
+) -> None:
     size_mb = logdir_bytes(root) / 1e6
     print(f"\n== {flavour}: {root} ({expected:,} events, {size_mb:.0f} MB), medians of {repeats}")
     print(f"{'loader':<20}{'seconds':>9}{'events/s':>14}{'MB/s':>9}{'peak RSS':>11}"
@@ -259,7 +261,7 @@ def main() -> int:
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--flavours", default=",".join(FLAVOURS))
     parser.add_argument("--skip-10m", action="store_true", help="skip the 10M-point memory check")
-    parser.add_argument("--generate-only", action="store_true", help="only build the cached logdirs")
+    parser.add_argument("--generate-only", action="store_true", help="only build the logdirs")
     parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--load", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -285,7 +287,8 @@ def main() -> int:
     if not args.skip_10m:
         big = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps)
         small = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps // 10)
-        print(f"\n== distcore memory, default bound (2,000 points per series), medians of {args.repeats}")
+        print("\n== distcore memory, default bound (2,000 points per series), "
+              f"medians of {args.repeats}")
         for root in (small, big):
             r = median_of("distcore", root, args.repeats)
             if r is not None:
