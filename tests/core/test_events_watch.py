@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from watchdog.observers import Observer
 
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.fstype import fs_type_in, needs_polling, parse_mountinfo
@@ -172,6 +175,28 @@ def test_a_network_mount_is_polled(tmp_path: Path) -> None:
         assert not any(t.name.startswith("InotifyBuffer") for t in threading.enumerate())
         _write(tmp_path / "run", scalar_records("a", [(0, 1.0)]))
         assert _wait_for(lambda: store.get("run") is not None)
+    finally:
+        watcher.close()
+
+
+class _WatchLimitObserver(Observer):  # type: ignore[misc,valid-type]
+    """A real observer whose inotify_add_watch fails as the kernel does at the watch limit."""
+
+    def schedule(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "inotify watch limit reached")
+
+
+def test_inotify_failure_falls_back_to_polling(tmp_path: Path) -> None:
+    store = RunStore()
+    watcher = LogdirWatcher(
+        [tmp_path], store, poll_interval=0.1, observer_factory=_WatchLimitObserver
+    )
+    assert watcher.mode == "inotify"
+    watcher.start()
+    try:
+        assert watcher.mode == "poll" and "watch limit" in watcher.mode_reason
+        _write(tmp_path / "run", scalar_records("a", [(0, 1.0)]))
+        assert _wait_for(lambda: _last_step(store, "run", "a") == 0)
     finally:
         watcher.close()
 

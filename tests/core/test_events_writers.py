@@ -36,6 +36,7 @@ def _tensorboard_reference(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+@pytest.mark.slow
 def test_tf_summary_v2_scalars_other_kinds_and_hparams(tf: Any, tmp_path: Path) -> None:
     from tensorboard.plugins.hparams import api as hp
 

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
@@ -54,6 +54,7 @@ class LogdirWatcher:
         debounce: float = 0.02,
         fs_type: Callable[[Path], str | None] = mount_fs_type,
         clock: Callable[[], float] = time.monotonic,
+        observer_factory: Callable[[], Any] = Observer,
     ) -> None:
         self._roots = tuple(Path(r) for r in roots)
         self._store = store
@@ -61,6 +62,7 @@ class LogdirWatcher:
         self._rescan_interval = rescan_interval
         self._debounce = debounce
         self._clock = clock
+        self._observer_factory = observer_factory
         self._files: dict[Path, FileState] = {}
         self._plugins: dict[str, dict[str, str]] = {}
         self._runs: dict[str, RunDir] = {}
@@ -71,7 +73,7 @@ class LogdirWatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._observer: Any = None
         self._mode, self._reason = self._choose_mode(poll, fs_type)
 
     @property
@@ -116,7 +118,7 @@ class LogdirWatcher:
             self._thread = None
 
     def _start_observer(self) -> None:
-        observer = Observer()
+        observer = self._observer_factory()
         try:
             handler = _Handler(self._on_change)
             for root in self._roots:
@@ -128,7 +130,7 @@ class LogdirWatcher:
             return
         self._observer = observer
 
-    def _stop_observer(self, observer: Observer | None = None) -> None:  # type: ignore[valid-type]
+    def _stop_observer(self, observer: Any = None) -> None:
         observer = observer or self._observer
         if observer is None:
             return
@@ -177,6 +179,8 @@ class LogdirWatcher:
         found = discover(self._roots)
         changed: set[str] = set()
         for name, run in found.items():
+            if self._stop.is_set():  # close() during a long first read
+                return frozenset(changed)
             if self._sync_run(run) or name in self._gone:
                 changed.add(name)
             self._gone.discard(name)
