@@ -1,0 +1,159 @@
+"""Training throughput of `distagent` against Keras' own `model.fit`, and the pipeline's worth.
+
+1. distagent's loop against `model.fit` (the anchor): the same model (builtin `mlp`), data
+   (quickstart's synthetic set through distagent's optimized pipeline), global batch, optimizer,
+   learning-rate schedule and strategy (MirroredStrategy on 2 CPU replicas), XLA off for both.
+   Target: at least 1.0x.
+2. distagent with the optimized pipeline against the naive one (the anchor) when preprocessing
+   costs about as much as a step: overlapping the two bounds the gain at 2x. Target: 1.5x.
+
+Each measurement is examples/s from the end of the first `log_every` steps (compilation done) to
+the last step, with no validation and no checkpoints in between; the median of `--runs` runs,
+alternating the two sides. Everything runs in this one process.
+
+    .venv/bin/python bench/train.py [--runs 3] [--steps 160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "shared"), str(ROOT / "agent")]
+REPLICAS = 2
+PER_REPLICA = 32
+LOG_EVERY = 20
+
+
+def _config(logdir: Path, name: str, steps: int, *, optimize: bool = True,
+            cost_ms: float = 0.0) -> Any:
+    from distagent.config import load_config
+
+    settings = {
+        "run.logdir": str(logdir), "run.name": name,
+        "strategy.cpu_replicas": REPLICAS, "data.per_replica_batch_size": PER_REPLICA,
+        "data.validation_fraction": 0.0,
+        "data.synthetic.num_examples": steps * REPLICAS * PER_REPLICA,
+        "data.optimize": str(optimize).lower(), "data.synthetic.preprocess_cost_ms": cost_ms,
+        "train.epochs": 1, "train.log_every_steps": LOG_EVERY, "train.checkpoint_every_steps": 0,
+    }
+    overrides = [f"{key}={value}" for key, value in settings.items()]
+    return load_config(ROOT / "sample_configs" / "quickstart.toml", overrides)
+
+
+def _timed_progress() -> Any:
+    from distagent.train.progress import Progress
+
+    class Clock(Progress):
+        def __init__(self) -> None:
+            super().__init__(io.StringIO(), tty=False)
+            self.marks: list[tuple[int, float]] = []
+
+        def update(self, step: int, total: int, epoch: int, epochs: int, scalars: Any) -> None:
+            self.marks.append((step, time.perf_counter()))
+
+    return Clock()
+
+
+def _rate(first: tuple[int, float], last: tuple[int, float]) -> float:
+    return (last[0] - first[0]) * REPLICAS * PER_REPLICA / (last[1] - first[1])
+
+
+def distagent_rate(cfg: Any, logdir: Path) -> float:
+    from distagent.train import run_job
+
+    clock = _timed_progress()
+    run_job(cfg, run_dir=logdir / f"{cfg.run.name}-{time.monotonic_ns()}", progress=clock)
+    return _rate(clock.marks[0], clock.marks[-1])
+
+
+def keras_fit_rate(cfg: Any) -> float:
+    import keras
+
+    from distagent.devices import resolve_strategy
+    from distagent.models import build_model
+    from distagent.pipeline import build_input, plan_for
+    from distagent.train.job import make_optimizer
+    from distagent.train.schedule import WarmupDecay
+
+    setup = resolve_strategy(cfg.strategy)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices)
+    data = build_input(cfg, plan, strategy=setup.strategy)
+    schedule = WarmupDecay(base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
+                           warmup_steps=plan.warmup_steps, total_steps=plan.total_steps)
+    keras.utils.set_random_seed(cfg.run.seed)
+    with setup.strategy.scope():
+        model = build_model(cfg.model.name, data.input_shape, data.num_classes)
+        model.compile(
+            optimizer=make_optimizer(cfg.optimizer.name, schedule),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"], jit_compile=False,
+        )
+    marks: list[tuple[int, float]] = []
+
+    class Clock(keras.callbacks.Callback):  # type: ignore[misc]
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if (batch + 1) % LOG_EVERY == 0 or batch + 1 == plan.total_steps:
+                marks.append((batch + 1, time.perf_counter()))
+
+    model.fit(data.train, epochs=1, steps_per_epoch=plan.total_steps, verbose=0, shuffle=False,
+              callbacks=[Clock()])
+    return _rate(marks[0], marks[-1])
+
+
+def _median_pair(runs: int, first: Any, second: Any) -> tuple[float, float, list[str]]:
+    a, b, lines = [], [], []
+    for i in range(runs):
+        a.append(first())
+        b.append(second())
+        lines.append(f"  run {i + 1}: {a[-1]:,.0f} vs {b[-1]:,.0f} examples/s")
+    return statistics.median(a), statistics.median(b), lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=160)
+    parser.add_argument("--cost-ms", type=float, default=0.15,
+                        help="preprocessing per example for part 2 (about a step's cost)")
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    from distagent.devices import split_cpu
+
+    split_cpu(tf, REPLICAS)
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = Path(tmp)
+        cfg = _config(logdir, "loop", args.steps)
+        ours, anchor, lines = _median_pair(
+            args.runs, lambda: distagent_rate(cfg, logdir), lambda: keras_fit_rate(cfg)
+        )
+        ratio = ours / anchor
+        failed |= ratio < 1.0
+        print("distagent vs keras model.fit (mlp, batch 32 x 2 CPU replicas):", *lines, sep="\n")
+        print(f"  median: distagent {ours:,.0f}, model.fit {anchor:,.0f} examples/s; "
+              f"ratio {ratio:.2f}x (target >= 1.0x)")
+        fast = _config(logdir, "optimized", args.steps, cost_ms=args.cost_ms)
+        slow = _config(logdir, "naive", args.steps, optimize=False, cost_ms=args.cost_ms)
+        opt, naive, lines = _median_pair(
+            args.runs, lambda: distagent_rate(fast, logdir), lambda: distagent_rate(slow, logdir)
+        )
+        ratio = opt / naive
+        failed |= ratio < 1.5
+        print(f"optimized vs naive pipeline ({args.cost_ms} ms preprocessing per example):",
+              *lines, sep="\n")
+        print(f"  median: optimized {opt:,.0f}, naive {naive:,.0f} examples/s; "
+              f"ratio {ratio:.2f}x (target >= 1.5x)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
