@@ -40,8 +40,9 @@ def _load_keras(name: str) -> tuple[np.ndarray, np.ndarray]:
         (x, y), _ = module.load_data()
     except Exception as err:  # Keras raises a bare Exception for a failed download.
         raise DistmonError(
-            f"data.keras.dataset = {name!r}: could not load or download it ({_first_line(err)}); "
-            "connect to the internet once or put the file in ~/.keras/datasets"
+            f'data.keras.dataset = "{name}": could not load or download it '
+            f"({_first_line(err)}); connect to the internet once or put the file in "
+            "~/.keras/datasets"
         ) from None
     return x, y
 
