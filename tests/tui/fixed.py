@@ -107,6 +107,9 @@ class FixedRuns:
     def snapshot(self) -> tuple[RunSnapshot, ...]:
         return self._runs
 
+    def get(self, name: str) -> RunSnapshot | None:
+        return next((r for r in self._runs if r.name == name), None)
+
     def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]:
         self._subscribers.append(callback)
         return lambda: self._subscribers.remove(callback)

@@ -8,6 +8,7 @@ ends: the scan runs in a worker thread and runs fill in as it reads them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -47,11 +49,13 @@ from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 
 WIDE = 120  # columns from which runs and charts sit side by side
 MIN_REFRESH_GAP = 0.2  # seconds: bursts of changes are drawn at most this often
+FULL_EVERY = 10.0  # seconds between full re-reads of the store (statuses age without events)
 PLAN_MAX_AGE = 5.0  # seconds a job's run.json is trusted before it is read again
 
 
 class RunSource(Protocol):
     def snapshot(self) -> tuple[RunSnapshot, ...]: ...
+    def get(self, name: str) -> RunSnapshot | None: ...
     def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
 
 
@@ -108,7 +112,10 @@ class DistmonApp(App[int]):
         self._plans: dict[str, tuple[float, Plan | None]] = {}
         self._telemetry_snap: TelemetrySnapshot | None = None
         self._last_refresh = 0.0
-        self._dirty = True
+        self._runs: dict[str, RunSnapshot] = {}
+        self._changed: set[str] = set()
+        self._last_full = 0.0
+        self._scanning = watcher is not None
         self._scan_note = "reading…" if watcher is not None else ""
         self.selected: frozenset[str] = frozenset()
         self.focused_job: str | None = None
@@ -147,7 +154,7 @@ class DistmonApp(App[int]):
             self._telemetry.start()
             self._telemetry_snap = self._telemetry.latest()
         self._main.query_one(RunsTable).focus()
-        self.refresh_view()
+        self.refresh_view(full=True)
         self.set_interval(self.options.refresh, self._tick)
         if self._watcher is not None:
             self._scan(start_watching=True)
@@ -194,30 +201,53 @@ class DistmonApp(App[int]):
         self.post_message(ScanFinished(time.monotonic() - began))
 
     def on_runs_changed(self, message: RunsChanged) -> None:
-        self._dirty = True
+        self._changed |= message.names
         if time.monotonic() - self._last_refresh >= MIN_REFRESH_GAP:
             self.refresh_view()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
+        self._scanning = False
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
-        self._dirty = True
-        self.refresh_view()
+        self.refresh_view(full=True)
 
     def _tick(self) -> None:
+        # NoMatches: the app is shutting down and its widgets are already gone.
+        with contextlib.suppress(NoMatches):
+            self._tick_once()
+
+    def _tick_once(self) -> None:
         if self._telemetry is not None:
             self._telemetry_snap = self._telemetry.latest()
             self._show_gpus()
-        if self._dirty:
-            self.refresh_view()
+        # While the first scan runs, the store fills without notifying: show what it holds.
+        if self._changed or self._scanning:
+            self.refresh_view(full=self._scanning)
+        elif time.monotonic() - self._last_full >= FULL_EVERY:
+            self.refresh_view(full=True)  # live/idle marks change as time passes
         else:
             self._show_alerts()  # a silent run becomes stalled as time passes
 
     # --- state -> widgets -----------------------------------------------------------------------
 
-    def refresh_view(self) -> None:
-        self._dirty = False
+    def _read_runs(self, full: bool) -> None:
+        """Re-read every run (full) or only those the watcher said changed: a snapshot copies
+        each run's kept points, so 200 runs while 8 write would cost far more than 8."""
+        changed, self._changed = self._changed, set()
+        if full:
+            self._runs = {r.name: r for r in self._store.snapshot()}
+            self._last_full = time.monotonic()
+            return
+        for name in changed:
+            run = self._store.get(name)
+            if run is None:
+                self._runs.pop(name, None)
+            else:
+                self._runs[name] = run
+
+    def refresh_view(self, full: bool = False) -> None:
         self._last_refresh = time.monotonic()
-        self._jobs = group_jobs(self._store.snapshot())
+        self._read_runs(full)
+        self._jobs = group_jobs(self._runs[n] for n in sorted(self._runs))
         self._visible = filter_jobs(self._jobs, self.pattern)
         self._main.query_one(RunsTable).show([job_row(j) for j in self._visible], self.selected)
         self._show_charts()
@@ -379,9 +409,9 @@ class DistmonApp(App[int]):
         self._plans.clear()
         if self._watcher is not None:
             self._scan_note = "reloading…"
+            self._scanning = True
             self._scan()
-        self._dirty = True
-        self.refresh_view()
+        self.refresh_view(full=True)
 
 
 def _no_history(key: str) -> Sequence[float | None]:
