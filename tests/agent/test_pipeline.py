@@ -11,6 +11,7 @@ import pytest
 
 from distagent.config import config_from_dict
 from distagent.data import open_source
+from distagent.data.cost import sort_plan
 from distagent.data.tfrecord import write_examples
 from distagent.devices import resolve_strategy
 from distagent.pipeline import InputData, build_input, plan_for
@@ -151,3 +152,23 @@ def test_npz_images_become_scaled_floats_with_a_channel(tf: Any, tmp_path: Path)
     assert data.input_shape == (5, 5, 1) and data.num_classes == 4
     assert x.shape == (16, 5, 5, 1) and x.dtype == tf.float32 and y.dtype == tf.int32
     assert float(tf.reduce_min(x)) >= 0.0 and float(tf.reduce_max(x)) <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("cost_ms", "one_sort_ms", "expected"),
+    [(1.0, 0.2, (4096, 5)), (0.2, 0.2, (4096, 1)), (0.1, 0.2, (2048, 1)),
+     (0.0001, 0.2, (16, 1)), (5.0, 0.25, (4096, 20))],
+)
+def test_cpu_cost_is_sized_from_the_calibrated_sort(
+    cost_ms: float, one_sort_ms: float, expected: tuple[int, int]
+) -> None:
+    assert sort_plan(cost_ms, one_sort_ms) == expected
+
+
+@pytest.mark.parametrize("optimize", [True, False])
+def test_pipeline_options_follow_optimize(tf: Any, optimize: bool) -> None:
+    cfg = _cfg(f"data.optimize={str(optimize).lower()}", "data.deterministic=false")
+    options = _build(cfg, tf)[1].train.options()
+    assert options.autotune.enabled is optimize
+    assert options.deterministic is (not optimize)
+    assert options.threading.max_intra_op_parallelism == (1 if optimize else None)
