@@ -95,9 +95,11 @@ def test_sharding_policy_is_what_the_plan_says(tf: Any, tmp_path: Path, files: i
                                                policy: str) -> None:
     _, data, plan = _build(_ids_dataset(tmp_path, 40, files, "data.validation_fraction=0.5"), tf)
     assert plan.shard_policy == data.shard_policy == policy
-    expected = getattr(tf.data.experimental.AutoShardPolicy, policy)
-    for ds in (data.train, data.validation):
-        assert ds.options().experimental_distribute.auto_shard_policy == expected
+    policies = tf.data.experimental.AutoShardPolicy
+    assert (data.train.options().experimental_distribute.auto_shard_policy
+            == getattr(policies, policy))
+    # Finite validation splits evenly by data whatever the files (equal batches per worker).
+    assert data.validation.options().experimental_distribute.auto_shard_policy == policies.DATA
 
 
 def test_synthetic_source_shards_by_data(tf: Any) -> None:
