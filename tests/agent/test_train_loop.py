@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ TOTAL = 2 * STEPS_PER_EPOCH
 LOG_STEPS = [3, 6, 9, 12, 15, 18, 20]  # every 3 steps, and the last
 
 
-def job(logdir: Path, name: str, **train: Any) -> Any:
+def job(logdir: Path, name: str, *overrides: str, **train: Any) -> Any:
     raw = {
         "run": {"name": name, "logdir": str(logdir), "seed": 7},
         "strategy": {"kind": "mirrored", "cpu_replicas": 2},
@@ -36,7 +37,7 @@ def job(logdir: Path, name: str, **train: Any) -> Any:
         "optimizer": {"name": "momentum", "base_learning_rate": 0.05, "warmup_epochs": 1},
         "train": {"epochs": 2, "log_every_steps": 3, "checkpoint_every_steps": 4, **train},
     }
-    return config_from_dict(raw)
+    return config_from_dict(raw, overrides=overrides)
 
 
 class StopAt(Progress):
@@ -196,11 +197,8 @@ def test_stop_then_resume_trains_each_step_once(
 def test_nan_loss_stops_the_run_as_diverged(tf: Any, tmp_path: Path) -> None:
     from distagent.train import run_job
 
-    cfg = job(tmp_path, "nan", epochs=1)
-    cfg = config_from_dict(
-        {**json.loads(json.dumps(_raw(cfg))), "optimizer": {"name": "sgd",
-                                                             "base_learning_rate": 1e30}}
-    )
+    cfg = job(tmp_path, "nan", "optimizer.name=sgd", "optimizer.base_learning_rate=1e30",
+              epochs=1)
     assert run_job(cfg) == names.STATUS_DIVERGED
     record = json.loads((tmp_path / "nan" / names.RUN_JSON).read_text())
     assert record["status"] == names.STATUS_DIVERGED
@@ -210,7 +208,12 @@ def test_nan_loss_stops_the_run_as_diverged(tf: Any, tmp_path: Path) -> None:
     assert all(step < bad_step for step in saved)
 
 
-def _raw(cfg: Any) -> dict[str, Any]:
-    from distagent.config import config_to_dict
+def test_a_checkpoint_of_another_model_is_refused_in_one_line(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    from distagent.train import run_job
+    from distcore.errors import DistmonError
 
-    return config_to_dict(cfg)
+    shutil.copytree(finished_run / names.CHECKPOINT_DIR, tmp_path / "full" / names.CHECKPOINT_DIR)
+    with pytest.raises(DistmonError, match="does not fit this job"):
+        run_job(job(tmp_path, "full", "data.synthetic.num_classes=5"))

@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from distcore import names
+from distcore.errors import DistmonError
 
 MAX_TO_KEEP = 3
 
@@ -48,8 +49,16 @@ class Checkpointer:
     def restore(self) -> str | None:
         """Restore the newest checkpoint; returns its path, or None when there is none."""
         path = self.latest()
-        if path is not None:
+        if path is None:
+            return None
+        try:
             self._checkpoint.restore(path).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as err:
+            reason = str(err).strip().splitlines()[0][:200]
+            raise DistmonError(
+                f"{path} does not fit this job ({reason}); resuming needs the same model, "
+                f"input shape and optimizer: use another run.name or remove {self.directory}"
+            ) from err
         return path
 
     def save(self, step: int) -> None:

@@ -109,14 +109,18 @@ def _system_recorder(run_dir: Path, setup: StrategySetup) -> Iterator[None]:
 def _initial_record(
     cfg: JobConfig, plan: Plan, run_dir: Path, resumed: str | None
 ) -> dict[str, Any]:
+    previous = read_run_json(run_dir) or {}
+    now = time.time()
     return {
+        # The first session's start survives resumes; start_time is this session's.
+        "first_start_time": previous.get("first_start_time", now) if resumed else now,
         **process_identity(),
         "run_dir": str(run_dir.resolve()),
         "name": cfg.run.name,
         "status": names.STATUS_RUNNING,
         "config": config_to_dict(cfg),
         "plan": plan.to_json(),
-        "start_time": time.time(),
+        "start_time": now,
         "end_time": None,
         "last_step": None,
         "total_steps": plan.total_steps,
