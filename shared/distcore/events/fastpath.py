@@ -103,11 +103,7 @@ def _tag_ids(buf: U8, starts: I64, lengths: I64) -> tuple[I64, list[str], Bools]
     """Group equal tags: a hash of the bytes to find candidates, then an exact comparison."""
     if len(starts) == 0:
         return np.zeros(0, np.int64), [], np.zeros(0, dtype=bool)
-    width = int(-(-int(lengths.max()) // 8) * 8)
-    cols = np.arange(width, dtype=np.int64)
-    rows = buf[np.minimum(starts[:, None] + cols, len(buf) - 1)]
-    rows[cols[None, :] >= lengths[:, None]] = 0
-    words = rows.view("<u8")
+    words = _tag_words(buf, starts, lengths)
     digest = lengths.astype(np.uint64)
     for j in range(words.shape[1]):
         digest = (digest * np.uint64(0x9E3779B97F4A7C15)) ^ words[:, j]
@@ -115,6 +111,20 @@ def _tag_ids(buf: U8, starts: I64, lengths: I64) -> tuple[I64, list[str], Bools]
     inverse = inverse.ravel()
     same = (words == words[first][inverse]).all(axis=1) & (lengths == lengths[first][inverse])
     tags = [
-        bytes(rows[i, : lengths[i]]).decode("utf-8", "replace") for i in first.tolist()
+        bytes(buf[s : s + n]).decode("utf-8", "replace")
+        for s, n in zip(starts[first].tolist(), lengths[first].tolist(), strict=True)
     ]
     return inverse.astype(np.int64), tags, same
+
+
+def _tag_words(buf: U8, starts: I64, lengths: I64) -> npt.NDArray[np.uint64]:
+    """Each tag as little-endian u64 words, the bytes past its end zeroed: (n, words)."""
+    width = -(-int(lengths.max()) // 8)
+    view = at(buf, "<u8")
+    out = np.empty((len(starts), width), dtype=np.uint64)
+    for k in range(width):
+        valid = np.clip(lengths - 8 * k, 0, 8).astype(np.uint64)
+        # (1 << 64) - 1 overflows: build the mask as ~0 >> (64 - 8 * valid), zero when invalid.
+        mask = np.where(valid > 0, ~np.uint64(0) >> (np.uint64(64) - np.uint64(8) * valid), 0)
+        out[:, k] = view[np.minimum(starts + 8 * k, len(view) - 1)] & mask.astype(np.uint64)
+    return out
