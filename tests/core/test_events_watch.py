@@ -239,3 +239,19 @@ def test_this_machines_tmp_is_typed(tmp_path: Path) -> None:
     if not os.path.exists("/proc/self/mountinfo"):
         pytest.skip("no /proc/self/mountinfo")
     assert mount_fs_type(tmp_path)
+
+
+def test_a_replaced_or_truncated_file_is_read_again(tmp_path: Path) -> None:
+    path = _write(tmp_path, scalar_records("a", [(s, 1.0) for s in range(5)]))
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store)
+    watcher.scan_once()
+    fresh = tmp_path / "fresh.tmp"
+    fresh.write_bytes(scalar_records("a", [(s, 2.0) for s in range(3)]))
+    os.replace(fresh, path)  # a new inode under the same name
+    watcher.scan_once()
+    assert steps_values(only_run(tmp_path, store), "a") == [(0, 2.0), (1, 2.0), (2, 2.0)]
+    path.write_bytes(scalar_records("a", [(0, 3.0)]))  # same inode, now shorter
+    watcher.scan_once()
+    run = only_run(tmp_path, store)
+    assert steps_values(run, "a") == [(0, 3.0)] and run.scalars["a"].count == 1
