@@ -34,11 +34,11 @@ class Checkpointer:
     ) -> None:
         self.directory = run_dir / names.CHECKPOINT_DIR
         self.is_chief = is_chief
-        self._checkpoint = tf.train.Checkpoint(**objects)
+        self.checkpoint = tf.train.Checkpoint(**objects)
         save_dir = self.directory if is_chief else self.directory / f".worker-{task_index}"
         self._save_dir = save_dir
-        self._manager = tf.train.CheckpointManager(
-            self._checkpoint, str(save_dir), max_to_keep=MAX_TO_KEEP
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(save_dir), max_to_keep=MAX_TO_KEEP
         )
         self.last_saved_step: int | None = None
 
@@ -52,7 +52,7 @@ class Checkpointer:
         if path is None:
             return None
         try:
-            self._checkpoint.restore(path).assert_existing_objects_matched()
+            self.checkpoint.restore(path).assert_existing_objects_matched()
         except (AssertionError, ValueError, tf.errors.OpError) as err:
             reason = str(err).strip().splitlines()[0][:200]
             raise DistmonError(
@@ -64,7 +64,7 @@ class Checkpointer:
     def save(self, step: int) -> None:
         if self.last_saved_step == step:
             return
-        self._manager.save(checkpoint_number=step)
+        self.manager.save(checkpoint_number=step)
         self.last_saved_step = step
         if not self.is_chief:
             shutil.rmtree(self._save_dir, ignore_errors=True)

@@ -11,10 +11,14 @@ object has that attribute, else task 0. Every worker builds the same model and r
 steps (collectives need all of them); only the chief writes `train/`, `validation/`, `run.json`
 and keeps checkpoints (the others save into a scratch directory that is deleted, see
 checkpoint.py); every worker records its own system samples, into `system/` for a single worker
-and `system/worker-<i>/` (distcore.names.worker_system_dir) when there are several. A stop
-signal on one worker stops that worker only: agreeing on a stop across workers (TensorFlow's
-PreemptionCheckpointHandler) belongs to the cluster code, which can call `request()` on the
-`StopRequest` it passes as `stop`.
+and `system/worker-<i>/` (distcore.names.worker_system_dir) when there are several.
+
+A stop signal reaches one worker, but every worker must stop at the same step (the others would
+wait in the next all-reduce). Agreeing on that step belongs to the cluster code: pass
+`make_step_hook`, which gets the `Checkpointer` (its `.manager` is a tf.train.CheckpointManager,
+as TensorFlow's PreemptionCheckpointHandler takes) and returns a function called with the global
+step after every compiled call on every worker; it may save, or `request()` the `StopRequest`
+passed as `stop`, which every worker then honours at that step boundary.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import contextlib
 import os
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +135,22 @@ def _initial_record(
     }
 
 
+StepHook = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class _Job:
+    cfg: JobConfig
+    plan: Plan
+    setup: StrategySetup
+    run_dir: Path
+    is_chief: bool
+    progress: Progress
+    stop: StopRequest
+    steps_per_call: int
+    make_step_hook: Callable[[Checkpointer], StepHook] | None
+
+
 def run_job(
     cfg: JobConfig,
     *,
@@ -138,8 +159,16 @@ def run_job(
     progress: Progress | None = None,
     stop: StopRequest | None = None,
     steps_per_call: int = 1,
+    make_step_hook: Callable[[Checkpointer], StepHook] | None = None,
 ) -> str:
-    """Train `cfg` into `run_dir` (default <logdir>/<run.name>); returns the final status."""
+    """Train `cfg` into `run_dir` (default <logdir>/<run.name>); returns the final status.
+
+    `stop`: request() it (from any thread) to stop at the next step boundary with a checkpoint.
+    `steps_per_call`: steps per compiled call (an inner loop; boundaries are never crossed).
+    `make_step_hook(checkpointer)`: returns a function called with the global step after every
+    compiled call, on every worker (e.g. TensorFlow's PreemptionCheckpointHandler, built on
+    `checkpointer.manager`, saving when any worker was told to stop).
+    """
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg.run.logdir, cfg.run.name)
     setup = resolve_strategy(cfg.strategy, cluster=cluster)
     is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
@@ -154,20 +183,14 @@ def run_job(
     keras.utils.set_random_seed(cfg.run.seed)
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup), \
             stop or StopRequest() as stop_request:
-        return _train(cfg, plan, setup, run_dir, is_chief, progress, stop_request, steps_per_call)
+        job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request, steps_per_call,
+                   make_step_hook)
+        return _train(job)
 
 
-def _train(
-    cfg: JobConfig,
-    plan: Plan,
-    setup: StrategySetup,
-    run_dir: Path,
-    is_chief: bool,
-    progress: Progress,
-    stop: StopRequest,
-    steps_per_call: int,
-) -> str:
-    strategy = setup.strategy
+def _train(job: _Job) -> str:
+    cfg, plan, run_dir, progress = job.cfg, job.plan, job.run_dir, job.progress
+    strategy = job.setup.strategy
     data = build_input(cfg, plan, strategy=strategy)
     schedule = WarmupDecay(
         base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
@@ -181,17 +204,22 @@ def _train(
     state = TrainState.create()
     checkpointer = Checkpointer(
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
-        is_chief=is_chief, task_index=setup.task_index,
+        is_chief=job.is_chief, task_index=job.setup.task_index,
     )
     resumed = checkpointer.restore()
     start_step = int(state.step.numpy())
-    record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed), enabled=is_chief)
-    if is_chief:
+    record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
+                       enabled=job.is_chief)
+    if job.is_chief:
         write_resolved(cfg, run_dir)
     record.update(last_step=start_step)
+    progress.message(
+        f"{cfg.run.name}: {plan.total_steps} steps of {plan.global_batch_size} examples on "
+        f"{plan.replicas} replica(s), learning rate {plan.learning_rate_provenance}; {run_dir}"
+    )
     if resumed:
         progress.message(f"resuming {run_dir} from step {start_step} ({resumed})")
-    writers = Writers(run_dir, enabled=is_chief)
+    writers = Writers(run_dir, enabled=job.is_chief)
     trainer = Trainer(
         strategy=strategy,
         train_step=TrainStep(strategy, model, optimizer, state,
@@ -203,11 +231,12 @@ def _train(
         settings=LoopSettings(
             total_steps=plan.total_steps, steps_per_epoch=plan.steps_per_epoch,
             global_batch_size=plan.global_batch_size, log_every=cfg.train.log_every_steps,
-            checkpoint_every=cfg.train.checkpoint_every_steps, steps_per_call=steps_per_call,
-            stop_on_nan=cfg.train.stop_on_nan,
+            checkpoint_every=cfg.train.checkpoint_every_steps,
+            steps_per_call=job.steps_per_call, stop_on_nan=cfg.train.stop_on_nan,
         ),
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
-        stop=stop, epochs=plan.epochs,
+        stop=job.stop, epochs=plan.epochs,
+        step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
     )
     try:
         outcome = trainer.run(start_step)

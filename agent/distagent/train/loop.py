@@ -12,6 +12,7 @@ training); an interval with nothing left to time writes no perf tags rather than
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ def steps_until_boundary(step: int, s: LoopSettings) -> int:
     return max(1, min(limits))
 
 
+def _due(step: int, every: int) -> bool:
+    return every > 0 and step % every == 0
+
+
 @dataclass
 class _Interval:
     start: float = field(default_factory=time.perf_counter)
@@ -80,6 +85,7 @@ class Trainer:
         progress: Progress,
         stop: StopRequest,
         epochs: int,
+        step_hook: Callable[[int], None] | None = None,
     ) -> None:
         self.strategy = strategy
         self.train_step = train_step
@@ -98,6 +104,7 @@ class Trainer:
         self.progress = progress
         self.stop = stop
         self.epochs = epochs
+        self.step_hook = step_hook
 
     def run(self, start_step: int) -> Outcome:
         """Train from `start_step` (restored from a checkpoint, or 0) to the planned total."""
@@ -112,6 +119,8 @@ class Trainer:
             traces = self.train_step.tracing_count()
             self.train_step(iterator, n)
             step += n
+            if self.step_hook is not None:
+                self.step_hook(step)
             if self.train_step.tracing_count() != traces:
                 interval = self._untimed(interval)
             else:
@@ -135,15 +144,15 @@ class Trainer:
         """Log, end the epoch, checkpoint as due; (outcome if the run ends here, logged)."""
         s = self.s
         last = step >= s.total_steps
-        logged = step % s.log_every == 0 or last or self.stop.requested
+        logged = _due(step, s.log_every) or last or self.stop.requested
         if logged:
             diverged = self._log(step, interval)
             if diverged is not None:
                 return diverged, logged
-        epoch_end = step % s.steps_per_epoch == 0
+        epoch_end = _due(step, s.steps_per_epoch)
         if epoch_end:
             self._end_epoch(step)
-        checkpoint_due = s.checkpoint_every > 0 and step % s.checkpoint_every == 0
+        checkpoint_due = _due(step, s.checkpoint_every)
         if epoch_end or checkpoint_due or last or self.stop.requested:
             diverged = self._check_finite(step)
             if diverged is not None:
@@ -167,7 +176,7 @@ class Trainer:
         )
         self.state.reset(self.state.interval)
         diverged = self._check_finite(step)
-        finite = {tag: v for tag, v in scalars.items() if v == v and abs(v) != float("inf")}
+        finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
