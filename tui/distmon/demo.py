@@ -1,24 +1,128 @@
-"""`make demo`: train the sample job and show what distmon reads from it.
+"""`make demo`: two sample jobs train in the background while distmon watches them.
 
-Runs `distagent` as subprocesses, so this module never imports TensorFlow itself.
+`sample_configs/quickstart.toml` is healthy; `sample_configs/input_bound.toml` has a naive input
+pipeline with expensive preprocessing, and distmon flags it. The jobs run as `distagent start`
+subprocesses (this module never imports TensorFlow), each in its own session so that a Ctrl-C
+meant for the dashboard does not reach them; quitting distmon stops them (SIGTERM: they save a
+checkpoint and exit). Where standard output is not a terminal, the jobs run to their end and
+`distmon --once` is printed instead, with the alerts.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-QUICKSTART = Path("sample_configs/quickstart.toml")
-DEMO_LOGDIR = Path("demo_runs")
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
+CONFIGS = (SAMPLES / "quickstart.toml", SAMPLES / "input_bound.toml")
+DEMO_ROOT = Path("demo_runs")
+STOP_SECONDS = 30.0
 
 
-def main() -> int:
-    agent = [sys.executable, "-m", "distagent"]
-    logdir = f"run.logdir={DEMO_LOGDIR}"
-    subprocess.run([*agent, "plan", str(QUICKSTART), "--set", logdir], check=True)
-    subprocess.run([*agent, "start", str(QUICKSTART), "--set", logdir], check=True)
-    return subprocess.run([sys.executable, "-m", "distmon", "--once", str(DEMO_LOGDIR)]).returncode
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m distmon.demo", description=__doc__)
+    parser.add_argument(
+        "--logdir", type=Path, default=None, help="default: demo_runs/<date-time>, new each time"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to both jobs, e.g. train.epochs=1",
+    )
+    return parser.parse_args(argv)
+
+
+def start_job(config: Path, logdir: Path, overrides: Sequence[str]) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "distagent", "start", str(config)]
+    for override in (f"run.logdir={logdir}", *overrides):
+        command += ["--set", override]
+    log = open(logdir / f"{config.stem}.log", "ab")  # noqa: SIM115 - the child keeps it
+    try:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+
+
+def stop_jobs(jobs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each job's session (it checkpoints and exits), SIGKILL after STOP_SECONDS."""
+    for job in jobs:
+        if job.poll() is None:
+            _signal(job, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_SECONDS
+    for job in jobs:
+        try:
+            job.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(job, signal.SIGKILL)
+            job.wait()
+
+
+def _signal(job: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # already gone
+        os.killpg(job.pid, sig)
+
+
+def wait_jobs(jobs: Sequence[subprocess.Popen[bytes]], logdir: Path) -> None:
+    print(f"training {len(jobs)} jobs into {logdir} (no terminal: waiting for them to finish)")
+    for job, config in zip(jobs, CONFIGS, strict=True):
+        code = job.wait()
+        if code != 0:
+            print(f"{config.stem} exited with {code}; see {logdir / (config.stem + '.log')}")
+
+
+def print_once(logdir: Path) -> int:
+    """What `distmon --once` prints, then the alerts it computed."""
+    from distmon.once import collect, render_text
+    from distmon.options import Options
+
+    doc = collect(Options(logdirs=(logdir,)))
+    render_text(doc, sys.stdout)
+    print(f"\n{len(doc['alerts'])} alerts")
+    for alert in doc["alerts"]:
+        print(f"  {alert['severity']:<8} {alert['run'] or '-'}: {alert['message']}")
+    return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)  # let stop_jobs finish
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logdir = args.logdir or DEMO_ROOT / time.strftime("%Y%m%d-%H%M%S")
+    logdir.mkdir(parents=True, exist_ok=True)
+    jobs = [start_job(config, logdir, args.overrides) for config in CONFIGS]
+    # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the jobs: unwind through
+    # the `finally` below, as Ctrl-C does.
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, _exit_on_signal)
+    try:
+        if not sys.stdout.isatty():
+            wait_jobs(jobs, logdir)
+            return print_once(logdir)
+        from distmon.cli import main as distmon
+
+        return distmon([str(logdir)])
+    finally:
+        stop_jobs(jobs)
 
 
 if __name__ == "__main__":
