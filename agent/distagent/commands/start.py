@@ -32,7 +32,12 @@ def run(args: argparse.Namespace) -> int:
     from distagent.train import run_job
     from distagent.train.progress import Progress
 
-    status = run_job(cfg, run_dir=run_dir, cluster=_cluster_for(args), progress=Progress())
+    if cfg.strategy.kind == "multi_worker":  # the cluster, and a lost peer named in one line
+        from distagent.cluster.worker import run_worker
+
+        status = run_worker(cfg, run_dir=run_dir, task_index=args.task_index, progress=Progress())
+    else:
+        status = run_job(cfg, run_dir=run_dir, cluster=_cluster_for(args), progress=Progress())
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
 
 

@@ -1,0 +1,148 @@
+"""MultiWorkerMirroredStrategy for a resolved cluster, with timeouts that end in a clear error.
+
+TensorFlow reads the cluster from `TF_CONFIG` when the strategy is created, and the strategy must
+come before any other TensorFlow op in the process (it starts this process's gRPC server), so
+`create_cluster_setup` writes `TF_CONFIG` and creates the strategy first thing.
+
+Two timeouts, both `[cluster] timeout_seconds`:
+- every collective (CommunicationOptions.timeout_seconds): a peer that stops answering makes the
+  blocked all-reduce fail instead of waiting forever;
+- the coordination service (TensorFlow's heartbeats between workers): a worker missing from the
+  start, or one whose heartbeats stop, fails the others within the same time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from distagent.cluster.faults import explain_startup_failure
+from distagent.cluster.layout import TRAINING_JOBS, ClusterLayout, resolve_layout
+from distagent.devices import StrategySetup
+from distagent.schema import ClusterConfig, StrategyConfig
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    strategy: Any
+    task_type: str
+    task_index: int
+    num_workers: int
+    is_chief: bool
+    devices_per_worker: int
+    layout: ClusterLayout
+    timeout_seconds: float
+
+    @property
+    def rank(self) -> int:
+        """This worker's position in the cluster (names system/worker-<rank>)."""
+        return self.layout.rank
+
+    def strategy_setup(self) -> StrategySetup:
+        devices = tuple(self.strategy.extended.worker_devices)
+        return StrategySetup(
+            strategy=self.strategy,
+            devices=devices,
+            replicas=int(self.strategy.num_replicas_in_sync),
+            workers=self.num_workers,
+            task_index=self.rank,
+        )
+
+
+@dataclass
+class ClusterRequest:
+    """`run_job`'s `cluster` for `distagent start`; resolved when the strategy is made."""
+
+    config: ClusterConfig
+    task_index: int | None = None
+    environ: MutableMapping[str, str] = field(default_factory=lambda: os.environ)
+    setup: ClusterSetup | None = None
+
+    @property
+    def is_chief(self) -> bool:
+        return self.setup.is_chief if self.setup is not None else False
+
+    def resolve(self) -> ClusterSetup:
+        if self.setup is None:
+            layout = resolve_layout(self.config.workers, self.task_index, self.environ)
+            self.setup = create_cluster_setup(
+                layout, timeout_seconds=self.config.timeout_seconds, environ=self.environ
+            )
+        return self.setup
+
+
+def _configure_coordination(layout: ClusterLayout, timeout_seconds: float) -> None:
+    """TensorFlow's coordination service as the strategy would set it up, plus our timeouts.
+
+    The strategy configures the service only when nothing has (it checks first), so doing it
+    here is how the register and heartbeat timeouts get in.
+    """
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    spec = multi_worker_util.normalize_cluster_spec({j: list(a) for j, a in layout.jobs})
+    millis = int(timeout_seconds * 1000)
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(spec),
+        cluster_register_timeout_in_ms=millis,
+        heartbeat_timeout_in_ms=millis,
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
+            for job, addresses in layout.jobs if job in TRAINING_JOBS
+        ],
+    )
+
+
+def create_cluster_setup(
+    layout: ClusterLayout,
+    *,
+    timeout_seconds: float,
+    environ: MutableMapping[str, str] | None = None,
+) -> ClusterSetup:
+    """Set TF_CONFIG for `layout`, then create the strategy (it waits for every worker)."""
+    environ = os.environ if environ is None else environ
+    environ["TF_CONFIG"] = layout.tf_config()
+    import tensorflow as tf
+
+    _configure_coordination(layout, timeout_seconds)
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_seconds)
+    try:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    except (tf.errors.OpError, RuntimeError) as err:
+        raise explain_startup_failure(err, layout, timeout_seconds) from None
+    return ClusterSetup(
+        strategy=strategy,
+        task_type=layout.task_type,
+        task_index=layout.task_index,
+        num_workers=layout.num_workers,
+        is_chief=layout.is_chief,
+        devices_per_worker=len(strategy.extended.worker_devices),
+        layout=layout,
+        timeout_seconds=timeout_seconds,
+    )
+
+
+def resolve_multi_worker(cfg: StrategyConfig, cluster: Any) -> StrategySetup:
+    """`distagent.devices.resolve_strategy`'s hand-off for `strategy.kind = "multi_worker"`.
+
+    `cluster`: a ClusterRequest (from `distagent start`), a ready ClusterSetup, or None (the
+    cluster then comes from TF_CONFIG or Slurm, with the default timeout).
+    """
+    del cfg  # devices per worker are this machine's GPUs, or its CPU; see docs/across_machines.md
+    if isinstance(cluster, ClusterSetup):
+        return cluster.strategy_setup()
+    if cluster is None or isinstance(cluster, int):
+        cluster = ClusterRequest(ClusterConfig(), task_index=cluster)
+    if not isinstance(cluster, ClusterRequest):
+        raise TypeError(f"multi_worker: unexpected cluster argument {cluster!r}")
+    return cluster.resolve().strategy_setup()
+
+
+def environ_without_cluster(environ: Mapping[str, str]) -> dict[str, str]:
+    """A child's environment with no inherited cluster (launch-local's workers get theirs)."""
+    return {k: v for k, v in environ.items()
+            if k != "TF_CONFIG" and not k.startswith(("SLURM_STEP", "SLURM_PROCID"))}

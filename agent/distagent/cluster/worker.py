@@ -1,0 +1,73 @@
+"""`run_worker`: one worker of a multi-worker job, start to final status.
+
+Every worker runs the same `run_job`; TensorFlow's collectives keep them in step. What is added
+here is the cluster (resolved before any other TensorFlow op), the translation of a lost peer
+into one line naming it (exit code 1) instead of a gRPC traceback, and a digest of this worker's
+copy of the trained weights, printed at the end: workers in sync print the same digest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from distagent.cluster.faults import explain
+from distagent.cluster.strategy import ClusterRequest
+from distagent.schema import JobConfig
+
+
+@contextlib.contextmanager
+def trainable_variables_made() -> Iterator[list[Any]]:
+    """Every trainable variable created inside, in creation order (this worker's copies)."""
+    import tensorflow as tf
+
+    made: list[Any] = []
+
+    def record(next_creator: Any, **kwargs: Any) -> Any:
+        variable = next_creator(**kwargs)
+        if kwargs.get("trainable", True) is not False:
+            made.append(variable)
+        return variable
+
+    with tf.variable_creator_scope(record):
+        yield made
+
+
+def weights_digest(variables: list[Any]) -> str:
+    """sha256 over the variables' values, in order: equal on every worker that is in sync."""
+    digest = hashlib.sha256()
+    for variable in variables:
+        digest.update(variable.numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def run_worker(
+    cfg: JobConfig,
+    *,
+    run_dir: Path | None = None,
+    task_index: int | None = None,
+    progress: Any = None,
+    stop: Any = None,
+) -> str:
+    """Train this worker's part of `cfg`; returns the final status (as `run_job` does)."""
+    import tensorflow as tf
+
+    from distagent.train import run_job
+
+    request = ClusterRequest(cfg.cluster, task_index=task_index)
+    try:
+        with trainable_variables_made() as variables:
+            status = run_job(cfg, run_dir=run_dir, cluster=request, progress=progress, stop=stop)
+    except tf.errors.OpError as err:
+        lost = explain(err, request.setup.layout) if request.setup is not None else None
+        if lost is None:
+            raise
+        raise lost from None
+    if request.setup is not None:
+        me = request.setup.layout.me.describe()
+        print(f"{me}: {status}; weights digest {weights_digest(variables)}", file=sys.stderr)
+    return status
