@@ -119,6 +119,7 @@ def _initial_record(
     return {
         # The first session's start survives resumes; start_time is this session's.
         "first_start_time": previous.get("first_start_time", now) if resumed else now,
+        "metrics": previous.get("metrics") or {} if resumed else {},
         **process_identity(),
         "run_dir": str(run_dir.resolve()),
         "name": cfg.run.name,
