@@ -12,8 +12,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -23,11 +24,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from distcore import names
 from distcore.alerts import Alert, evaluate, keep_since
-from distcore.events.model import RunSnapshot
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
-from distcore.telemetry.model import TelemetrySnapshot
 from distmon.messages import RunsChanged, ScanFinished
 from distmon.options import Options
 from distmon.widgets.charts import LineChart
@@ -47,8 +45,11 @@ from distmon.widgets.panels import Panel, render_alerts, render_details, render_
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 
+if TYPE_CHECKING:  # both packages are heavy (numpy, NVML): loaded after the first screen
+    from distcore.events.model import RunSnapshot
+    from distcore.telemetry.model import TelemetrySnapshot
+
 WIDE = 120  # columns from which runs and charts sit side by side
-MIN_REFRESH_GAP = 0.2  # seconds: bursts of changes are drawn at most this often
 FULL_EVERY = 10.0  # seconds between full re-reads of the store (statuses age without events)
 PLAN_MAX_AGE = 5.0  # seconds a job's run.json is trusted before it is read again
 
@@ -72,6 +73,15 @@ class Telemetry(Protocol):
     def history(self, key: str) -> tuple[float | None, ...]: ...
 
 
+@dataclass(frozen=True)
+class Producers:
+    """What feeds the dashboard: the run store (filled by the watcher) and the GPU sampler."""
+
+    store: RunSource
+    watcher: Watcher | None = None
+    telemetry: Telemetry | None = None
+
+
 class DistmonApp(App[int]):
     CSS_PATH = "distmon.tcss"
     TITLE = "distmon"
@@ -93,15 +103,17 @@ class DistmonApp(App[int]):
         self,
         options: Options,
         *,
-        store: RunSource,
-        watcher: Watcher | None,
-        telemetry: Telemetry | None,
+        store: RunSource | None = None,
+        watcher: Watcher | None = None,
+        telemetry: Telemetry | None = None,
+        producers: Callable[[], Producers] | None = None,
         clock: Callable[[], float] = time.time,
         plans: Callable[[Path], Plan | None] = read_plan,
     ) -> None:
         super().__init__()
         self.options = options
         self._store, self._watcher, self._telemetry = store, watcher, telemetry
+        self._factory = producers
         self._clock, self._read_plan = clock, plans
         self._unsubscribe: Callable[[], None] | None = None
         self._closing = False
@@ -109,14 +121,17 @@ class DistmonApp(App[int]):
         self._jobs: tuple[Job, ...] = ()
         self._visible: tuple[Job, ...] = ()
         self._alerts: tuple[Alert, ...] = ()
+        self._shown_alerts: tuple[Alert, ...] | None = None
+        self._status_text = ""
+        self._shown_gpus: TelemetrySnapshot | None = None
         self._plans: dict[str, tuple[float, Plan | None]] = {}
         self._telemetry_snap: TelemetrySnapshot | None = None
         self._last_refresh = 0.0
         self._runs: dict[str, RunSnapshot] = {}
         self._changed: set[str] = set()
         self._last_full = 0.0
-        self._scanning = watcher is not None
-        self._scan_note = "reading…" if watcher is not None else ""
+        self._scanning = watcher is not None or producers is not None
+        self._scan_note = "reading…" if self._scanning else ""
         self.selected: frozenset[str] = frozenset()
         self.focused_job: str | None = None
         self.cursor_job: str | None = None
@@ -149,15 +164,43 @@ class DistmonApp(App[int]):
         self._main.query_one("#alerts").border_title = "alerts"
         self._main.query_one("#details").border_title = "focused"
         self._apply_size(self.size.width)
-        self._unsubscribe = self._store.subscribe(self._on_store_change)
+        self._main.query_one(RunsTable).focus()
+        self.set_interval(self.options.refresh, self._tick)
+        if self._factory is not None:
+            self.refresh_view(full=True)  # the empty frame, drawn while the producers load
+            self._make_producers()
+        else:
+            self._attach_producers()
+            if self._watcher is not None:
+                self._scan(start_watching=True)
+
+    def _attach_producers(self) -> None:
+        """On the UI thread: listen to the store, start sampling, draw what there is."""
+        if self._store is not None:
+            self._unsubscribe = self._store.subscribe(self._on_store_change)
         if self._telemetry is not None:
             self._telemetry.start()
             self._telemetry_snap = self._telemetry.latest()
-        self._main.query_one(RunsTable).focus()
         self.refresh_view(full=True)
-        self.set_interval(self.options.refresh, self._tick)
-        if self._watcher is not None:
-            self._scan(start_watching=True)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="scan")
+    def _make_producers(self) -> None:
+        """Build the producers off the UI thread (their imports take a while), then scan."""
+        assert self._factory is not None
+        try:
+            made = self._factory()
+        except Exception as err:  # shown in the status line: the dashboard stays up
+            self.post_message(ScanFinished(0.0, str(err)))
+            return
+        with self._closing_lock:
+            if self._closing:
+                return
+            self._store, self._watcher, self._telemetry = made.store, made.watcher, made.telemetry
+        self.call_from_thread(self._attach_producers)
+        if made.watcher is not None:
+            self._scan_body(start_watching=True)
+        else:
+            self.post_message(ScanFinished(0.0))
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:
@@ -188,6 +231,9 @@ class DistmonApp(App[int]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="scan")
     def _scan(self, start_watching: bool = False) -> None:
+        self._scan_body(start_watching)
+
+    def _scan_body(self, start_watching: bool) -> None:
         assert self._watcher is not None
         began = time.monotonic()
         try:
@@ -202,7 +248,8 @@ class DistmonApp(App[int]):
 
     def on_runs_changed(self, message: RunsChanged) -> None:
         self._changed |= message.names
-        if time.monotonic() - self._last_refresh >= MIN_REFRESH_GAP:
+        # Draw at once when idle; under a stream of changes, at most once per refresh interval.
+        if time.monotonic() - self._last_refresh >= self.options.refresh:
             self.refresh_view()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
@@ -233,6 +280,8 @@ class DistmonApp(App[int]):
         """Re-read every run (full) or only those the watcher said changed: a snapshot copies
         each run's kept points, so 200 runs while 8 write would cost far more than 8."""
         changed, self._changed = self._changed, set()
+        if self._store is None:
+            return
         if full:
             self._runs = {r.name: r for r in self._store.snapshot()}
             self._last_full = time.monotonic()
@@ -311,15 +360,20 @@ class DistmonApp(App[int]):
         current = evaluate(runs, gpus, now=self._clock(), agent_status=self._agent_status())
         self._alerts = keep_since(self._alerts, current)
         panel = self._main.query_one("#alerts", Panel)
-        panel.update(render_alerts(self._alerts))
-        count = len(self._alerts)
-        panel.border_title = f"alerts ({count})" if count else "alerts"
+        if self._alerts != self._shown_alerts:
+            self._shown_alerts = self._alerts
+            panel.update(render_alerts(self._alerts))
+            count = len(self._alerts)
+            panel.border_title = f"alerts ({count})" if count else "alerts"
         self._show_status()
 
     def _show_gpus(self) -> None:
+        snap = self._telemetry_snap
+        if snap is self._shown_gpus and snap is not None:
+            return  # no new sample since the last draw
+        self._shown_gpus = snap
         panel = self._main.query_one("#gpus", Panel)
         history = self._telemetry.history if self._telemetry is not None else _no_history
-        snap = self._telemetry_snap
         panel.show(lambda width: render_gpus(snap, history, width))
         simulated = self._telemetry_snap is not None and self._telemetry_snap.status.simulated
         panel.border_title = "GPUs (simulated)" if simulated else "GPUs"
@@ -334,7 +388,10 @@ class DistmonApp(App[int]):
             parts.append(f"{len(self.selected)} selected")
         if self._scan_note:
             parts.append(self._scan_note)
-        self._main.query_one("#status", Static).update("  ·  ".join(parts))
+        text = "  ·  ".join(parts)
+        if text != self._status_text:  # an update re-lays the screen out: only when it changed
+            self._status_text = text
+            self._main.query_one("#status", Static).update(text)
 
     # --- events from widgets ----------------------------------------------------------------------
 
@@ -418,8 +475,8 @@ def _no_history(key: str) -> Sequence[float | None]:
     return ()
 
 
-def build_app(options: Options) -> DistmonApp:
-    """The app with real producers: a logdir watcher and an NVML (or simulated) sampler."""
+def make_producers(options: Options) -> Producers:
+    """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
     from distcore.telemetry import make_source
@@ -428,13 +485,12 @@ def build_app(options: Options) -> DistmonApp:
     store = RunStore(max_points=options.max_points)
     watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
     source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
-    sampler = TelemetrySampler(source, interval=options.refresh)
-    return DistmonApp(options, store=store, watcher=watcher, telemetry=sampler)
+    return Producers(store, watcher, TelemetrySampler(source, interval=options.refresh))
 
 
 def run_app(options: Options) -> int:
-    app = build_app(options)
+    app = DistmonApp(options, producers=lambda: make_producers(options))
     return app.run() or 0
 
 
-__all__ = ["DistmonApp", "build_app", "names", "run_app"]
+__all__ = ["DistmonApp", "Producers", "make_producers", "run_app"]

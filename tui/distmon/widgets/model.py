@@ -12,12 +12,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from distcore import names
-from distcore.events.model import RunSnapshot, Series
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
+
+if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
+    from distcore.events.model import RunSnapshot, Series
 
 XMode = Literal["step", "relative", "wall"]
 X_MODES: tuple[XMode, ...] = ("step", "relative", "wall")

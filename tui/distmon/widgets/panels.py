@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -11,8 +11,10 @@ from textual.widget import Widget
 
 from distcore import names
 from distcore.alerts import Alert
-from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
 from distmon.widgets.model import Job, Plan
+
+if TYPE_CHECKING:  # telemetry's package loads NVML bindings and psutil: not before first paint
+    from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -168,12 +170,13 @@ class Panel(Widget):
         self._draw: Callable[[int], Text] = lambda width: Text()
         self._text: Text | None = None
 
-    def show(self, draw: Callable[[int], Text]) -> None:
+    def show(self, draw: Callable[[int], Text], *, layout: bool = False) -> None:
+        """New content; `layout` when its height may change (the details panel is `auto`)."""
         self._draw = draw
-        self.refresh(layout=True)
+        self.refresh(layout=layout)
 
     def update(self, text: Text) -> None:
-        self.show(lambda width: text)
+        self.show(lambda width: text, layout=True)
 
     def render(self) -> Text:
         return self._draw(self.content_size.width or self.size.width)
