@@ -1,0 +1,353 @@
+"""The dashboard's speed: first screen on a big logdir, CPU and memory while it watches.
+
+1. Time to first screen: `distmon` in a real terminal (tmux) on 200 runs / 10 million points,
+   until the runs panel is drawn, and until all 200 jobs are listed; against TensorBoard on the
+   same logdir (127.0.0.1 only): until its HTTP API answers, and until it lists every run.
+2. Watching: 8 tensorboardX writers add 10 points/s each for 60 s; distmon's CPU (% of one core)
+   and RSS over that time (peak, and first vs last 10 s: flat memory); TensorBoard watching the
+   same writers for 60 s as the anchor.
+Targets: first screen < 1 s; < 5% of one core while watching; memory flat.
+
+    python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-dashboard"))
+TAGS = ("loss", "accuracy", "learning_rate", "perf/examples_per_second", "perf/step_time_ms")
+WRITER = """
+import math, sys, time
+from tensorboardX import SummaryWriter
+writer = SummaryWriter(sys.argv[1], flush_secs=1)
+step, next_at = 0, time.monotonic()
+while True:
+    writer.add_scalar("loss", 2.0 * math.exp(-step / 500) + 0.1, step)
+    step += 1
+    next_at += 0.1
+    time.sleep(max(0.0, next_at - time.monotonic()))
+"""
+
+
+# ---- the big logdir: records framed and encoded directly (fast enough for 10M points) ----
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _record(data: bytes, masked_crc: Callable[[bytes], int]) -> bytes:
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
+
+
+def _scalar_event(tag: bytes, value: float, step: int, wall: float) -> bytes:
+    """Event{wall_time, step, summary{value{tag, simple_value}}} as tensorboardX writes it."""
+    val = b"\x0a" + _varint(len(tag)) + tag + b"\x15" + struct.pack("<f", value)
+    summary = b"\x0a" + _varint(len(val)) + val
+    return (
+        b"\x09"
+        + struct.pack("<d", wall)
+        + b"\x10"
+        + _varint(step)
+        + b"\x2a"
+        + _varint(len(summary))
+        + summary
+    )
+
+
+def generate(root: Path, runs: int, steps: int) -> None:
+    from distcore.events.crc import masked_crc
+
+    version = b"\x09" + struct.pack("<d", 1.7e9) + b"\x1a\x0dbrain.Event:2"
+    for run in range(runs):
+        run_dir = root / f"exp{run // 2:03d}" / ("train" if run % 2 == 0 else "validation")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        chunks = [_record(version, masked_crc)]
+        for step in range(steps):
+            wall = 1.7e9 + step * 0.5
+            for i, tag in enumerate(TAGS):
+                value = 1.0 / (1 + step * 0.01) + i
+                chunks.append(_record(_scalar_event(tag.encode(), value, step, wall), masked_crc))
+        (run_dir / f"events.out.tfevents.{1_700_000_000 + run}.bench").write_bytes(b"".join(chunks))
+
+
+def ensure_logdir(runs: int, points: int) -> Path:
+    steps = points // (runs * len(TAGS))
+    root = CACHE / f"{runs}runs-{steps}steps"
+    if not (root / ".complete").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        print(f"generating {root} ({runs * steps * len(TAGS):,} points) ...", flush=True)
+        began = time.perf_counter()
+        generate(root, runs, steps)
+        (root / ".complete").write_text("ok\n")
+        print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
+    return root
+
+
+# ---- distmon in a terminal ----
+
+
+class Terminal:
+    """A tmux server of our own, one window running `command`."""
+
+    def __init__(self, command: str, size: tuple[int, int] = (160, 48)) -> None:
+        self.base = ["tmux", "-L", f"distmon-bench-{os.getpid()}"]
+        self.began = time.perf_counter()
+        self._tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "bench",
+            "-x",
+            str(size[0]),
+            "-y",
+            str(size[1]),
+            f"exec {command}",
+        )
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run([*self.base, *args], capture_output=True, text=True).stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p", "-t", "bench")
+
+    def pid(self) -> int:
+        return int(self._tmux("display-message", "-p", "-t", "bench", "#{pane_pid}").strip())
+
+    def wait_for(self, test: Callable[[str], bool], timeout: float = 120.0) -> float | None:
+        """Seconds from start until `test(screen)`; None on timeout."""
+        while time.perf_counter() - self.began < timeout:
+            if test(self.screen()):
+                return time.perf_counter() - self.began
+            time.sleep(0.01)
+        return None
+
+    def close(self) -> None:
+        self._tmux("kill-server")
+
+
+def distmon_command(logdir: Path) -> str:
+    return f"{sys.executable} -m distmon --no-gpu {logdir}"
+
+
+def first_screen(logdir: Path, jobs: int) -> dict[str, float | None]:
+    term = Terminal(distmon_command(logdir))
+    try:
+        drawn = term.wait_for(lambda s: "╭─ runs" in s and "alerts" in s)
+        listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s)
+        return {"first_screen_s": drawn, "all_listed_s": listed}
+    finally:
+        term.close()
+
+
+# ---- TensorBoard ----
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return json.loads(response.read())
+
+
+def start_tensorboard(logdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "tensorboard.main",
+        "--logdir",
+        str(logdir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--reload_interval",
+        "5",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def tensorboard_times(logdir: Path, runs: int, timeout: float) -> dict[str, float | None]:
+    began = time.perf_counter()
+    proc, url = start_tensorboard(logdir)
+    answered = listed = None
+    try:
+        while time.perf_counter() - began < timeout and listed is None:
+            try:
+                found = _get_json(f"{url}/data/plugin/scalars/tags")
+            except OSError:
+                time.sleep(0.05)
+                continue
+            answered = answered or time.perf_counter() - began
+            if len(found) >= runs:
+                listed = time.perf_counter() - began
+            else:
+                time.sleep(0.1)
+        return {"api_answers_s": answered, "all_listed_s": listed}
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+# ---- watching ----
+
+
+def sample_process(pid: int, seconds: float) -> dict[str, float]:
+    """CPU (% of one core) and RSS of `pid` and its children over `seconds`."""
+    proc = psutil.Process(pid)
+    procs = [proc, *proc.children(recursive=True)]
+    cpu0 = sum(sum(p.cpu_times()[:2]) for p in procs)
+    rss: list[float] = []
+    began = time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        rss.append(sum(p.memory_info().rss for p in procs) / 2**20)
+        time.sleep(1.0)
+    cpu = sum(sum(p.cpu_times()[:2]) for p in procs) - cpu0
+    tenth = max(1, len(rss) // 6)
+    return {
+        "cpu_percent": 100 * cpu / (time.perf_counter() - began),
+        "peak_rss_mib": max(rss),
+        "rss_first_10s_mib": statistics.fmean(rss[:tenth]),
+        "rss_last_10s_mib": statistics.fmean(rss[-tenth:]),
+    }
+
+
+def with_writers(n: int, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="distmon-watch-") as tmp:
+        logdir = Path(tmp)
+        writers = [
+            subprocess.Popen([sys.executable, "-c", WRITER, str(logdir / f"run{i}")])
+            for i in range(n)
+        ]
+        try:
+            time.sleep(5)  # writers up, first points on disk
+            return fn(logdir)
+        finally:
+            for w in writers:
+                w.kill()
+                w.wait()
+
+
+def watch_distmon(seconds: float) -> dict[str, Any]:
+    def run(logdir: Path) -> dict[str, Any]:
+        term = Terminal(distmon_command(logdir))
+        try:
+            term.wait_for(lambda s: "8 jobs" in s)
+            time.sleep(3)  # past start-up
+            return sample_process(term.pid(), seconds)
+        finally:
+            term.close()
+
+    return with_writers(8, run)
+
+
+def watch_tensorboard(seconds: float) -> dict[str, Any]:
+    def run(logdir: Path) -> dict[str, Any]:
+        proc, url = start_tensorboard(logdir)
+        try:
+            time.sleep(8)  # started and loaded once
+            return sample_process(proc.pid, seconds)
+        finally:
+            proc.terminate()
+            proc.wait()
+
+    return with_writers(8, run)
+
+
+# ---- report ----
+
+
+def median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if len(known) == len(values) and known else None
+
+
+def fmt(value: float | None, unit: str = "s") -> str:
+    return "timeout" if value is None else f"{value:.2f} {unit}"
+
+
+def ratio(ours: float | None, theirs: float | None) -> str:
+    return "-" if not ours or not theirs else f"{theirs / ours:.1f}x"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--points", type=int, default=10_000_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--watch", type=float, default=60.0, help="seconds of watching")
+    parser.add_argument("--tb-timeout", type=float, default=300.0)
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux not installed: the dashboard bench needs a terminal; skipped")
+        return 0
+    has_tb = shutil.which("tensorboard") is not None or _importable("tensorboard")
+    logdir = ensure_logdir(args.runs, args.points)
+    jobs = args.runs // 2  # train/validation pairs
+
+    ours = [first_screen(logdir, jobs) for _ in range(args.repeats)]
+    drawn = median([r["first_screen_s"] for r in ours])
+    listed = median([r["all_listed_s"] for r in ours])
+    print(f"== first screen, {args.runs} runs / {args.points:,} points (median of {args.repeats})")
+    print(f"distmon      first screen {fmt(drawn)}   all {jobs} jobs listed {fmt(listed)}")
+    if has_tb:
+        tb = tensorboard_times(logdir, args.runs, args.tb_timeout)
+        print(
+            f"tensorboard  API answers {fmt(tb['api_answers_s'])}   all runs listed "
+            f"{fmt(tb['all_listed_s'])}   (ratio, listed: {ratio(listed, tb['all_listed_s'])})"
+        )
+
+    print(f"== watching 8 runs x 10 points/s for {args.watch:.0f} s")
+    dm = watch_distmon(args.watch)
+    print(
+        f"distmon      CPU {dm['cpu_percent']:.1f}% of a core   peak RSS "
+        f"{dm['peak_rss_mib']:.0f} MiB   RSS first/last 10 s {dm['rss_first_10s_mib']:.0f}"
+        f"/{dm['rss_last_10s_mib']:.0f} MiB"
+    )
+    if has_tb:
+        tbw = watch_tensorboard(args.watch)
+        print(
+            f"tensorboard  CPU {tbw['cpu_percent']:.1f}% of a core   peak RSS "
+            f"{tbw['peak_rss_mib']:.0f} MiB   (CPU ratio {ratio(dm['cpu_percent'], tbw['cpu_percent'])})"
+        )
+    return 0
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
