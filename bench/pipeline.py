@@ -7,7 +7,7 @@ which needs two free cores; and never slower than naive on any sample config. Pr
 of several runs per config. Exit status 1 if the optimized pipeline is slower than the naive one
 anywhere or a target is missed.
 
-    .venv/bin/python bench/pipeline.py [--runs 3] [--batches 40]
+    .venv/bin/python bench/pipeline.py [--runs 3] [--batches 40] [CONFIG_NAME ...]
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("configs", nargs="*", help="sample config names (default: all)")
     args = parser.parse_args()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{os.cpu_count()} CPUs, load average {load:.1f}; median of {args.runs} runs, "
@@ -66,6 +67,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for config in sorted(SAMPLES.glob("*.toml")):
             name = config.stem
+            if args.configs and name not in args.configs:
+                continue
             overrides = tfrecord_files(Path(tmp)) if name == "tfrecord" else []
             runs = [bench_once(config, overrides, args.batches) for _ in range(args.runs)]
             ratio = statistics.median(float(r["ratio"]) for r in runs)  # type: ignore[arg-type]
