@@ -144,7 +144,8 @@ class Trainer:
         """Log, end the epoch, checkpoint as due; (outcome if the run ends here, logged)."""
         s = self.s
         last = step >= s.total_steps
-        logged = _due(step, s.log_every) or last or self.stop.requested
+        stopping = self.stop.requested  # read once per boundary: it may consult the cluster
+        logged = _due(step, s.log_every) or last or stopping
         if logged:
             diverged = self._log(step, interval)
             if diverged is not None:
@@ -153,12 +154,12 @@ class Trainer:
         if epoch_end:
             self._end_epoch(step)
         checkpoint_due = _due(step, s.checkpoint_every)
-        if epoch_end or checkpoint_due or last or self.stop.requested:
+        if epoch_end or checkpoint_due or last or stopping:
             diverged = self._check_finite(step)
             if diverged is not None:
                 return diverged, logged
             self.checkpointer.save(step)
-        if self.stop.requested:
+        if stopping:
             stopped = Outcome(names.STATUS_STOPPED, step, f"stopped by {self.stop.signal_name}")
             return stopped, logged
         return None, logged
