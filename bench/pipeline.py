@@ -62,7 +62,7 @@ def main() -> int:
     print(f"{os.cpu_count()} CPUs, load average {load:.1f}; median of {args.runs} runs, "
           f"{args.batches} batches each after the first")
     print(f"{'config':<15} {'optimized ex/s':>15} {'naive ex/s':>11} {'ratio':>7} "
-          f"{'first batch opt/naive':>22}  verdict")
+          f"{'first batch opt/naive':>22} {'cores opt/naive':>16}  verdict")
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for config in sorted(SAMPLES.glob("*.toml")):
@@ -78,7 +78,9 @@ def main() -> int:
             print(f"{name:<15} {median_of(runs, 'optimized', 'examples_per_second'):>15.0f} "
                   f"{median_of(runs, 'naive', 'examples_per_second'):>11.0f} {ratio:>6.2f}x "
                   f"{median_of(runs, 'optimized', 'first_batch_seconds'):>10.2f}s /"
-                  f"{median_of(runs, 'naive', 'first_batch_seconds'):>8.2f}s  "
+                  f"{median_of(runs, 'naive', 'first_batch_seconds'):>8.2f}s "
+                  f"{median_of(runs, 'optimized', 'cpu_cores'):>9.2f} /"
+                  f"{median_of(runs, 'naive', 'cpu_cores'):>5.2f}  "
                   f"{'ok' if ok else 'BELOW'} (target >= {target:g}x)", flush=True)
     return 1 if failed else 0
 

@@ -29,6 +29,7 @@ def test_bench_input_reports_both_pipelines_and_the_ratio(
     for name in ("optimized", "naive"):
         timing = result[name]
         assert timing["examples_per_second"] > 0 and timing["first_batch_seconds"] > 0
+        assert timing["cpu_cores"] >= 0
         assert timing["examples_per_second"] == pytest.approx(
             timing["batches_per_second"] * result["global_batch_size"])
     assert result["ratio"] == pytest.approx(

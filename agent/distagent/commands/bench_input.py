@@ -24,6 +24,8 @@ class Timing:
     first_batch_seconds: float
     """From building the pipeline to the first batch (includes filling the shuffle buffer)."""
     total_seconds: float
+    cpu_cores: float
+    """Process CPU time / wall time over the steady batches: how many cores the input used."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,25 +79,29 @@ def time_pipeline(cfg: JobConfig, plan: Any, batches: int) -> Timing:
     iterator = iter(build_input(cfg, plan).train)
     next(iterator)
     first = time.perf_counter() - start
-    steady_start = time.perf_counter()
+    steady_start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(batches):
         next(iterator)
     steady = max(time.perf_counter() - steady_start, 1e-9)
+    cpu = time.process_time() - cpu_start
     return Timing(
         examples_per_second=batches * plan.global_batch_size / steady,
         batches_per_second=batches / steady,
         first_batch_seconds=first,
         total_seconds=first + steady,
+        cpu_cores=cpu / steady,
     )
 
 
 def format_result(result: dict[str, Any]) -> str:
     lines = [f"{result['config']}: {result['batches']} batches of {result['global_batch_size']} "
              f"({result['replicas']} replicas)"]
-    lines.append(f"{'pipeline':<10} {'examples/s':>12} {'batches/s':>10} {'first batch':>12}")
+    lines.append(f"{'pipeline':<10} {'examples/s':>12} {'batches/s':>10} {'first batch':>12} "
+                 f"{'CPU cores':>10}")
     for name in ("optimized", "naive"):
         t = result[name]
         lines.append(f"{name:<10} {t['examples_per_second']:>12.0f} "
-                     f"{t['batches_per_second']:>10.1f} {t['first_batch_seconds']:>11.2f}s")
+                     f"{t['batches_per_second']:>10.1f} {t['first_batch_seconds']:>11.2f}s "
+                     f"{t['cpu_cores']:>10.2f}")
     lines.append(f"ratio      {result['ratio']:.2f}x (optimized / naive examples/s)")
     return "\n".join(lines)
