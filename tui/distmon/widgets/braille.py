@@ -121,15 +121,26 @@ def render_chart(
     for row in range(rows):
         label = _y_label(labels[row], log_y) if row in labels else " " * (Y_LABEL_WIDTH - 1) + "│"
         out.append(label, style="dim")
-        for col in range(cols):
-            found = cells.get((row, col))
-            if found is None:
-                out.append(" ")
-            else:
-                out.append(chr(0x2800 + found[0]), style=styles[found[1]])
+        _append_row(out, [cells.get((row, col)) for col in range(cols)], styles)
         out.append("\n")
     out.append(_x_axis(frame, cols, mode), style="dim")
     return out
+
+
+def _append_row(out: Text, row: list[list[int] | None], styles: list[Style]) -> None:
+    """One chart row as runs of equally styled characters: a span per run, not per cell
+    (Textual's cost of drawing a Text grows with its spans)."""
+    run: list[str] = []
+    run_style: Style | None = None
+    for cell in row:
+        char, style = (" ", None) if cell is None else (chr(0x2800 + cell[0]), styles[cell[1]])
+        if style is not run_style and run:
+            out.append("".join(run), style=run_style)
+            run = []
+        run.append(char)
+        run_style = style
+    if run:
+        out.append("".join(run), style=run_style)
 
 
 def _x_axis(frame: Frame, cols: int, mode: XMode) -> str:

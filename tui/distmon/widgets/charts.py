@@ -26,8 +26,10 @@ class LineChart(Widget):
 
     def plot(self, curves: Sequence[Curve], *, title: str, log_y: bool, mode: XMode) -> None:
         curves = tuple(curves)
-        self.border_title = title
-        self.border_subtitle = legend(curves, self.size.width)
+        # Titles are parsed as markup on every assignment: only when they change.
+        subtitle = legend(curves, self.size.width)
+        if (title, subtitle) != (self.border_title, self.border_subtitle):
+            self.border_title, self.border_subtitle = title, subtitle
         if (curves, log_y, mode) == (self._curves, self._log_y, self._mode):
             return
         self._curves, self._log_y, self._mode = curves, log_y, mode

@@ -12,6 +12,7 @@ from textual.widgets import DataTable
 
 from distmon.widgets.model import ROW_COLUMNS, JobRow
 
+COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
 STATUS_STYLE = {"live": "green", "idle": "yellow", "gone": "red"}
 
 
@@ -37,8 +38,10 @@ class RunsTable(DataTable[Text | str]):
         self._selected: frozenset[str] = frozenset()
 
     def on_mount(self) -> None:
+        # Fixed widths for the columns that change in place: re-measuring every column on each
+        # update was the biggest cost of a live table. The job name sizes itself at rebuilds.
         for label in ROW_COLUMNS:
-            self.add_column(label, key=label or "mark")
+            self.add_column(label, key=label or "mark", width=COLUMN_WIDTHS.get(label))
 
     def show(self, rows: Sequence[JobRow], selected: frozenset[str]) -> None:
         """Update only what changed: cells in place when the row keys are the same."""
@@ -70,7 +73,7 @@ class RunsTable(DataTable[Text | str]):
 
     def _update_row(self, row: JobRow, selected: bool) -> None:
         for column, value in zip(ROW_COLUMNS, self._cells(row, selected), strict=True):
-            self.update_cell(row.key, column or "mark", value, update_width=True)
+            self.update_cell(row.key, column or "mark", value)
 
     @property
     def current_key(self) -> str | None:
