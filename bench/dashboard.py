@@ -258,9 +258,9 @@ def with_writers(n: int, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]
                 w.wait()
 
 
-def watch_distmon(seconds: float) -> dict[str, Any]:
+def watch_distmon(seconds: float, size: tuple[int, int]) -> dict[str, Any]:
     def run(logdir: Path) -> dict[str, Any]:
-        term = Terminal(distmon_command(logdir))
+        term = Terminal(distmon_command(logdir), size)
         try:
             term.wait_for(lambda s: "8 jobs" in s)
             time.sleep(3)  # past start-up
@@ -273,7 +273,7 @@ def watch_distmon(seconds: float) -> dict[str, Any]:
 
 def watch_tensorboard(seconds: float) -> dict[str, Any]:
     def run(logdir: Path) -> dict[str, Any]:
-        proc, url = start_tensorboard(logdir)
+        proc, _ = start_tensorboard(logdir)
         try:
             time.sleep(8)  # started and loaded once
             return sample_process(proc.pid, seconds)
@@ -328,17 +328,21 @@ def main() -> int:
         )
 
     print(f"== watching 8 runs x 10 points/s for {args.watch:.0f} s")
-    dm = watch_distmon(args.watch)
-    print(
-        f"distmon      CPU {dm['cpu_percent']:.1f}% of a core   peak RSS "
-        f"{dm['peak_rss_mib']:.0f} MiB   RSS first/last 10 s {dm['rss_first_10s_mib']:.0f}"
-        f"/{dm['rss_last_10s_mib']:.0f} MiB"
-    )
+    cpu = {}
+    for size in ((80, 24), (160, 48)):
+        dm = watch_distmon(args.watch, size)
+        cpu[size] = dm["cpu_percent"]
+        print(
+            f"distmon {size[0]}x{size[1]}  CPU {dm['cpu_percent']:.1f}% of a core   peak RSS "
+            f"{dm['peak_rss_mib']:.0f} MiB   RSS first/last 10 s "
+            f"{dm['rss_first_10s_mib']:.0f}/{dm['rss_last_10s_mib']:.0f} MiB"
+        )
     if has_tb:
         tbw = watch_tensorboard(args.watch)
         print(
-            f"tensorboard  CPU {tbw['cpu_percent']:.1f}% of a core   peak RSS "
-            f"{tbw['peak_rss_mib']:.0f} MiB   (CPU ratio {ratio(dm['cpu_percent'], tbw['cpu_percent'])})"
+            f"tensorboard     CPU {tbw['cpu_percent']:.1f}% of a core   peak RSS "
+            f"{tbw['peak_rss_mib']:.0f} MiB   (CPU ratio at 80x24: "
+            f"{ratio(cpu[(80, 24)], tbw['cpu_percent'])})"
         )
     return 0
 
