@@ -137,7 +137,7 @@ class Trainer:
 
     def _untimed(self, interval: _Interval) -> _Interval:
         """Restart the timing after a call that compiled: its wait and seconds are not steps'."""
-        wait = float(self.state.interval["wait_seconds"].numpy())
+        wait = self.state.read(self.state.interval)["wait_seconds"]
         return _Interval(steps=0, wait_offset=wait)
 
     def _boundary(self, step: int, interval: _Interval) -> tuple[Outcome | None, bool]:

@@ -27,15 +27,20 @@ import keras
 import tensorflow as tf
 
 # Counters summed across replicas inside the step; the host reads them once per log interval.
+# One vector variable per group: one all-reduce and one update per step, whatever the count.
 INTERVAL = ("loss_sum", "correct", "examples", "wait_seconds")
 EPOCH = ("loss_sum", "correct", "examples")
 
 
-def _zeros(names: tuple[str, ...], prefix: str) -> dict[str, tf.Variable]:
-    return {
-        n: tf.Variable(0.0, dtype=tf.float64, trainable=False, name=f"{prefix}_{n}")
-        for n in names
-    }
+@dataclass
+class Counters:
+    names: tuple[str, ...]
+    variable: tf.Variable
+
+    @classmethod
+    def zeros(cls, names: tuple[str, ...], label: str) -> Counters:
+        return cls(names, tf.Variable(tf.zeros([len(names)], tf.float64), trainable=False,
+                                      name=label))
 
 
 @dataclass
@@ -44,8 +49,8 @@ class TrainState:
 
     step: tf.Variable
     first_bad_step: tf.Variable
-    interval: dict[str, tf.Variable]
-    epoch: dict[str, tf.Variable]
+    interval: Counters
+    epoch: Counters
 
     @classmethod
     def create(cls) -> TrainState:
@@ -53,19 +58,19 @@ class TrainState:
             return cls(
                 step=tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
                 first_bad_step=tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad"),
-                interval=_zeros(INTERVAL, "interval"),
-                epoch=_zeros(EPOCH, "epoch"),
+                interval=Counters.zeros(INTERVAL, "interval"),
+                epoch=Counters.zeros(EPOCH, "epoch"),
             )
 
-    def read(self, group: dict[str, tf.Variable]) -> dict[str, float]:
-        return {name: float(var.numpy()) for name, var in group.items()}
+    def read(self, counters: Counters) -> dict[str, float]:
+        values = counters.variable.numpy()
+        return {name: float(v) for name, v in zip(counters.names, values, strict=True)}
 
-    def reset(self, group: dict[str, tf.Variable]) -> None:
-        for var in group.values():
-            var.assign(0.0)
+    def reset(self, counters: Counters) -> None:
+        counters.variable.assign(tf.zeros_like(counters.variable))
 
     def checkpointables(self) -> dict[str, Any]:
-        return {"step": self.step, **{f"epoch_{n}": v for n, v in self.epoch.items()}}
+        return {"step": self.step, "epoch_sums": self.epoch.variable}
 
 
 def _flat_local_tensors(strategy: tf.distribute.Strategy, batch: Any) -> list[tf.Tensor]:
@@ -74,12 +79,13 @@ def _flat_local_tensors(strategy: tf.distribute.Strategy, batch: Any) -> list[tf
     ]
 
 
-def _batch_stats(labels: Any, logits: Any, per_example: Any) -> tuple[Any, Any, Any]:
+def _batch_stats(labels: Any, logits: Any, per_example: Any) -> Any:
+    """[loss sum, correct predictions, examples] of one replica's batch, as one float64 vector."""
     labels = tf.reshape(tf.cast(labels, tf.int64), [-1])
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
     correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float64))
     examples = tf.cast(tf.size(labels), tf.float64)
-    return tf.reduce_sum(tf.cast(per_example, tf.float64)), correct, examples
+    return tf.stack([tf.reduce_sum(tf.cast(per_example, tf.float64)), correct, examples])
 
 
 class TrainStep:
@@ -122,21 +128,20 @@ class TrainStep:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.model.trainable_variables)
-        return (grads, *_batch_stats(labels, logits, per_example))
+        return grads, _batch_stats(labels, logits, per_example)
 
     def _replica_step(self, features: Any, labels: Any, t1: Any) -> tuple[Any, ...]:
         # The step's maths waits for t1: on a busy thread pool, t1 would otherwise queue behind
         # the first kernels of the step and count their time as input wait.
         with tf.control_dependencies([t1]):
             features = tf.nest.map_structure(tf.identity, features)
-        grads, loss_sum, correct, examples = self._gradients(features, labels)
+        grads, stats = self._gradients(features, labels)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
-        # Reads of the updated weights: the next step's t0 waits on them, so it starts the clock
-        # only once this step's updates have landed.
-        landed = tf.add_n(
-            [tf.reduce_sum(tf.reshape(v, [-1])[:1]) for v in self.model.trainable_variables]
-        )
-        return loss_sum, correct, examples, landed
+        # A marker after reads of the updated weights: the next step's t0 waits on it, so the
+        # clock starts only once this step's updates have landed.
+        with tf.control_dependencies([tf.identity(v) for v in self.model.trainable_variables]):
+            landed = tf.constant(0.0)
+        return stats, landed
 
     def _run_steps(self, iterator: Any, n: int) -> None:
         strategy, state = self.strategy, self.state
@@ -148,24 +153,18 @@ class TrainStep:
                 features, labels = iterator.get_next()
             with tf.control_dependencies(_flat_local_tensors(strategy, (features, labels))):
                 t1 = tf.timestamp()
-            out = strategy.run(self._replica_step, args=(features, labels, t1))
-            loss_sum, correct, examples = (
-                strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in out[:3]
-            )
-            landed = list(strategy.experimental_local_results(out[3]))
+            stats, marker = strategy.run(self._replica_step, args=(features, labels, t1))
+            stats = strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
+            landed = list(strategy.experimental_local_results(marker))
             step = state.step.assign_add(1)
-            self._count(loss_sum, correct, examples, t1 - t0, step)
+            self._count(stats, t1 - t0, step)
 
-    def _count(self, loss_sum: Any, correct: Any, examples: Any, wait: Any, step: Any) -> None:
+    def _count(self, stats: Any, wait: Any, step: Any) -> None:
         state = self.state
-        for group in (state.interval, state.epoch):
-            group["loss_sum"].assign_add(loss_sum)
-            group["correct"].assign_add(correct)
-            group["examples"].assign_add(examples)
-        state.interval["wait_seconds"].assign_add(wait)
-        bad = tf.logical_and(
-            tf.logical_not(tf.math.is_finite(loss_sum)), state.first_bad_step < 0
-        )
+        state.interval.variable.assign_add(tf.concat([stats, [wait]], axis=0))
+        state.epoch.variable.assign_add(stats)
+        bad = tf.logical_and(tf.logical_not(tf.math.is_finite(stats[0])),
+                             state.first_bad_step < 0)
         state.first_bad_step.assign(tf.where(bad, step, state.first_bad_step))
 
 
@@ -186,16 +185,13 @@ class EvalStep:
             totals = self._evaluate(dist_dataset)
         return float(totals[0]), float(totals[1]), float(totals[2])
 
-    def _replica(self, features: Any, labels: Any) -> tuple[Any, Any, Any]:
+    def _replica(self, features: Any, labels: Any) -> Any:
         logits = self.model(features, training=False)
         return _batch_stats(labels, logits, self._loss(labels, logits))
 
     def _run(self, dist_dataset: Any) -> Any:
         totals = tf.zeros([3], tf.float64)
         for features, labels in dist_dataset:
-            out = self.strategy.run(self._replica, args=(features, labels))
-            reduced = [
-                self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for v in out
-            ]
-            totals += tf.stack(reduced)
+            stats = self.strategy.run(self._replica, args=(features, labels))
+            totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
         return totals
