@@ -2,8 +2,9 @@
 
 Every worker runs the same `run_job`; TensorFlow's collectives keep them in step. What is added
 here is the cluster (resolved before any other TensorFlow op), the translation of a lost peer
-into one line naming it (exit code 1) instead of a gRPC traceback, and a digest of this worker's
-copy of the trained weights, printed at the end: workers in sync print the same digest.
+into one line naming it (exit code 1) instead of a gRPC traceback, a stop on SIGTERM that all
+workers agree on (preempt.py), and a digest of this worker's copy of the trained weights,
+printed at the end: workers in sync print the same digest.
 """
 
 from __future__ import annotations
@@ -16,21 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from distagent.cluster.faults import explain
+from distagent.cluster.preempt import Preemption
 from distagent.cluster.strategy import ClusterRequest
 from distagent.schema import JobConfig
+from distagent.train.signals import StopRequest
 
 
 @contextlib.contextmanager
-def trainable_variables_made() -> Iterator[list[Any]]:
-    """Every trainable variable created inside, in creation order (this worker's copies)."""
+def variables_made() -> Iterator[list[Any]]:
+    """Every variable created inside, in creation order (this worker's copies)."""
     import tensorflow as tf
 
     made: list[Any] = []
 
     def record(next_creator: Any, **kwargs: Any) -> Any:
         variable = next_creator(**kwargs)
-        if kwargs.get("trainable", True) is not False:
-            made.append(variable)
+        made.append(variable)
         return variable
 
     with tf.variable_creator_scope(record):
@@ -38,10 +40,11 @@ def trainable_variables_made() -> Iterator[list[Any]]:
 
 
 def weights_digest(variables: list[Any]) -> str:
-    """sha256 over the variables' values, in order: equal on every worker that is in sync."""
+    """sha256 over the trainable variables' values: equal on every worker that is in sync."""
     digest = hashlib.sha256()
     for variable in variables:
-        digest.update(variable.numpy().tobytes())
+        if variable.trainable:
+            digest.update(variable.numpy().tobytes())
     return digest.hexdigest()[:16]
 
 
@@ -60,8 +63,10 @@ def run_worker(
 
     request = ClusterRequest(cfg.cluster, task_index=task_index)
     try:
-        with trainable_variables_made() as variables:
-            status = run_job(cfg, run_dir=run_dir, cluster=request, progress=progress, stop=stop)
+        stop = stop if stop is not None else StopRequest()
+        with variables_made() as variables, Preemption(request, stop) as preemption:
+            status = run_job(cfg, run_dir=run_dir, cluster=request, progress=progress, stop=stop,
+                             make_step_hook=preemption.make_step_hook)
     except tf.errors.OpError as err:
         lost = explain(err, request.setup.layout) if request.setup is not None else None
         if lost is None:

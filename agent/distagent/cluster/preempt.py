@@ -1,0 +1,73 @@
+"""SIGTERM on any worker: every worker stops at the same step, after a checkpoint.
+
+A worker that stopped alone would leave the others blocked in the next all-reduce. TensorFlow's
+`PreemptionCheckpointHandler` solves this: the signalled worker tells the others (through the
+coordination service) after which call to stop and waits until each has acknowledged; at that
+call every worker saves a checkpoint (all take part; only the chief's is kept) and calls the
+handler's `exit_fn`. It must be consulted after every compiled call on every worker: that is
+`run_job`'s `make_step_hook` seam. Our `exit_fn` does not exit: it asks the training loop to
+stop at this boundary, so the run ends with status `stopped` and exit code 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from distagent.train.signals import StopRequest
+
+StepHook = Callable[[int], None]
+
+
+class Preemption:
+    """Builds the step hook once the job's checkpointer exists; `close()` ends its thread."""
+
+    def __init__(self, cluster: Any, stop: StopRequest) -> None:
+        self._cluster = cluster  # a ClusterRequest, resolved by the time the hook is made
+        self._stop = stop
+        self._handler: Any = None
+
+    def make_step_hook(self, checkpointer: Any) -> StepHook:
+        setup = getattr(self._cluster, "setup", None)
+        if setup is None or setup.num_workers <= 1:
+            return lambda step: None
+        import tensorflow as tf
+
+        saved_at: list[int] = []
+
+        def stop_here() -> None:
+            step = saved_at[-1]
+            checkpointer.last_saved_step = step  # the handler saved this step: not twice
+            if not setup.is_chief:  # only the chief's checkpoint is kept
+                shutil.rmtree(Path(checkpointer.manager.directory), ignore_errors=True)
+            self._stop.request("SIGTERM")
+
+        config = tf.distribute.experimental.TerminationConfig(exit_fn=stop_here)
+        self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
+            setup.strategy.cluster_resolver, checkpointer.manager, termination_config=config
+        )
+
+        def hook(step: int) -> None:
+            saved_at.append(step)
+            del saved_at[:-1]
+            self._handler.save_checkpoint_if_preempted(checkpoint_number=step)
+
+        return hook
+
+    def close(self) -> None:
+        if self._handler is not None:
+            # What the handler's __del__ does, now: its watcher thread must not outlive the job.
+            with contextlib.suppress(Exception):
+                self._handler._stop_cluster_wise_termination_watcher_thread()
+            self._handler = None
+
+    def __enter__(self) -> Preemption:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
