@@ -12,9 +12,8 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -26,7 +25,15 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from distcore.alerts import Alert, evaluate, keep_since
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
-from distmon.messages import RunsChanged, ScanFinished
+from distmon.messages import (
+    Producers,
+    RunsChanged,
+    RunSource,
+    ScanFinished,
+    Telemetry,
+    Watcher,
+    make_producers,
+)
 from distmon.options import Options
 from distmon.widgets.charts import LineChart
 from distmon.widgets.model import (
@@ -52,34 +59,6 @@ if TYPE_CHECKING:  # both packages are heavy (numpy, NVML): loaded after the fir
 WIDE = 120  # columns from which runs and charts sit side by side
 FULL_EVERY = 10.0  # seconds between full re-reads of the store (statuses age without events)
 PLAN_MAX_AGE = 5.0  # seconds a job's run.json is trusted before it is read again
-
-
-class RunSource(Protocol):
-    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
-    def get(self, name: str) -> RunSnapshot | None: ...
-    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
-
-
-class Watcher(Protocol):
-    def scan_once(self) -> Any: ...
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class Telemetry(Protocol):
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-    def latest(self) -> TelemetrySnapshot | None: ...
-    def history(self, key: str) -> tuple[float | None, ...]: ...
-
-
-@dataclass(frozen=True)
-class Producers:
-    """What feeds the dashboard: the run store (filled by the watcher) and the GPU sampler."""
-
-    store: RunSource
-    watcher: Watcher | None = None
-    telemetry: Telemetry | None = None
 
 
 class DistmonApp(App[int]):
@@ -475,22 +454,9 @@ def _no_history(key: str) -> Sequence[float | None]:
     return ()
 
 
-def make_producers(options: Options) -> Producers:
-    """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
-    from distcore.events.store import RunStore
-    from distcore.events.watch import LogdirWatcher
-    from distcore.telemetry import make_source
-    from distcore.telemetry.sampler import TelemetrySampler
-
-    store = RunStore(max_points=options.max_points)
-    watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
-    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
-    return Producers(store, watcher, TelemetrySampler(source, interval=options.refresh))
-
-
 def run_app(options: Options) -> int:
     app = DistmonApp(options, producers=lambda: make_producers(options))
     return app.run() or 0
 
 
-__all__ = ["DistmonApp", "Producers", "make_producers", "run_app"]
+__all__ = ["DistmonApp", "Producers", "run_app"]
