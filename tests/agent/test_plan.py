@@ -173,21 +173,43 @@ def test_json_has_the_documented_keys() -> None:
     json.dumps(out)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("rule", "rate"), [("linear", 0.04), ("sqrt", 0.02)])
-def test_seed_example_through_plan_json(rule: str, rate: float) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "distagent", "plan", str(SAMPLES / "quickstart.toml"), "--json",
-         "--set", "strategy.cpu_replicas=4", "--set", f"optimizer.scaling={rule}",
-         "--set", "optimizer.base_learning_rate=0.01", "--set", "data.per_replica_batch_size=32"],
-        capture_output=True, text=True, timeout=180,
-    )
-    assert done.returncode == 0, done.stderr
-    plan = json.loads(done.stdout)
-    if plan["devices"][0].upper().find("GPU") >= 0:
-        pytest.skip("GPUs visible: cpu_replicas does not apply")
+SEED_EXAMPLE = ["--set", "strategy.cpu_replicas=4", "--set", "optimizer.base_learning_rate=0.01",
+                "--set", "data.per_replica_batch_size=32"]
+
+
+def _check_seed_example(plan: dict[str, Any], rule: str, rate: float) -> None:
     assert (plan["replicas"], plan["per_replica_batch_size"]) == (4, 32)
     assert plan["global_batch_size"] == 128
     assert plan["scaling_rule"] == rule
     assert math.isclose(plan["learning_rate"], rate)
     assert plan["base_batch_size"] == 32
+
+
+@pytest.mark.slow
+def test_seed_example_through_plan_json() -> None:
+    """32 per replica on 4 replicas = 128; 0.01 -> 0.04 linear (a real `distagent` process)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "distagent", "plan", str(SAMPLES / "quickstart.toml"), "--json",
+         *SEED_EXAMPLE, "--set", "optimizer.scaling=linear"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    if "GPU" in plan["devices"][0].upper():
+        pytest.skip("GPUs visible: cpu_replicas does not apply")
+    _check_seed_example(plan, "linear", 0.04)
+
+
+def test_seed_example_sqrt_through_plan_json(tf: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same with sqrt: 0.01 -> 0.02 (the command's handler, in this process's 4 CPUs)."""
+    from distagent.cli import build_parser
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("GPUs visible: cpu_replicas does not apply")
+    args = build_parser().parse_args(["plan", str(SAMPLES / "quickstart.toml"), "--json",
+                                      *SEED_EXAMPLE, "--set", "optimizer.scaling=sqrt"])
+    assert args.handler == "distagent.commands.plan:run"
+    from distagent.commands.plan import run
+
+    assert run(args) == 0
+    _check_seed_example(json.loads(capsys.readouterr().out), "sqrt", 0.02)
