@@ -1,0 +1,284 @@
+"""Cluster resolution (TF_CONFIG, Slurm, [cluster] workers), lost-worker messages, launch-local.
+
+Fast: no worker processes here (test_multiworker.py starts real ones). Slurm resolution runs
+TensorFlow's own SlurmClusterResolver on a realistic `srun` environment.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distagent.cluster.faults import explain, first_line, named_tasks
+from distagent.cluster.layout import (
+    ClusterError,
+    ClusterLayout,
+    in_slurm_step,
+    layout_from_slurm,
+    layout_from_tf_config,
+    layout_from_workers,
+    resolve_layout,
+)
+from distagent.cluster.strategy import environ_without_cluster
+from distagent.commands.launch_local import (
+    describe_exit,
+    free_ports,
+    worker_command,
+    worker_overrides,
+)
+from distagent.config import load_config
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
+TWO = ["10.0.0.1:2222", "10.0.0.2:2222"]
+
+
+def tf_config(cluster: dict[str, Any], task_type: str, index: int) -> str:
+    return json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}})
+
+
+@pytest.mark.parametrize(
+    ("text", "rank", "num_workers", "is_chief", "address"),
+    [
+        (tf_config({"worker": TWO}, "worker", 0), 0, 2, True, TWO[0]),
+        (tf_config({"worker": TWO}, "worker", 1), 1, 2, False, TWO[1]),
+        # A chief comes first: it is rank 0 and the chief; workers follow it.
+        (tf_config({"chief": ["c:1"], "worker": TWO}, "chief", 0), 0, 3, True, "c:1"),
+        (tf_config({"chief": ["c:1"], "worker": TWO}, "worker", 0), 1, 3, False, TWO[0]),
+        # An evaluator is not part of training: left out of the all-reduce group.
+        (tf_config({"worker": TWO, "evaluator": ["e:1"]}, "worker", 1), 1, 2, False, TWO[1]),
+    ],
+)
+def test_tf_config(text: str, rank: int, num_workers: int, is_chief: bool, address: str) -> None:
+    layout = layout_from_tf_config(text)
+    assert (layout.rank, layout.num_workers, layout.is_chief) == (rank, num_workers, is_chief)
+    assert layout.me.address == address
+    assert layout.source == "tf_config"
+    # What goes back into the environment is TF_CONFIG for the training jobs.
+    again = json.loads(layout.tf_config())
+    assert again["task"] == json.loads(text)["task"]
+    assert set(again["cluster"]) <= {"chief", "worker"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "expected JSON like"),
+        (json.dumps({"cluster": {"worker": TWO}}), "expected JSON like"),
+        (tf_config({"worker": TWO}, "worker", 2), "worker:2, which is not in the cluster"),
+        (tf_config({"worker": TWO, "evaluator": ["e:1"]}, "evaluator", 0), "does not train"),
+        (tf_config({"ps": ["p:1"]}, "ps", 0), "does not train"),
+        (tf_config({"worker": ["nohost"]}, "worker", 0), "expected host:port"),
+        (tf_config({"worker": [TWO[0], TWO[0]]}, "worker", 0), "appears twice"),
+        (tf_config({"chief": ["a:1", "b:1"]}, "chief", 0), "at most one chief"),
+    ],
+)
+def test_tf_config_errors(text: str, message: str) -> None:
+    with pytest.raises(ClusterError, match=message) as err:
+        layout_from_tf_config(text)
+    assert str(err.value).startswith("TF_CONFIG: ")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("workers", "task_index", "environ", "source", "rank"),
+    [
+        # --task-index with [cluster] workers is the most explicit: it beats the environment.
+        (TWO, 1, {"TF_CONFIG": tf_config({"worker": ["x:1"]}, "worker", 0)}, "config", 1),
+        ((), None, {"TF_CONFIG": tf_config({"worker": TWO}, "worker", 1)}, "tf_config", 1),
+        # TF_CONFIG before Slurm: a launcher inside an allocation sets it on purpose.
+        ((), None, {"TF_CONFIG": tf_config({"worker": TWO}, "worker", 0), "SLURM_PROCID": "1",
+                    "SLURM_STEP_NUM_TASKS": "2"}, "tf_config", 0),
+    ],
+)
+def test_precedence(workers: list[str], task_index: int | None, environ: dict[str, str],
+                    source: str, rank: int) -> None:
+    layout = resolve_layout(workers, task_index, environ)
+    assert (layout.source, layout.rank) == (source, rank)
+
+
+@pytest.mark.parametrize(
+    ("workers", "task_index", "environ", "message"),
+    [
+        ((), 0, {}, "--task-index needs \\[cluster\\] workers"),
+        (TWO, None, {}, "start each worker with --task-index"),
+        ((), None, {}, "needs a cluster: set TF_CONFIG, run under srun"),
+        (TWO, 5, {}, "worker:5, which is not in the cluster"),
+        (["h:0"], 0, {}, "expected host:port"),
+    ],
+)
+def test_resolution_errors(workers: list[str], task_index: int | None, environ: dict[str, str],
+                           message: str) -> None:
+    with pytest.raises(ClusterError, match=message):
+        resolve_layout(workers, task_index, environ)
+
+
+def test_workers_layout_names_tasks_as_tensorflow_does() -> None:
+    layout = layout_from_workers(TWO, 1)
+    assert [t.name for t in layout.tasks] == ["/job:worker/replica:0/task:0",
+                                              "/job:worker/replica:0/task:1"]
+    assert [t.describe() for t in layout.peers()] == ["worker 0 (worker:0 at 10.0.0.1:2222)"]
+
+
+SRUN = {  # srun -N 2 --ntasks-per-node 2, as Slurm sets it for the step's 4th task
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOB_NODELIST": "node[01-02]",
+    "SLURM_STEP_NODELIST": "node[01-02]",
+    "SLURM_NTASKS": "4",
+    "SLURM_STEP_NUM_TASKS": "4",
+    "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+    "SLURM_TASKS_PER_NODE": "2(x2)",
+    "SLURM_PROCID": "3",
+    "SLURM_LOCALID": "1",
+    "SLURM_NODEID": "1",
+    "SLURMD_NODENAME": "node02",
+}
+
+
+def _slurm_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **extra: str) -> None:
+    for key in ("TF_CONFIG", "SLURM_GPUS_ON_NODE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in {**SRUN, **extra}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # restored after: the resolver may set it
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol, no nvidia-smi: none is needed
+
+
+def test_slurm_step_on_cpu_nodes(tf: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    _slurm_env(monkeypatch, tmp_path)
+    assert in_slurm_step(os.environ)
+    layout = resolve_layout((), None, os.environ)
+    assert layout.source == "slurm"
+    assert [t.address for t in layout.tasks] == [
+        "node01:8888", "node01:8889", "node02:8888", "node02:8889"]
+    assert (layout.task_type, layout.task_index, layout.rank) == ("worker", 3, 3)
+    assert not layout.is_chief
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # CPU nodes: left alone
+
+
+def test_slurm_step_with_gpus(tf: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import os
+
+    _slurm_env(monkeypatch, tmp_path, SLURM_GPUS_ON_NODE="4", SLURM_PROCID="2")
+    layout = layout_from_slurm(os.environ)
+    assert (layout.rank, layout.me.address, layout.is_chief) == (2, "node02:8888", False)
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # 2 GPUs per task, first task on node02
+
+
+def test_slurm_uneven_tasks_per_node(tf: Any, monkeypatch: pytest.MonkeyPatch,
+                                     tmp_path: Path) -> None:
+    import os
+
+    _slurm_env(monkeypatch, tmp_path, SLURM_STEP_NODELIST="gpu-a,gpu-b",
+               SLURM_STEP_TASKS_PER_NODE="2,1", SLURM_STEP_NUM_TASKS="3", SLURM_PROCID="0")
+    layout = layout_from_slurm(os.environ)
+    assert [t.address for t in layout.tasks] == ["gpu-a:8888", "gpu-a:8889", "gpu-b:8888"]
+    assert layout.is_chief
+
+
+def test_slurm_batch_script_is_not_a_step() -> None:
+    assert not in_slurm_step({"SLURM_JOB_ID": "1", "SLURM_PROCID": "0"})
+
+
+def test_slurm_error_is_one_line(tf: Any, monkeypatch: pytest.MonkeyPatch,
+                                 tmp_path: Path) -> None:
+    import os
+
+    _slurm_env(monkeypatch, tmp_path, SLURM_STEP_NUM_TASKS="8")  # more tasks than placed
+    with pytest.raises(ClusterError, match=r"^Slurm: cannot resolve the cluster"):
+        layout_from_slurm(os.environ)
+
+
+# Messages TensorFlow 2.21 raised in the surviving worker (captured from real runs).
+KILLED_WORKER_1 = (
+    "Collective ops is aborted by: failed to connect to all addresses; last error: UNKNOWN: "
+    "ipv4:127.0.0.1:56404: Failed to connect to remote host: Connection refused\n"
+    "Additional GRPC error information from remote target /job:worker/replica:0/task:1 while "
+    "calling /tensorflow.WorkerService/RecvBuf:\n"
+    "The error could be from a previous operation. Restart your program to reset."
+)
+STOPPED_HEARTBEATS_1 = (
+    "Collective ops is aborted by: Error reported from /job:worker/task:1: The following tasks "
+    "are unhealthy (stopped sending heartbeats):\n/job:worker/replica:0/task:1\n"
+    "The tasks have crashed."
+)
+KILLED_CHIEF = (
+    "Collective ops is aborted by: recvmsg:Connection reset by peer\nAdditional GRPC error "
+    "information from remote target /job:worker/replica:0/task:0 while calling "
+    "/tensorflow.WorkerService/CompleteInstance:"
+)
+
+
+@pytest.mark.parametrize(
+    ("message", "me", "lost"),
+    [(KILLED_WORKER_1, 0, [1]), (STOPPED_HEARTBEATS_1, 0, [1]), (KILLED_CHIEF, 1, [0]),
+     ("no task named here", 0, [])],
+)
+def test_named_tasks(message: str, me: int, lost: list[int]) -> None:
+    layout = layout_from_workers(["127.0.0.1:1", "127.0.0.1:2"], me)
+    assert [t.rank for t in named_tasks(message, layout)] == lost
+
+
+def _listening() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server
+
+
+def _layout_with_peer(peer_port: int, me_port: int) -> ClusterLayout:
+    return layout_from_workers([f"127.0.0.1:{me_port}", f"127.0.0.1:{peer_port}"], 0)
+
+
+def test_explain_names_the_worker_whose_port_is_closed() -> None:
+    closed = free_ports(1)[0]
+    with _listening() as me:
+        mine = me.getsockname()[1]
+        layout = _layout_with_peer(closed, mine)
+        err = explain(RuntimeError("Collective ops is aborted by: Socket closed"), layout)
+    assert err is not None and err.exit_code == 1
+    assert str(err).startswith(f"worker 0 (worker:0 at 127.0.0.1:{mine}): lost "
+                               f"worker 1 (worker:1 at 127.0.0.1:{closed}): Collective ops")
+    assert "resumes from the last checkpoint" in str(err)
+
+
+def test_explain_trusts_the_message_when_the_peer_still_answers() -> None:
+    with _listening() as peer, _listening() as me:
+        layout = _layout_with_peer(peer.getsockname()[1], me.getsockname()[1])
+        named = explain(RuntimeError(STOPPED_HEARTBEATS_1), layout)
+        unrelated = explain(ValueError("shapes (3,) and (4,) are incompatible"), layout)
+    assert named is not None and "lost worker 1 " in str(named)
+    assert unrelated is None  # not about a peer: the original error stands
+
+
+def test_first_line_skips_tensorflow_boilerplate() -> None:
+    text = "Graph execution error:\n\nDetected at node x\n  File \"a.py\"\nCollective ops boom"
+    assert first_line(text) == "Collective ops boom"
+
+
+def test_launch_local_overrides_make_a_multi_worker_config() -> None:
+    ports = free_ports(3)
+    assert len(set(ports)) == 3
+    cfg = load_config(SAMPLES / "quickstart.toml", worker_overrides(ports))
+    assert cfg.strategy.kind == "multi_worker"
+    assert cfg.cluster.workers == tuple(f"127.0.0.1:{p}" for p in ports)
+    command = worker_command("q.toml", ["a=1"], 2)
+    assert command[-6:] == ["start", "q.toml", "--set", "a=1", "--task-index", "2"]
+
+
+@pytest.mark.parametrize(
+    ("code", "words"), [(1, "exit code 1"), (-9, "killed by SIGKILL"), (-15, "killed by SIGTERM")]
+)
+def test_describe_exit(code: int, words: str) -> None:
+    assert describe_exit(code) == words
+
+
+def test_children_do_not_inherit_a_cluster() -> None:
+    env = environ_without_cluster({"TF_CONFIG": "{}", "SLURM_PROCID": "1",
+                                   "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_ID": "7", "HOME": "/h"})
+    assert env == {"SLURM_JOB_ID": "7", "HOME": "/h"}
