@@ -225,7 +225,7 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
         writer = threading.Thread(target=store.replace, args=(standard_runs(),))
         writer.start()
         writer.join()
-        for _ in range(20):
+        for _ in range(200):  # generous: a loaded machine
             await pilot.pause(0.05)
             if row_keys(app.query_one(RunsTable)):
                 break
