@@ -116,11 +116,16 @@ def keras_fit_rate(cfg: Any) -> float:
 
 
 def _median_pair(runs: int, first: Any, second: Any) -> tuple[float, float, list[str]]:
+    """Medians of both sides, and lines with each run and the median of the per-run ratios
+    (a run's two sides are measured back to back, so a shared machine's load drifts less)."""
     a, b, lines = [], [], []
     for i in range(runs):
         a.append(first())
         b.append(second())
-        lines.append(f"  run {i + 1}: {a[-1]:,.0f} vs {b[-1]:,.0f} examples/s")
+        lines.append(f"  run {i + 1}: {a[-1]:,.0f} vs {b[-1]:,.0f} examples/s "
+                     f"({a[-1] / b[-1]:.2f}x)")
+    ratios = statistics.median(x / y for x, y in zip(a, b, strict=True))
+    lines.append(f"  median of the per-run ratios: {ratios:.2f}x")
     return statistics.median(a), statistics.median(b), lines
 
 
