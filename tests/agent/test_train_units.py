@@ -173,3 +173,18 @@ def test_schedule_values_are_finite_everywhere(tf: Any) -> None:
         schedule = WarmupDecay(base_rate=0.01, scaled_rate=0.08, warmup_steps=3, total_steps=3,
                                decay=decay)
         assert all(math.isfinite(float(schedule(s))) for s in range(6))
+
+
+def test_status_and_stop_do_not_load_tensorflow() -> None:
+    import json
+    import subprocess
+    import sys
+
+    probe = (
+        "import distagent.commands.status, distagent.commands.stop, distagent.train.loop\n"
+        "import json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True).stdout
+    loaded = {m.split(".")[0] for m in json.loads(out.strip().splitlines()[-1])}
+    assert not {"tensorflow", "keras"} & loaded

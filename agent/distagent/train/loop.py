@@ -122,7 +122,7 @@ class Trainer:
             if self.step_hook is not None:
                 self.step_hook(step)
             if self.train_step.tracing_count() != traces:
-                interval = self._untimed(interval)
+                interval = self._untimed()
             else:
                 interval.steps += n
             boundary_start = time.perf_counter()
@@ -135,7 +135,7 @@ class Trainer:
                 interval.start += time.perf_counter() - boundary_start
         return Outcome(names.STATUS_FINISHED, step)
 
-    def _untimed(self, interval: _Interval) -> _Interval:
+    def _untimed(self) -> _Interval:
         """Restart the timing after a call that compiled: its wait and seconds are not steps'."""
         wait = self.state.read(self.state.interval)["wait_seconds"]
         return _Interval(steps=0, wait_offset=wait)
