@@ -154,11 +154,11 @@ def distmon_command(logdir: Path) -> str:
     return f"{sys.executable} -m distmon --no-gpu {logdir}"
 
 
-def first_screen(logdir: Path, jobs: int) -> dict[str, float | None]:
+def first_screen(logdir: Path, jobs: int, timeout: float) -> dict[str, float | None]:
     term = Terminal(distmon_command(logdir))
     try:
-        drawn = term.wait_for(lambda s: "╭─ runs" in s and "alerts" in s)
-        listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s)
+        drawn = term.wait_for(lambda s: "╭─ runs" in s and "alerts" in s, timeout)
+        listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, timeout)
         return {"first_screen_s": drawn, "all_listed_s": listed}
     finally:
         term.close()
@@ -307,6 +307,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", type=float, default=60.0, help="seconds of watching")
     parser.add_argument("--tb-timeout", type=float, default=300.0)
+    parser.add_argument("--only", choices=("first", "watch"), help="run one part")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux not installed: the dashboard bench needs a terminal; skipped")
@@ -315,7 +316,17 @@ def main() -> int:
     logdir = ensure_logdir(args.runs, args.points)
     jobs = args.runs // 2  # train/validation pairs
 
-    ours = [first_screen(logdir, jobs) for _ in range(args.repeats)]
+    if args.only != "watch":
+        first_part(args, logdir, jobs, has_tb)
+    if args.only != "first":
+        watch_part(args, has_tb)
+    return 0
+
+
+def first_part(args: argparse.Namespace, logdir: Path, jobs: int, has_tb: bool) -> None:
+    ours = [first_screen(logdir, jobs, args.tb_timeout) for _ in range(args.repeats)]
+    for i, one in enumerate(ours):
+        print(f"  distmon run {i + 1}: {one}", flush=True)
     drawn = median([r["first_screen_s"] for r in ours])
     listed = median([r["all_listed_s"] for r in ours])
     print(f"== first screen, {args.runs} runs / {args.points:,} points (median of {args.repeats})")
@@ -327,6 +338,8 @@ def main() -> int:
             f"{fmt(tb['all_listed_s'])}   (ratio, listed: {ratio(listed, tb['all_listed_s'])})"
         )
 
+
+def watch_part(args: argparse.Namespace, has_tb: bool) -> None:
     print(f"== watching 8 runs x 10 points/s for {args.watch:.0f} s")
     cpu = {}
     for size in ((80, 24), (160, 48)):
@@ -344,7 +357,6 @@ def main() -> int:
             f"{tbw['peak_rss_mib']:.0f} MiB   (CPU ratio at 80x24: "
             f"{ratio(cpu[(80, 24)], tbw['cpu_percent'])})"
         )
-    return 0
 
 
 def _importable(module: str) -> bool:
