@@ -12,6 +12,7 @@ import time
 from typing import Any, TextIO
 
 from distcore.snapshot import build_snapshot
+from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
 
@@ -97,6 +98,19 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
             )
         for problem in run["problems"]:
             out.write(f"  problem: {problem}\n")
+    out.write("\n")
+    render_gpus_text(doc, out)
+    _render_alerts(doc["alerts"], out)
+
+
+_SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
+
+
+def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
+    out.write(f"\nAlerts: {len(alerts) or 'none'}\n")
+    for alert in alerts:
+        mark = _SEVERITY_MARKS.get(alert["severity"], "?")
+        out.write(f"  {mark} {alert['severity']:<8} {alert['run']}: {alert['message']}\n")
 
 
 def run_once(options: Options, out: TextIO | None = None) -> int:
