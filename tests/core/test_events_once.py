@@ -81,12 +81,18 @@ def test_render_text_lists_problems_and_hparams() -> None:
             "scalars": {"a": {"last_step": 1, "last_value": "nan", "last_wall_time": 1.0,
                               "count": 2, "min": 0.25, "max": 3.0}},
         }],
+        "gpus": {"available": False, "reason": "NVML library not found", "devices": []},
+        "host": None,
+        "alerts": [{"kind": "loss_nan", "severity": "critical", "run": "r",
+                    "message": "loss is NaN at step 1", "since": 1.0}],
     }
     out = io.StringIO()
     render_text(doc, out)
     text = out.getvalue()
     assert "r  [gone, 0 files]" in text and "lr = 0.1" in text
     assert "bad data CRC x2" in text and "nan" in text and "n=2" in text
+    assert "NVML library not found" in text
+    assert "critical r: loss is NaN at step 1" in text
 
 
 def test_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
