@@ -99,3 +99,17 @@ def test_unstarted_recorder_writes_nothing_and_closes_cleanly(tmp_path: Path) ->
     recorder = SystemRecorder(tmp_path)  # never started: no tensorflow needed
     recorder.close()
     assert not (tmp_path / names.SYSTEM_DIR).exists()
+
+
+def test_resumed_recorder_continues_from_the_origin(tf: Any, tmp_path: Path) -> None:
+    """A resumed job passes its first start as origin: steps go on from there, not from 0."""
+    source = Recorded()  # snapshot k is stamped t = k
+    recorder = SystemRecorder(tmp_path, interval=0.05, source=source, origin=-100.0)
+    recorder.start()
+    deadline = time.monotonic() + 20.0
+    while recorder.written < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recorder.close()
+    steps = [step for step, _ in read_scalars(tmp_path / names.SYSTEM_DIR)[names.HOST_CPU_PERCENT]]
+    assert steps[:2] == [100, 101]
+    source.close()

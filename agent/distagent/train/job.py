@@ -101,8 +101,11 @@ def _system_recorder(run_dir: Path, setup: StrategySetup) -> Iterator[None]:
     from distcore.telemetry.record import SystemRecorder
 
     subdir = names.SYSTEM_DIR if setup.workers <= 1 else names.worker_system_dir(setup.task_index)
+    # A resumed run keeps counting from its first start, so earlier samples are not superseded.
+    origin = (read_run_json(run_dir) or {}).get("first_start_time")
     recorder = SystemRecorder(
-        run_dir, interval=SYSTEM_INTERVAL_SECONDS, subdir=subdir, pids=[os.getpid()]
+        run_dir, interval=SYSTEM_INTERVAL_SECONDS, subdir=subdir, pids=[os.getpid()],
+        origin=origin if isinstance(origin, int | float) else None,
     )
     recorder.start()
     try:

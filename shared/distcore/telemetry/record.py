@@ -22,7 +22,8 @@ from distcore.telemetry.source import make_source
 class SystemRecorder:
     """Samples every `interval` seconds and writes to `<run_dir>/<subdir>` (default `system`;
     multi-worker jobs pass `names.worker_system_dir(i)`). Without `source` it samples this
-    host's GPUs through NVML plus the host and `pids`, and closes that source itself."""
+    host's GPUs through NVML plus the host and `pids`, and closes that source itself. Steps
+    are whole seconds since `origin` (default: the first sample)."""
 
     def __init__(
         self,
@@ -32,6 +33,7 @@ class SystemRecorder:
         subdir: str = names.SYSTEM_DIR,
         source: Source | None = None,
         pids: Sequence[int] = (),
+        origin: float | None = None,
     ) -> None:
         self.log_dir = Path(run_dir) / subdir
         self._interval = interval
@@ -40,7 +42,10 @@ class SystemRecorder:
         self._sampler: TelemetrySampler | None = None
         self._writer: Any = None
         self._tf: Any = None
-        self._start: float | None = None
+        # Steps count seconds from `origin` (a wall time): a resumed job passes its first start,
+        # so its samples continue the earlier session's instead of restarting at step 0, which
+        # the readers' restart rule would take as a restart and drop the earlier points for.
+        self._start: float | None = origin
         self._last_step = -1
         self.written = 0  # samples written, for tests and the agent's log
 
