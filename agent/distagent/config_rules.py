@@ -74,6 +74,7 @@ RULES: tuple[Rule, ...] = (
     Rule("train.epochs", _positive, "an integer > 0"),
     Rule("train.steps_per_epoch", _at_least(0), "an integer >= 0 (0 = one pass over the data)"),
     Rule("train.log_every_steps", _positive, "an integer > 0"),
+    Rule("train.steps_per_execution", _positive, "an integer > 0"),
     Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
 )

@@ -155,6 +155,9 @@ class TrainConfig:
     """mixed_float16 compute with float32 variables."""
     jit_compile: bool = False
     """Compile the train step with XLA."""
+    steps_per_execution: int = 1
+    """Steps per compiled call (an inner loop, like Keras' steps_per_execution): fewer Python
+    round trips for tiny steps; logging and checkpoint boundaries are never crossed."""
     stop_on_nan: bool = True
     """NaN or infinite loss stops the run with status `diverged`."""
 

@@ -162,13 +162,14 @@ def run_job(
     cluster: Any = None,
     progress: Progress | None = None,
     stop: StopRequest | None = None,
-    steps_per_call: int = 1,
+    steps_per_call: int | None = None,
     make_step_hook: Callable[[Checkpointer], StepHook] | None = None,
 ) -> str:
     """Train `cfg` into `run_dir` (default <logdir>/<run.name>); returns the final status.
 
     `stop`: request() it (from any thread) to stop at the next step boundary with a checkpoint.
-    `steps_per_call`: steps per compiled call (an inner loop; boundaries are never crossed).
+    `steps_per_call`: steps per compiled call (default `train.steps_per_execution`; an inner
+    loop whose calls never cross a logging or checkpoint boundary).
     `make_step_hook(checkpointer)`: returns a function called with the global step after every
     compiled call, on every worker (e.g. TensorFlow's PreemptionCheckpointHandler, built on
     `checkpointer.manager`, saving when any worker was told to stop).
@@ -187,8 +188,8 @@ def run_job(
     keras.utils.set_random_seed(cfg.run.seed)
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup), \
             stop or StopRequest() as stop_request:
-        job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request, steps_per_call,
-                   make_step_hook)
+        job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
+                   steps_per_call or cfg.train.steps_per_execution, make_step_hook)
         return _train(job)
 
 
