@@ -14,6 +14,7 @@ Targets: first screen < 1 s; < 5% of one core while watching; memory flat.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -111,11 +112,15 @@ def ensure_logdir(runs: int, points: int) -> Path:
 # ---- distmon in a terminal ----
 
 
+_SOCKETS = itertools.count()
+
+
 class Terminal:
     """A tmux server of our own, one window running `command`."""
 
     def __init__(self, command: str, size: tuple[int, int] = (160, 48)) -> None:
-        self.base = ["tmux", "-L", f"distmon-bench-{os.getpid()}"]
+        # A socket of its own each time: a server still exiting must not swallow the next one.
+        self.base = ["tmux", "-L", f"distmon-bench-{os.getpid()}-{next(_SOCKETS)}"]
         self.began = time.perf_counter()
         self._tmux(
             "new-session",
