@@ -5,7 +5,7 @@ pipeline with expensive preprocessing, and distmon flags it. The jobs run as `di
 subprocesses (this module never imports TensorFlow), each in its own session so that a Ctrl-C
 meant for the dashboard does not reach them; quitting distmon stops them (SIGTERM: they save a
 checkpoint and exit). Where standard output is not a terminal, the jobs run to their end and
-`distmon --once` is printed instead, with the alerts.
+`distmon --once` is printed instead.
 """
 
 from __future__ import annotations
@@ -87,16 +87,11 @@ def wait_jobs(jobs: Sequence[subprocess.Popen[bytes]], logdir: Path) -> None:
 
 
 def print_once(logdir: Path) -> int:
-    """What `distmon --once` prints, then the alerts it computed."""
-    from distmon.once import collect, render_text
+    """Exactly what `distmon --once` prints (runs, GPUs, host and alerts)."""
+    from distmon.once import run_once
     from distmon.options import Options
 
-    doc = collect(Options(logdirs=(logdir,)))
-    render_text(doc, sys.stdout)
-    print(f"\n{len(doc['alerts'])} alerts")
-    for alert in doc["alerts"]:
-        print(f"  {alert['severity']:<8} {alert['run'] or '-'}: {alert['message']}")
-    return 0
+    return run_once(Options(logdirs=(logdir,)))
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:
