@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,26 @@ def test_children_do_not_inherit_a_cluster() -> None:
     env = environ_without_cluster({"TF_CONFIG": "{}", "SLURM_PROCID": "1",
                                    "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_ID": "7", "HOME": "/h"})
     assert env == {"SLURM_JOB_ID": "7", "HOME": "/h"}
+
+
+def test_join_watchdog_names_the_worker_that_never_came(capsys: pytest.CaptureFixture[str]) -> None:
+    from distagent.cluster.strategy import JoinWatchdog
+
+    closed = free_ports(1)[0]
+    exits: list[int] = []
+    with _listening() as me:
+        layout = _layout_with_peer(closed, me.getsockname()[1])
+        with JoinWatchdog(layout, 0.2, exit_process=exits.append, hard_exit=False):
+            time.sleep(2.0)  # the strategy would be waiting here
+    assert exits == [1]
+    err = capsys.readouterr().err
+    assert f"worker 1 (worker:1 at 127.0.0.1:{closed}) did not join within 0.2 s" in err
+
+
+def test_join_watchdog_stays_quiet_when_the_cluster_forms() -> None:
+    from distagent.cluster.strategy import JoinWatchdog
+
+    exits: list[int] = []
+    with JoinWatchdog(layout_from_workers(TWO, 0), 30.0, exit_process=exits.append):
+        pass  # the real faulthandler timer is armed, then cancelled: the test process lives on
+    assert exits == []

@@ -85,7 +85,7 @@ def explain_startup_failure(err: BaseException, layout: ClusterLayout,
     if missing:
         return WorkerLostError(
             f"{layout.me.describe()}: {', '.join(t.describe() for t in missing)} did not join "
-            f"within {timeout_seconds:g} s ([cluster] timeout_seconds): {first_line(str(err))}"
+            f"within {timeout_seconds:g} s: {first_line(str(err))}"
         )
     return explain(err, layout) or WorkerLostError(
         f"{layout.me.describe()}: could not join the cluster: {first_line(str(err))}"

@@ -13,8 +13,12 @@ Two timeouts, both `[cluster] timeout_seconds`:
 
 from __future__ import annotations
 
+import faulthandler
 import os
-from collections.abc import Mapping, MutableMapping
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +101,61 @@ def _configure_coordination(layout: ClusterLayout, timeout_seconds: float) -> No
     )
 
 
+JOIN_MIN_SECONDS = 120.0
+"""Workers start at different times (image pulls, queues, TensorFlow's import): give them this
+long at least to join, even when the timeout for a lost peer is shorter."""
+
+
+class JoinWatchdog:
+    """Ends the process, naming the missing workers, when joining the cluster takes too long.
+
+    Creating the strategy waits inside TensorFlow until every worker has connected, and in
+    TensorFlow 2.21 that wait has no deadline (the coordination service's register timeout did
+    not end it in our runs); the call cannot be interrupted from Python, so after the timeout
+    this thread prints one line naming the missing workers and exits with code 1 (or, when the
+    wait holds the GIL, faulthandler's timer exits with code 1 after the line printed on entry).
+    Nothing has been written yet then.
+    """
+
+    def __init__(self, layout: ClusterLayout, timeout_seconds: float,
+                 exit_process: Callable[[int], Any] = os._exit, hard_exit: bool = True) -> None:
+        self.layout = layout
+        self.timeout_seconds = timeout_seconds
+        self._exit = exit_process
+        self._hard_exit = hard_exit  # False in tests: faulthandler would end the test process
+        self._joined = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="distagent-cluster-join",
+                                        daemon=True)
+
+    def _watch(self) -> None:
+        if self._joined.wait(self.timeout_seconds):
+            return
+        error = explain_startup_failure(
+            TimeoutError("the cluster did not form"), self.layout, self.timeout_seconds
+        )
+        print(f"distagent: {error}", file=sys.stderr, flush=True)
+        self._exit(error.exit_code)
+
+    def __enter__(self) -> JoinWatchdog:
+        print(f"distagent: {self.layout.me.describe()}: joining {self.layout.num_workers} "
+              f"workers (gives up after {self.timeout_seconds:g} s)", file=sys.stderr, flush=True)
+        # The wait can hold the GIL, and then this thread never runs: faulthandler's timer is
+        # a C thread that exits (code 1) regardless; its traceback goes to a scratch file.
+        self._sink = tempfile.TemporaryFile()
+        if self._hard_exit:
+            faulthandler.dump_traceback_later(self.timeout_seconds + 1.0, exit=True,
+                                              file=self._sink)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._hard_exit:
+            faulthandler.cancel_dump_traceback_later()
+        self._sink.close()
+        self._joined.set()
+        self._thread.join()
+
+
 def create_cluster_setup(
     layout: ClusterLayout,
     *,
@@ -110,10 +169,11 @@ def create_cluster_setup(
 
     _configure_coordination(layout, timeout_seconds)
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_seconds)
-    try:
-        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    except (tf.errors.OpError, RuntimeError) as err:
-        raise explain_startup_failure(err, layout, timeout_seconds) from None
+    with JoinWatchdog(layout, max(timeout_seconds, JOIN_MIN_SECONDS)):
+        try:
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        except (tf.errors.OpError, RuntimeError) as err:
+            raise explain_startup_failure(err, layout, timeout_seconds) from None
     return ClusterSetup(
         strategy=strategy,
         task_type=layout.task_type,

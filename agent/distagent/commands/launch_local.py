@@ -1,7 +1,8 @@
 """`distagent launch-local CONFIG --workers N`: a multi-worker job as N processes on this machine.
 
 Each worker is `distagent start CONFIG --task-index I` with `[cluster] workers` set to N free
-ports on 127.0.0.1 (loopback only: TensorFlow's worker ports carry no authentication). Their
+ports on 127.0.0.1: the workers talk over loopback. (TensorFlow itself listens on all interfaces
+whatever the address; its ports carry no authentication: see docs/across_machines.md.) Their
 output comes through here, each line prefixed with the worker's index; SIGINT and SIGTERM are
 passed on to every worker (each checkpoints and stops). The exit code is 0 when every worker
 exits 0; otherwise 1, with one line per failed worker naming it.
