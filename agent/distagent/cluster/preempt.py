@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -44,12 +46,16 @@ class Preemption:
             checkpointer.last_saved_step = step  # the handler saved this step: not twice
             if not setup.is_chief:  # only the chief's checkpoint is kept
                 shutil.rmtree(Path(checkpointer.manager.directory), ignore_errors=True)
-            self._stop.request("SIGTERM")
+            self._stop.request("SIGTERM or SIGINT on a worker")
 
         config = tf.distribute.experimental.TerminationConfig(exit_fn=stop_here)
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             setup.strategy.cluster_resolver, checkpointer.manager, termination_config=config
         )
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C as well: a worker stopping alone would leave the others blocked. (The
+            # StopRequest restores the previous SIGINT handler when the job ends.)
+            signal.signal(signal.SIGINT, self._handler._sigterm_handler_fn)
 
         def hook(step: int) -> None:
             saved_at.append(step)
