@@ -9,21 +9,23 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore.snapshot import build_snapshot
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
+if TYPE_CHECKING:
+    from distcore.events.model import RunSnapshot
 
-def _runs(options: Options) -> list[dict[str, Any]]:
-    """Every run under the logdirs, as JSON-ready dicts (reader issue)."""
+
+def _runs(options: Options) -> tuple[RunSnapshot, ...]:
+    """Every run under the logdirs (reader issue)."""
     # Imported here so that the dashboard's own start-up does not pay for the protos.
     from distcore.events import load_once
-    from distcore.events.jsonify import run_to_json
 
-    runs = load_once(options.logdirs, poll=options.poll, max_points=options.max_points)
-    return [run_to_json(run) for run in runs]
+    return load_once(options.logdirs, poll=options.poll, max_points=options.max_points)
 
 
 def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -38,25 +40,23 @@ def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]
         source.close()
 
 
-def _alerts(runs: list[dict[str, Any]], gpus: dict[str, Any]) -> list[dict[str, Any]]:
-    """Alerts computed from the runs and GPUs (dashboard issue).
+def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str, Any]]:
+    """Alerts computed from the runs' kept points and the GPUs (dashboard issue).
 
-    The JSON carries each series' last point only, so the rules that need a curve (loss rising,
-    stalled) see too little to fire here; the dashboard, which holds the points, shows them.
+    The rules see each series' curve (loss rising, points that stopped arriving), not only the
+    last point that the JSON carries.
     """
-    from pathlib import Path
-
-    from distcore.alerts import evaluate, gpu_from_json, run_from_json
+    from distcore.alerts import evaluate, gpu_from_json
     from distmon.widgets.model import read_plan, split_run
 
     agent_status = {}
     for run in runs:
-        _, part = split_run(run["name"])
-        plan = read_plan(Path(run["path"]).parent if part else Path(run["path"]))
+        _, part = split_run(run.name)
+        plan = read_plan(run.path.parent if part else run.path)
         if plan is not None and plan.status:
-            agent_status[run["name"]] = plan.status
+            agent_status[run.name] = plan.status
     found = evaluate(
-        [run_from_json(r) for r in runs],
+        runs,
         [gpu_from_json(g) for g in gpus.get("devices", [])],
         now=time.time(),
         agent_status=agent_status,
@@ -65,12 +65,14 @@ def _alerts(runs: list[dict[str, Any]], gpus: dict[str, Any]) -> list[dict[str, 
 
 
 def collect(options: Options) -> dict[str, Any]:
+    from distcore.events.jsonify import run_to_json
+
     runs = _runs(options)
     gpus, host = _telemetry(options)
     return build_snapshot(
         generated_at=time.time(),
         logdirs=[str(p.resolve()) for p in options.logdirs],
-        runs=runs,
+        runs=[run_to_json(run) for run in runs],
         gpus=gpus,
         host=host,
         alerts=_alerts(runs, gpus),
