@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,10 @@ from typing import Any
 import pytest
 
 CPU_REPLICAS = 4
+# TensorFlow's PreemptionCheckpointHandler asks the GCP metadata server whether it runs on GCP
+# (metadata.google.internal, 5 s timeout). Tests, and the worker processes they start, must send
+# nothing off this machine: point it at a closed loopback port, which refuses at once.
+os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 # Threads that libraries start once per process and keep by design.
 _PERSISTENT_THREAD_PREFIXES = ("asyncio_", "ThreadPoolExecutor", "pydevd", "Dummy-")
 
