@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -59,14 +58,10 @@ def test_named_devices(no_gpu: None, cpu_devices: list[str]) -> None:
         resolve_strategy(StrategyConfig(devices=("CPU:9",)))
 
 
-def test_multi_worker_without_the_cluster_module_is_a_clear_error() -> None:
-    try:
-        cluster = importlib.import_module("distagent.cluster")
-    except ImportError:
-        cluster = None
-    if hasattr(cluster, "resolve_multi_worker"):
-        pytest.skip("distagent.cluster is there: multi-worker is tested with it")
-    with pytest.raises(DistmonError, match="multi_worker"):
+def test_multi_worker_without_a_cluster_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("TF_CONFIG", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_JOB_ID"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(DistmonError, match="needs a cluster: set TF_CONFIG"):
         resolve_strategy(StrategyConfig(kind="multi_worker"))
 
 
