@@ -41,3 +41,14 @@ def test_a_run_whose_points_stopped_arriving_is_flagged(tmp_path: Path) -> None:
     stalled = [a for a in _alerts(tmp_path) if a["kind"] == "run_stalled"]
     assert [a["run"] for a in stalled] == ["stalled"]
     assert "no new points for" in str(stalled[0]["message"])
+
+
+def test_a_finished_distagent_jobs_system_samples_are_not_stalled(tmp_path: Path) -> None:
+    """system/ and system/worker-<i>/ belong to the job whose run.json says it finished."""
+    job = tmp_path / "job"
+    for run in ("train", "system", "system/worker-1"):
+        _write_loss(job / run, [1.0 / (1 + i) for i in range(40)], time.time() - 160)
+    (job / "run.json").write_text(json.dumps({"status": "finished"}))
+    _write_loss(tmp_path / "other", [1.0 / (1 + i) for i in range(40)], time.time() - 160)
+    stalled = {a["run"] for a in _alerts(tmp_path) if a["kind"] == "run_stalled"}
+    assert stalled == {"other"}

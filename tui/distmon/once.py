@@ -10,8 +10,10 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from distcore import names
 from distcore.snapshot import build_snapshot
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
@@ -47,12 +49,11 @@ def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str,
     last point that the JSON carries.
     """
     from distcore.alerts import evaluate, gpu_from_json
-    from distmon.widgets.model import read_plan, split_run
+    from distmon.widgets.model import read_plan
 
     agent_status = {}
     for run in runs:
-        _, part = split_run(run.name)
-        plan = read_plan(run.path.parent if part else run.path)
+        plan = read_plan(_job_dir(run))
         if plan is not None and plan.status:
             agent_status[run.name] = plan.status
     found = evaluate(
@@ -62,6 +63,16 @@ def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str,
         agent_status=agent_status,
     )
     return [a.to_json() for a in found]
+
+
+def _job_dir(run: RunSnapshot) -> Path:
+    """Where a distagent job's run.json would be: above train/, validation/, system/ and
+    system/worker-<i>/; a lone run's own folder otherwise."""
+    from distmon.widgets.model import is_system_run, split_run
+
+    if is_system_run(run.name):
+        return run.path.parent if run.path.name == names.SYSTEM_DIR else run.path.parent.parent
+    return run.path.parent if split_run(run.name)[1] else run.path
 
 
 def collect(options: Options) -> dict[str, Any]:
