@@ -97,7 +97,10 @@ def keras_fit_rate(cfg: Any) -> float:
                            warmup_steps=plan.warmup_steps, total_steps=plan.total_steps)
     keras.utils.set_random_seed(cfg.run.seed)
     with setup.strategy.scope():
-        model = build_model(cfg.model.name, data.input_shape, data.num_classes)
+        model = build_model(
+            cfg.model.name, data.input_shape, data.num_classes,
+            hidden_units=cfg.model.hidden_units,
+        )
         model.compile(
             optimizer=make_optimizer(cfg.optimizer.name, schedule),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

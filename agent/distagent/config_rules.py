@@ -58,6 +58,8 @@ RULES: tuple[Rule, ...] = (
     Rule("data.synthetic.num_classes", _at_least(2), "an integer >= 2"),
     Rule("data.synthetic.input_shape", lambda v: bool(v) and all(d > 0 for d in v),
          "a non-empty list of positive integers"),
+    Rule("model.hidden_units", lambda v: bool(v) and all(d > 0 for d in v),
+         "a non-empty list of positive integers"),
     Rule("data.synthetic.preprocess_cost_ms", _at_least(0), "a number >= 0"),
     Rule("data.synthetic.read_latency_ms", _at_least(0), "a number >= 0"),
     Rule("data.autotune_ram_budget_mib", _at_least(0), "an integer >= 0 (0 = TF's default)"),

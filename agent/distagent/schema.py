@@ -123,6 +123,8 @@ class DataConfig:
 class ModelConfig:
     name: str = "mlp"
     """A builtin ("mlp", "cnn", "resnet_small") or "pkg.module:function" returning a Keras model."""
+    hidden_units: tuple[int, ...] = (128, 64)
+    """Widths of the `mlp` builtin's hidden layers (wider: more compute per example)."""
 
 
 @dataclass(frozen=True)

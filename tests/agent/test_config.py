@@ -70,6 +70,9 @@ def test_values_are_typed_by_the_schema() -> None:
          'sample.toml: data.tfrecord.features: expected a table of strings, got ["a"]'),
         ({"data": {"per_replica_batch_size": 0}},
          "sample.toml: data.per_replica_batch_size: expected an integer > 0, got 0"),
+        ({"model": {"hidden_units": [64, 0]}},
+         "sample.toml: model.hidden_units: expected a non-empty list of positive integers, "
+         "got [64, 0]"),
         ({"train": {"steps_per_execution": 0}},
          "sample.toml: train.steps_per_execution: expected an integer > 0, got 0"),
         ({"data": {"validation_fraction": 1.0}},

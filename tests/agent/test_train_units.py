@@ -150,6 +150,18 @@ def test_builtin_models_output_logits(tf: Any, name: str) -> None:
     assert logits.dtype == tf.float32
 
 
+@pytest.mark.parametrize(
+    ("hidden_units", "widths"), [(None, [128, 64, 3]), ((512, 256), [512, 256, 3]), ((7,), [7, 3])]
+)
+def test_mlp_hidden_units(
+    tf: Any, hidden_units: tuple[int, ...] | None, widths: list[int]
+) -> None:
+    from distagent.models import build_model
+
+    model = build_model("mlp", (4,), 3, hidden_units=hidden_units)
+    assert [layer.units for layer in model.layers if hasattr(layer, "units")] == widths
+
+
 def test_user_model_by_import_path(tf: Any) -> None:
     from distagent.models import build_model
 

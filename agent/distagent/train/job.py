@@ -202,7 +202,10 @@ def _train(job: _Job) -> str:
         warmup_steps=plan.warmup_steps, total_steps=plan.total_steps, decay=cfg.optimizer.decay,
     )
     with strategy.scope():
-        model = build_model(cfg.model.name, data.input_shape, data.num_classes)
+        model = build_model(
+            cfg.model.name, data.input_shape, data.num_classes,
+            hidden_units=cfg.model.hidden_units,
+        )
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
