@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import cast
@@ -82,6 +83,9 @@ def _resolve(spec: str) -> Handler:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # TensorFlow's C++ INFO and WARNING lines (CPU features, CUDA probing) drown the agent's own
+    # output; errors still show. A user who wants them sets TF_CPP_MIN_LOG_LEVEL=0.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         return _resolve(args.handler)(args)
     except DistmonError as err:
