@@ -4,48 +4,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distcore import alerts, names
 from distcore.alerts import Alert, evaluate, keep_since
-from distcore.events.model import RunSnapshot, Series
+from distcore.events.model import Series
 from distcore.snapshot import json_float
+from tests.tui import fixed
 
 NOW = 10_000.0
 
 
 def series(tag: str, values: Sequence[float], *, interval: float = 1.0, end: float = NOW) -> Series:
-    n = len(values)
-    walls = tuple(end - interval * (n - 1 - i) for i in range(n))
-    finite = [v for v in values if math.isfinite(v)] or [math.nan]
-    return Series(
-        tag=tag,
-        steps=tuple(range(n)),
-        values=tuple(values),
-        wall_times=walls,
-        last_step=n - 1,
-        last_value=values[-1],
-        last_wall_time=walls[-1],
-        count=n,
-        min=min(finite),
-        max=max(finite),
-    )
+    """One point a step, every `interval` seconds, the newest at `end`."""
+    return fixed.series(tag, values, end=end, every=interval, step_every=1)
 
 
-def run(name: str, *many: Series, status: str = "live") -> RunSnapshot:
-    return RunSnapshot(
-        name=name,
-        path=Path("/logs") / name,
-        status=status,  # type: ignore[arg-type]
-        files=1,
-        problems=(),
-        hparams={},
-        scalars={s.tag: s for s in many},
-        last_update=max((s.last_wall_time for s in many), default=None),
-    )
+run = fixed.run
 
 
 class Gpu:
