@@ -11,7 +11,7 @@ Each measurement is examples/s from the end of the first `log_every` steps (comp
 the last step, with no validation and no checkpoints in between; the median of `--runs` runs,
 alternating the two sides. Everything runs in this one process.
 
-    .venv/bin/python bench/train.py [--runs 3] [--steps 160]
+    .venv/bin/python bench/train.py [--runs 3] [--steps 600]
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def _median_pair(runs: int, first: Any, second: Any) -> tuple[float, float, list
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=160)
+    parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--cost-ms", type=float, default=0.15,
                         help="preprocessing per example for part 2 (about a step's cost)")
     args = parser.parse_args()
