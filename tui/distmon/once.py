@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from distcore import names
 from distcore.snapshot import build_snapshot
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
+    from distmon.widgets.model import Plan
 
 
 def _runs(options: Options) -> tuple[RunSnapshot, ...]:
@@ -49,11 +49,15 @@ def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str,
     last point that the JSON carries.
     """
     from distcore.alerts import evaluate, gpu_from_json
-    from distmon.widgets.model import read_plan
+    from distmon.widgets.model import job_dir_of, read_plan
 
+    plans: dict[Path, Plan | None] = {}  # train/, validation/ and system/ share one run.json
     agent_status = {}
     for run in runs:
-        plan = read_plan(_job_dir(run))
+        job_dir = job_dir_of(run)
+        if job_dir not in plans:
+            plans[job_dir] = read_plan(job_dir)
+        plan = plans[job_dir]
         if plan is not None and plan.status:
             agent_status[run.name] = plan.status
     found = evaluate(
@@ -63,16 +67,6 @@ def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str,
         agent_status=agent_status,
     )
     return [a.to_json() for a in found]
-
-
-def _job_dir(run: RunSnapshot) -> Path:
-    """Where a distagent job's run.json would be: above train/, validation/, system/ and
-    system/worker-<i>/; a lone run's own folder otherwise."""
-    from distmon.widgets.model import is_system_run, split_run
-
-    if is_system_run(run.name):
-        return run.path.parent if run.path.name == names.SYSTEM_DIR else run.path.parent.parent
-    return run.path.parent if split_run(run.name)[1] else run.path
 
 
 def collect(options: Options) -> dict[str, Any]:

@@ -42,7 +42,7 @@ class Job:
 
     @property
     def job_dir(self) -> Path:
-        return self.main.path.parent if self.main.name != self.name else self.main.path
+        return job_dir_of(self.main)
 
 
 def split_run(name: str) -> tuple[str, str]:
@@ -56,6 +56,14 @@ def split_run(name: str) -> tuple[str, str]:
 def is_system_run(name: str) -> bool:
     parts = name.split("/")
     return names.SYSTEM_DIR in parts[-2:]
+
+
+def job_dir_of(run: RunSnapshot) -> Path:
+    """Where a distagent job's run.json would be: above train/, validation/, system/ and
+    system/worker-<i>/; a lone run's own folder otherwise."""
+    if is_system_run(run.name):
+        return run.path.parent if run.path.name == names.SYSTEM_DIR else run.path.parent.parent
+    return run.path.parent if split_run(run.name)[1] else run.path
 
 
 def group_jobs(runs: Iterable[RunSnapshot]) -> tuple[Job, ...]:
