@@ -52,6 +52,24 @@ def read_new(state: FileState, plugins: dict[str, str], emit: Callable[[Batch], 
     return True
 
 
+def decode_chunk(
+    data: bytes | bytearray, base_offset: int, plugins: dict[str, str]
+) -> tuple[Batch | None, int]:
+    """Decode the complete records at the start of `data`, the bytes of an event file from
+    `base_offset` (a record boundary) on: any byte source (a local file, SSH, an object store)
+    feeds the same framing and decoding. Returns the batch (None when no record is complete yet)
+    and how many bytes it consumed; problem offsets are made absolute with `base_offset`."""
+    raw = bytearray(len(data) + PADDING)
+    raw[: len(data)] = data
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    frames = frame(raw, buf, len(data))
+    if frames.end == 0:
+        return None, 0
+    batch = decode_frames(raw, buf, frames, plugins)
+    batch.problems = [(kind, off + base_offset) for kind, off in batch.problems]
+    return batch, frames.end
+
+
 def _chunk_size(size: int, offset: int) -> int:
     return min(CHUNK, max(HEADER + FOOTER, size - offset))
 

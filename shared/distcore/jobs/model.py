@@ -1,0 +1,106 @@
+"""What the job index hands out: immutable snapshots of jobs, hosts, alerts and producer errors.
+
+The dashboard and `distmon --once` both render a `JobsSnapshot`; neither assembles jobs, hosts or
+alerts itself. Every value here is frozen and holds only plain data (no open files, no threads),
+so a snapshot can cross threads freely. `None` means unknown, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
+    from distcore.alerts import Alert
+    from distcore.events.model import RunSnapshot
+    from distcore.telemetry.model import GpuDevice
+
+# The agent's statuses (run.json) where a job has one; otherwise the files' own.
+JobStatus = Literal["running", "finished", "failed", "diverged", "stopped", "live", "idle", "gone"]
+# Where a host's figures come from: this machine's NVML/psutil sampler, a `system/` sub-run in a
+# watched logdir, or a remote host's `nvidia-smi` over SSH.
+HostSourceKind = Literal["local", "logdir", "ssh"]
+
+
+@dataclass(frozen=True)
+class Host:
+    """One machine (or one worker of a job) with its latest GPU and host figures."""
+
+    key: str  # unique within a snapshot: "local", "logdir:<job>/system/worker-1", "ssh:gpu1"
+    name: str  # as shown: the host name where known, else the key's readable part
+    source: HostSourceKind
+    worker: int | None = None  # a multi-worker job's task index
+    job: str | None = None  # the job whose system/ run it came from (source "logdir")
+    sampled_at: float | None = None  # wall time of the latest sample; age = now - sampled_at
+    gpus: tuple[GpuDevice, ...] = ()
+    gpu_reason: str | None = None  # why there are no GPUs / what is partly wrong
+    simulated: bool = False
+    cpu_percent: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    error: str | None = None  # e.g. "host unreachable since 12:03:04 (Connection refused)"
+
+
+class HostSource(Protocol):
+    """A producer of hosts other than the local sampler (e.g. a remote nvidia-smi over SSH).
+    Plain class with start()/close(); `hosts()` is cheap and thread-safe."""
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def hosts(self) -> tuple[Host, ...]: ...
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """What distagent's run.json says about a job (every field optional: it is untrusted)."""
+
+    status: str | None = None
+    replicas: int | None = None
+    global_batch_size: int | None = None
+    learning_rate: str | None = None  # provenance line, e.g. "0.01 @ batch 32 × 4 replicas ..."
+    last_step: int | None = None
+    error: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProducerError:
+    """A producer thread (reader, watcher, sampler, remote reader, the index itself) failed.
+    Shown where it belongs; the rest keeps working."""
+
+    producer: str  # "watcher", "telemetry", "ssh:gpu1", "jobs", ...
+    message: str  # one line
+    since: float
+
+
+@dataclass(frozen=True)
+class Job:
+    """One row of the dashboard: a job and its parts.
+
+    parts: "" (a lone run), "train", "validation", "system", "system/worker-<i>" -> the reader's
+    run snapshot. `version` changes whenever any input of the job changed (used to keep alerts).
+    """
+
+    name: str
+    directory: Path | None
+    parts: Mapping[str, RunSnapshot]
+    status: JobStatus
+    agent: AgentRecord | None
+    hosts: tuple[Host, ...]
+    alerts: tuple[Alert, ...]
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class JobsSnapshot:
+    """Everything both front ends show, at one instant."""
+
+    generated_at: float
+    logdirs: tuple[str, ...]
+    jobs: tuple[Job, ...]
+    hosts: tuple[Host, ...]  # the local host first, then every other host/worker seen
+    alerts: tuple[Alert, ...]  # every alert, most severe first
+    errors: tuple[ProducerError, ...] = ()
+    problems: tuple[str, ...] = ()  # logdir-level problems (an unreadable directory, ...)
