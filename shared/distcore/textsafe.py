@@ -1,0 +1,64 @@
+"""Strings from outside (tags, run names, hparams, run.json fields, error text) made safe to show.
+
+Names are read from event files with `errors="surrogateescape"`, so bytes that are not UTF-8 stay
+distinct (two tags differing only in such bytes stay two tags) and round-trip exactly. On the way
+out they take one documented, deterministic form everywhere, terminal and JSON alike: each
+undecodable byte is written `\\xNN` (two lowercase hex digits), as Python's "backslashreplace".
+
+For a terminal, control characters (C0, DEL, C1 — which carry ANSI/OSC escape sequences —,
+line and paragraph separators and the bidirectional overrides) are escaped too, and long text is
+elided to fit. JSON needs only the byte form: the encoder escapes control characters itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+ELLIPSIS: Final = "…"
+# Control characters a terminal would act on, plus the invisible bidi controls ("Trojan Source").
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+_NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: an undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def json_text(text: str) -> str:
+    """The JSON form of an outside string: undecodable bytes as `\\xNN`; nothing else changes."""
+    if text.isascii():
+        return text
+    return re.sub("[\udc80-\udcff]", _escape, text)
+
+
+def elide(text: str, limit: int) -> str:
+    """At most `limit` characters: the start and the end kept, an ellipsis between."""
+    if limit <= 0:
+        return ""
+    if len(text) <= limit:
+        return text
+    if limit == 1:
+        return ELLIPSIS
+    head = (limit - 1) * 2 // 3
+    tail = limit - 1 - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def terminal_text(text: object, limit: int | None = None) -> str:
+    """`text` (any value; str() of non-strings) safe to print: every control character and
+    undecodable byte escaped, then elided to `limit` characters when given."""
+    out = text if isinstance(text, str) else str(text)
+    if not out.isprintable() or not out.isascii():
+        out = _UNSAFE.sub(_escape, out)
+    return out if limit is None else elide(out, limit)
