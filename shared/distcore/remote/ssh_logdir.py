@@ -1,0 +1,237 @@
+"""Logdirs on another machine, read over the host's shared SSH connection.
+
+Nothing is installed there: a refresh is one `find` (GNU findutils: device, inode, size, mtime
+and path of every event file, NUL-separated) and, only for files that grew, one `sh` script
+that sends each file's bytes from the last offset (`tail -c +N | head -c M`, which seeks), each
+framed by a header and checked by a second `stat` after it. Only appended bytes travel.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from distcore.events.store import RunStore
+from distcore.jobs.model import ProducerError
+from distcore.remote.spec import SshSpec
+from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
+from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
+from distcore.textsafe import terminal_text
+
+MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
+NO_DIR: Final = 3
+DENIED: Final = 4
+
+LIST_SCRIPT: Final = r"""
+if ! cd -- "$1" 2>/dev/null; then
+  if [ -d "$1" ]; then exit 4; fi
+  exit 3
+fi
+find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
+exit 0
+"""
+
+# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
+READ_SCRIPT: Final = r"""
+cd -- "$1" || exit 3
+shift
+while [ $# -ge 4 ]; do
+  f=$1; id=$2; off=$3; max=$4; shift 4
+  s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
+  i=${s% *}; z=${s#* }
+  if [ "$i" != "$id" ] || [ "$z" -lt "$off" ]; then off=0; fi
+  n=$((z - off)); if [ "$n" -gt "$max" ]; then n=$max; fi
+  printf '%s %s %s %s\n' "$i" "$z" "$off" "$n"
+  if [ "$n" -gt 0 ]; then
+    { tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; } | head -c "$n"
+  fi
+  s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
+  printf '%s\n' "$s"
+done
+"""
+
+
+@dataclass
+class _Logdir:
+    spec: SshSpec
+    tail: LogdirTail
+    sizes: dict[str, FileMeta]
+    error: str | None = None
+    read_once: bool = False
+
+
+def remote_path(path: str) -> str:
+    """`~/x` and `~` are relative to the home directory, where ssh sessions start."""
+    if path == "~":
+        return "."
+    return path[2:] or "." if path.startswith("~/") else path
+
+
+def parse_listing(data: bytes) -> dict[str, FileMeta]:
+    listing: dict[str, FileMeta] = {}
+    for entry in data.split(b"\0"):
+        parts = entry.split(b" ", 3)
+        if len(parts) != 4:
+            continue
+        ident, size, mtime, rel = parts
+        try:
+            meta = FileMeta(ident.decode(), int(size), float(mtime))
+        except ValueError:
+            continue
+        listing[rel.decode("utf-8", "surrogateescape")] = meta
+    return listing
+
+
+class SshLogdirReader:
+    """Every logdir of one host; one thread, one connection (shared with its GPU source)."""
+
+    def __init__(
+        self,
+        connection: SshConnection,
+        label: str,
+        specs: Sequence[SshSpec],
+        store: RunStore,
+        *,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._conn = connection
+        self._label = label
+        self._store = store
+        self._interval = interval
+        self._clock = clock
+        self._logdirs = [self._logdir(spec, len(specs) > 1) for spec in specs]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.refreshes = 0
+
+    @property
+    def connection(self) -> SshConnection:
+        return self._conn
+
+    def _logdir(self, spec: SshSpec, several: bool) -> _Logdir:
+        base = posixpath.basename(posixpath.normpath(spec.path)) or spec.path
+        prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
+        root_name, path_base = f"{self._label}:{base}", f"{self._label}:{spec.path}"
+        tail = LogdirTail(self._store, prefix, root_name, path_base)
+        return _Logdir(spec, tail, {})
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(d.tail.bytes_fetched for d in self._logdirs)
+
+    def readable(self) -> bool:
+        return any(d.read_once for d in self._logdirs)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"distmon-ssh-{self._label}", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        found = []
+        down = self._conn.error_line()
+        if down is not None:
+            since = self._conn.down_since or self._clock()
+            found.append(ProducerError(f"ssh:{self._label}", f"{self._label}: host {down}", since))
+        with self._lock:
+            for d in self._logdirs:
+                if d.error is not None and down is None:
+                    where = terminal_text(f"{self._label}:{d.spec.path}", 120)
+                    error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", self._clock())
+                    found.append(error)
+        return tuple(found)
+
+    def scan_once(self) -> frozenset[str]:
+        """One refresh of every logdir; the run names that changed (already notified)."""
+        changed: set[str] = set()
+        for logdir in self._logdirs:
+            if self._stop.is_set():
+                break
+            try:
+                changed |= self._refresh(logdir)
+            except SshUnreachable:
+                break  # errors() says so; what was read stays
+        self.refreshes += 1
+        self._store.notify(frozenset(changed))
+        return frozenset(changed)
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.scan_once()
+            next_at += self._interval
+            now = time.monotonic()
+            if next_at < now:  # a slow refresh (or an outage): no burst to catch up
+                next_at = now
+            self._stop.wait(next_at - now)
+
+    def _refresh(self, logdir: _Logdir) -> frozenset[str]:
+        listed = self._conn.run(posix_script(LIST_SCRIPT, [remote_path(logdir.spec.path)]))
+        error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
+        if error is None and listed.returncode != 0:
+            detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
+            error = f"listing failed ({detail})"
+        with self._lock:
+            logdir.error = error
+        if error is not None:
+            return frozenset()
+        logdir.read_once = True
+        listing = parse_listing(listed.stdout)
+        fetches = logdir.tail.plan(listing)
+        for _ in range(MAX_ROUNDS):
+            if not fetches or self._stop.is_set():
+                break
+            sizes = self._read(logdir, fetches)
+            listing.update(sizes)
+            fetches = [f for f in logdir.tail.plan(listing) if f.rel in sizes]
+        return logdir.tail.finish()
+
+    def _read(self, logdir: _Logdir, fetches: Sequence[Fetch]) -> dict[str, FileMeta]:
+        args = [remote_path(logdir.spec.path)]
+        for f in fetches:
+            meta_id = logdir.tail.identity(f.rel)
+            args += [f.rel, str(meta_id), str(f.start), str(FETCH_LIMIT)]
+        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
+        return _take_reads(logdir.tail, fetches, result.stdout)
+
+
+def _take_reads(tail: LogdirTail, fetches: Sequence[Fetch], out: bytes) -> dict[str, FileMeta]:
+    """Hand each file's bytes to the tail; the sizes seen after the read (for catch-up)."""
+    sizes: dict[str, FileMeta] = {}
+    pos = 0
+    for f in fetches:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            break
+        head = out[pos:end].split()
+        if len(head) != 4:
+            break
+        ident, start, count = head[0].decode(), int(head[2]), int(head[3])
+        data = out[end + 1 : end + 1 + count]
+        pos = end + 1 + count
+        end = out.find(b"\n", pos)
+        after = out[pos:end].split() if end >= 0 else []
+        pos = end + 1
+        if len(data) != count or len(after) != 2 or after[0].decode() != ident:
+            continue  # replaced while read: the next refresh starts it again
+        if int(after[1]) < start + count:
+            continue  # truncated while read
+        if start == 0 and tail.identity(f.rel) != ident:
+            tail.restart(f.rel, ident)
+        tail.deliver(f.rel, start, data)
+        sizes[f.rel] = FileMeta(ident, int(after[1]), tail.mtime(f.rel))
+    return sizes
