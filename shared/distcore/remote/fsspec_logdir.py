@@ -12,6 +12,7 @@ the offset: if they changed, the object is a new one and is read again from the 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -52,6 +53,11 @@ def describe_error(url: str, err: BaseException) -> str:
 def open_filesystem(spec: UrlSpec, options: Mapping[str, Any]) -> tuple[Any, str]:
     """(filesystem, root path) for the URL; SourceError with the extra to install if needed."""
     import fsspec.core  # type: ignore[import-untyped]
+
+    if spec.protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        # gcsfs >= 2025 asks a gRPC control plane for each bucket's layout, which emulators do
+        # not serve: 60 s of retries per bucket. Its own switch turns that off (read at import).
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
     try:
         fs, root = fsspec.core.url_to_fs(spec.url, skip_instance_cache=True, **options)
