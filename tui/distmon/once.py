@@ -13,12 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from distcore.errors import DistmonError
 from distcore.snapshot import build_snapshot
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
+    from distcore.remote.spec import SshSpec, UrlSpec
+    from distcore.remote.wiring import RemoteOnce
     from distmon.widgets.model import Plan
 
 
@@ -73,8 +76,11 @@ def collect(options: Options) -> dict[str, Any]:
     from distcore.events.jsonify import run_to_json
 
     runs = _runs(options)
+    remote = _remote(options)
+    if remote is not None:
+        runs = (*runs, *remote.runs)
     gpus, host = _telemetry(options)
-    return build_snapshot(
+    doc = build_snapshot(
         generated_at=time.time(),
         logdirs=[str(p.resolve()) for p in options.logdirs],
         runs=[run_to_json(run) for run in runs],
@@ -82,6 +88,32 @@ def collect(options: Options) -> dict[str, Any]:
         host=host,
         alerts=_alerts(runs, gpus),
     )
+    if remote is not None:  # issue 14: remote hosts' GPUs, and one line per failed source
+        from distcore.remote.wiring import host_to_json
+
+        doc["logdirs"] += [_spec_text(s) for s in options.remotes]
+        doc["hosts"] = [host_to_json(h) for h in remote.hosts]
+        doc["errors"] = list(remote.errors)
+        if not remote.readable and not options.logdirs:
+            raise DistmonError("\n".join(remote.errors) or "no source could be read")
+    return doc
+
+
+def _remote(options: Options) -> RemoteOnce | None:
+    if not options.remotes:
+        return None
+    from distcore.remote.wiring import read_remote_once
+
+    return read_remote_once(
+        options.remotes, max_points=options.max_points, ssh_config=options.ssh_config,
+        storage_options=options.storage_options, gpus=not options.no_gpu,
+    )  # fmt: skip
+
+
+def _spec_text(spec: SshSpec | UrlSpec) -> str:
+    from distcore.remote.spec import UrlSpec
+
+    return spec.url if isinstance(spec, UrlSpec) else f"{spec.host}:{spec.path}"
 
 
 def render_text(doc: dict[str, Any], out: TextIO) -> None:
@@ -107,7 +139,22 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
             out.write(f"  problem: {problem}\n")
     out.write("\n")
     render_gpus_text(doc, out)
+    _render_remote(doc, out)
     _render_alerts(doc["alerts"], out)
+
+
+def _render_remote(doc: dict[str, Any], out: TextIO) -> None:
+    """Remote hosts' GPUs and the sources that could not be read (issue 14)."""
+    from distcore.textsafe import terminal_text
+    from distmon.gpus_text import gpu_line
+
+    for host in doc.get("hosts", []):
+        state = host["error"] or host["gpu_reason"] or f"{len(host['gpus'])} GPU(s)"
+        out.write(f"Host {terminal_text(host['name'], 60)} (ssh): {terminal_text(state, 160)}\n")
+        for dev in host["gpus"]:
+            out.write(terminal_text(gpu_line(dev)) + "\n")
+    for line in doc.get("errors", []):
+        out.write(f"error: {terminal_text(line, 300)}\n")
 
 
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}

@@ -72,7 +72,7 @@ def parse_source(arg: str) -> SourceSpec:
     user, _, host = login.rpartition("@")
     if not _HOST.fullmatch(host) or host.startswith("-"):
         raise DistmonError(f"{arg!r}: not a host name (expected [user@]host:PATH)")
-    if user and not _USER.fullmatch(user):
+    if (user or "@" in login) and not _USER.fullmatch(user):
         raise DistmonError(f"{arg!r}: not a user name (expected [user@]host:PATH)")
     if "\0" in path or "\n" in path:
         raise DistmonError(f"{arg!r}: the remote path holds a control character")
@@ -81,11 +81,13 @@ def parse_source(arg: str) -> SourceSpec:
 
 def _remote_colon(arg: str) -> int:
     """Where `host:` ends, or -1 for a local path (no colon before the first slash)."""
-    if arg.startswith("["):  # [::1]:path or [::1]
-        close = arg.find("]")
+    slash = arg.find("/")
+    at = arg.find("@")
+    start = at + 1 if at >= 0 and (slash < 0 or at < slash) else 0
+    if arg.startswith("[", start):  # [::1]:path, user@[::1]:path
+        close = arg.find("]", start)
         return close + 1 if close > 0 and arg[close + 1 : close + 2] == ":" else -1
     colon = arg.find(":")
-    slash = arg.find("/")
     if colon <= 0 or (0 <= slash < colon):
         return -1
     return colon
