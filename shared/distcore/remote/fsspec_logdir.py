@@ -52,7 +52,7 @@ def describe_error(url: str, err: BaseException) -> str:
 
 def open_filesystem(spec: UrlSpec, options: Mapping[str, Any]) -> tuple[Any, str]:
     """(filesystem, root path) for the URL; SourceError with the extra to install if needed."""
-    import fsspec.core  # type: ignore[import-untyped]
+    import fsspec.core
 
     if spec.protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
         # gcsfs >= 2025 asks a gRPC control plane for each bucket's layout, which emulators do
