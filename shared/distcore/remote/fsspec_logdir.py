@@ -26,6 +26,7 @@ from distcore.textsafe import terminal_text
 
 EXTRAS: Final = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 BACKOFF_MAX: Final = 30.0
+MAX_ROUNDS: Final = 64
 
 
 class SourceError(Exception):
@@ -174,11 +175,14 @@ class FsspecLogdirReader:
             for path, info in found.items()
             if path.startswith(root + "/") and info.get("type", "file") == "file"
         }
-        for fetch in self._tail.plan(listing):
-            if self._stop.is_set():
+        # FETCH_LIMIT per file per round, so catch up in rounds; a replaced object is read
+        # again from its start in the next round.
+        for _ in range(MAX_ROUNDS):
+            fetches = self._tail.plan(listing)
+            if not fetches or self._stop.is_set():
                 break
-            data = fs.cat_file(
-                f"{root}/{fetch.rel}", start=fetch.start, end=fetch.start + fetch.length
-            )
-            self._tail.deliver(fetch.rel, fetch.start, bytes(data))
+            for fetch in fetches:
+                end = fetch.start + fetch.length
+                data = fs.cat_file(f"{root}/{fetch.rel}", start=fetch.start, end=end)
+                self._tail.deliver(fetch.rel, fetch.start, bytes(data))
         return self._tail.finish()

@@ -79,6 +79,7 @@ class SshConnection:
         self._next_try = 0.0
         self._backoff = BACKOFF_FIRST
         self.connects = 0  # successful connections (tests check reconnects)
+        self.bytes_received = 0  # every command's output: listings, headers and data (bench)
         self._closed = False
 
     # --- state ---------------------------------------------------------------------------------
@@ -109,6 +110,7 @@ class SshConnection:
         except subprocess.TimeoutExpired as err:
             self._lost(f"no answer within {timeout:.0f} s")
             raise SshUnreachable(f"no answer within {timeout:.0f} s") from err
+        self.bytes_received += len(done.stdout) + len(done.stderr)
         stderr = done.stderr.decode("utf-8", "replace")
         if done.returncode == 255:
             reason = ssh_reason(stderr)
