@@ -153,6 +153,27 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
 
 
 @pytest.mark.slow
+def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path) -> None:
+    from distmon.messages import make_producers
+    from distmon.options import Options
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(4, 1.0)]))
+    options = Options(
+        logdirs=(), no_gpu=True, ssh_config=sshd.config,
+        remotes=(SshSpec(HOST_ALIAS, None, str(tmp_path)),),
+    )  # fmt: skip
+    made = make_producers(options)
+    assert made.watcher is not None
+    try:
+        assert made.watcher.scan_once() == {f"{HOST_ALIAS}:r"}
+        run = made.store.get(f"{HOST_ALIAS}:r")
+        assert run is not None and run.scalars["loss"].last_step == 4
+    finally:
+        made.watcher.close()
+
+
+@pytest.mark.slow
 def test_once_remote_gpus_in_hosts(sshd: Sshd, tmp_path: Path) -> None:
     result = distmon(
         "--once", "--json", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:{tmp_path}"

@@ -61,6 +61,7 @@ class _Logdir:
     tail: LogdirTail
     sizes: dict[str, FileMeta]
     error: str | None = None
+    error_since: float = 0.0
     read_once: bool = False
 
 
@@ -151,7 +152,7 @@ class SshLogdirReader:
             for d in self._logdirs:
                 if d.error is not None and down is None:
                     where = terminal_text(f"{self._label}:{d.spec.path}", 120)
-                    error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", self._clock())
+                    error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", d.error_since)
                     found.append(error)
         return tuple(found)
 
@@ -186,6 +187,8 @@ class SshLogdirReader:
             detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
             error = f"listing failed ({detail})"
         with self._lock:
+            if error is not None and error != logdir.error:
+                logdir.error_since = self._clock()
             logdir.error = error
         if error is not None:
             return frozenset()
