@@ -130,6 +130,14 @@ class SshGpuSource:
 
     # --- the sampling thread -------------------------------------------------------------------
     def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._sample_forever()
+            except Exception as err:  # never die silently: say so, then start again
+                self._set_reason(terminal_text(f"{type(err).__name__}: {err}", 200))
+                self._stop.wait(5.0)
+
+    def _sample_forever(self) -> None:
         backoff = self._interval
         while not self._stop.is_set():
             try:

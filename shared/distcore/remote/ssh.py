@@ -169,6 +169,8 @@ class SshConnection:
             "-o", f"ControlPath={self._dir}/master",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={max(1, round(self._connect_timeout))}",
+            # A RemoteCommand or RequestTTY in the user's config would clash with ours.
+            "-o", "RemoteCommand=none",
         ]  # fmt: skip
 
     def _client_argv(self, command: str) -> list[str]:
@@ -192,12 +194,16 @@ class SshConnection:
             "-o", "ControlPersist=no",
             "-o", "ServerAliveInterval=2",
             "-o", "ServerAliveCountMax=3",
+            "-o", "ClearAllForwardings=yes",  # no port opened, whatever the config forwards
             "-T", "--", self.destination, f"echo {READY.decode()}; exec cat >/dev/null",
         ]  # fmt: skip
-        with open(err_path, "wb") as err:
-            self._master = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-            )
+        try:
+            with open(err_path, "wb") as err:
+                self._master = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+                )
+        except OSError as err:  # no ssh binary
+            raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
         if not self._wait_ready(self._master):
             reason = self._master_reason()
             self._stop_master()

@@ -166,6 +166,11 @@ class SshLogdirReader:
                 changed |= self._refresh(logdir)
             except SshUnreachable:
                 break  # errors() says so; what was read stays
+            except Exception as err:  # never die silently: one line, and try again next time
+                with self._lock:
+                    if logdir.error is None:
+                        logdir.error_since = self._clock()
+                    logdir.error = terminal_text(f"{type(err).__name__}: {err}", 200)
         self.refreshes += 1
         self._store.notify(frozenset(changed))
         return frozenset(changed)
