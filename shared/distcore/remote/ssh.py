@@ -11,6 +11,7 @@ connection is re-made with backoff; `error_line()` says since when it is unreach
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -205,6 +206,8 @@ class SshConnection:
         except OSError as err:  # no ssh binary
             raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
         if not self._wait_ready(self._master):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._master.wait(timeout=2)  # its stdout closes just before it exits
             reason = self._master_reason()
             self._stop_master()
             raise SshUnreachable(reason)
