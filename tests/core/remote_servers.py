@@ -90,20 +90,30 @@ class Sshd:
         wait_port(self.port)
 
     def stop(self) -> None:
-        """Kill the listener and every per-connection process it forked (sessions setsid)."""
+        """Kill the listener and every per-connection sshd it forked (they call setsid, so a
+        process group would miss them). The sessions' shells are left to see their connection
+        close and exit by themselves: killing a login shell mid-startup can leave its rc files'
+        locks behind (pyenv's rehash lock, here), which would stall every later shell."""
         if self.process is None:
             return
-        try:
-            family = [psutil.Process(self.process.pid)]
-            family += family[0].children(recursive=True)
-        except psutil.NoSuchProcess:
-            family = []
+        family = []
+        with contextlib.suppress(psutil.NoSuchProcess):
+            listener = psutil.Process(self.process.pid)
+            family = [listener, *listener.children(recursive=True)]
+        family = [p for p in family if _is_sshd(p)]
         for proc in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()
         psutil.wait_procs(family, timeout=10)
         self.process.wait(timeout=10)
         self.process = None
+
+
+def _is_sshd(proc: psutil.Process) -> bool:
+    try:
+        return proc.name().startswith("sshd")
+    except psutil.NoSuchProcess:
+        return False
 
 
 def sshd_available() -> bool:

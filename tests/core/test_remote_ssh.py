@@ -136,6 +136,36 @@ def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_p
         remote.close()
 
 
+def test_replaced_and_truncated_files_are_read_again(sshd: Sshd, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    path = run / "events.out.tfevents.1.h"
+    path.write_bytes(scalar_records("loss", [(s, 1.0) for s in range(10)]))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path / "runs"))], store, ssh_config=sshd.config,
+        gpus=False,
+    )  # fmt: skip
+    try:
+        remote.scan_once()
+        # Replaced (a new inode, as an atomic rename makes it), larger than what was read.
+        new = tmp_path / "new"
+        new.write_bytes(scalar_records("loss", [(s, 2.0) for s in range(3, 15)]))
+        new.rename(path)
+        remote.scan_once()
+        loss = store.get(f"{HOST_ALIAS}:a").scalars["loss"]  # type: ignore[union-attr]
+        assert list(loss.steps) == list(range(15)) and loss.values[3:] == (2.0,) * 12
+        # Truncated in place and rewritten shorter: from the start again.
+        with path.open("r+b") as f:
+            f.truncate(0)
+            f.write(scalar_records("loss", [(1, 3.0)]))
+        remote.scan_once()
+        loss = store.get(f"{HOST_ALIAS}:a").scalars["loss"]  # type: ignore[union-attr]
+        assert list(loss.steps) == [0, 1] and loss.values == (1.0, 3.0)
+    finally:
+        remote.close()
+
+
 @pytest.mark.parametrize(
     ("case", "expected"),
     [

@@ -3,7 +3,8 @@ also drives the remote readers, and `--once` reads every remote source once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,11 +66,12 @@ def read_remote_once(
         specs, store, ssh_config=ssh_config, storage_options=storage_options, gpus=gpus
     )
     try:
-        remote.scan_once()
-        for source in remote.host_sources:
-            sample = getattr(source, "sample_once", None)
-            if sample is not None:
-                sample()
+        # Hosts and buckets in parallel: one unreachable host costs its timeout once, not each.
+        jobs: list[Callable[[], object]] = [p.scan_once for p in remote.producers]
+        jobs += [s.sample_once for s in remote.host_sources if hasattr(s, "sample_once")]
+        with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+            for future in [pool.submit(job) for job in jobs]:
+                future.result()
         hosts = remote.hosts()
         errors = tuple(e.message for e in remote.errors())
         return RemoteOnce(store.snapshot(), hosts, errors, remote.readable())
