@@ -183,6 +183,21 @@ def test_missing_bucket_is_one_line(objects: ObjectStore) -> None:
     remote.close()
 
 
+def test_an_unreachable_endpoint_is_one_line_and_nothing_else_on_stderr(tmp_path: Path) -> None:
+    code = (
+        "from distcore.events.store import RunStore\n"
+        "from distcore.remote import make_remote_producers, parse_source\n"
+        "r = make_remote_producers([parse_source('s3://b/p')], RunStore(),\n"
+        "    storage_options={'endpoint_url': 'http://127.0.0.1:9', 'key': 'AKIAEXAMPLE',\n"
+        "    'secret': 'sekrit', 'config_kwargs': {'retries': {'max_attempts': 1}}})\n"
+        "r.scan_once(); print(r.errors()[0].message)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stderr == ""
+    assert out.stdout.startswith("s3://b/p: ") and out.stdout.count("\n") == 1
+    assert "sekrit" not in out.stdout and "AKIAEXAMPLE" not in out.stdout
+
+
 def test_a_missing_extra_names_the_pip_command() -> None:
     code = (
         "import sys; sys.modules['s3fs'] = None\n"

@@ -12,6 +12,7 @@ the offset: if they changed, the object is a new one and is read again from the 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import threading
 import time
@@ -51,10 +52,26 @@ def describe_error(url: str, err: BaseException) -> str:
     return terminal_text(f"{type(err).__name__}: {text}", 200)
 
 
+# The clients log retries and fallbacks with tracebacks; with no handler configured Python would
+# print them on stderr, i.e. over the dashboard. Failures reach the user as our one line instead.
+_CHATTY_LOGGERS: Final = (
+    "fsspec", "s3fs", "gcsfs", "aiobotocore", "botocore", "boto3", "google", "urllib3", "aiohttp",
+)  # fmt: skip
+
+
+def quiet_client_logs() -> None:
+    for name in _CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
 def open_filesystem(spec: UrlSpec, options: Mapping[str, Any]) -> tuple[Any, str]:
     """(filesystem, root path) for the URL; SourceError with the extra to install if needed."""
     import fsspec.core
 
+    quiet_client_logs()
     if spec.protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
         # gcsfs >= 2025 asks a gRPC control plane for each bucket's layout, which emulators do
         # not serve: 60 s of retries per bucket. Its own switch turns that off (read at import).
