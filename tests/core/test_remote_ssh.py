@@ -136,6 +136,25 @@ def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_p
         remote.close()
 
 
+def test_logdirs_on_one_host_share_one_connection(sshd: Sshd, tmp_path: Path) -> None:
+    for logdir in ("exp1", "exp2"):
+        (tmp_path / logdir / "run").mkdir(parents=True)
+        (tmp_path / logdir / "run" / "events.out.tfevents.1.h").write_bytes(
+            scalar_records("loss", [(1, 1.0)])
+        )
+    store = RunStore()
+    specs = [SshSpec(HOST_ALIAS, None, str(tmp_path / d)) for d in ("exp1", "exp2")]
+    remote = make_remote_producers(specs, store, ssh_config=sshd.config)
+    try:
+        assert remote.scan_once() == {f"{HOST_ALIAS}:exp1/run", f"{HOST_ALIAS}:exp2/run"}
+        (reader,) = remote.producers
+        (source,) = remote.host_sources
+        source.sample_once()  # type: ignore[attr-defined]
+        assert reader.connection.connects == 1  # type: ignore[attr-defined]
+    finally:
+        remote.close()
+
+
 def test_replaced_and_truncated_files_are_read_again(sshd: Sshd, tmp_path: Path) -> None:
     run = tmp_path / "runs" / "a"
     run.mkdir(parents=True)
