@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -150,7 +151,9 @@ def bench_latency(tmp: Path, sshd: Sshd, s3: Any, args: argparse.Namespace) -> N
     ):  # fmt: skip
         # Each mode writes its own steps: the file is shared, and an old step would be a restart.
         rows[label] = _latency(args.points, first * 10_000, start, append, name)
-        print(_row(label, rows[label]), flush=True)
+        anchor = rows["local polling (anchor)"]
+        ratio = statistics.median(rows[label]) / statistics.median(anchor)
+        print(f"{_row(label, rows[label])}   {ratio:.2f}x local polling's p50", flush=True)
 
 
 def bench_bytes(
