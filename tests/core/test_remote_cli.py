@@ -23,6 +23,7 @@ from distcore.remote.spec import (
     parse_source,
     parse_storage_options,
     redact_options,
+    run_path_text,
 )
 from tests.core.events_helpers import scalar_records
 from tests.core.remote_servers import HOST_ALIAS, Sshd, moto_server, sshd_available
@@ -68,6 +69,20 @@ def test_no_argument_reaches_ssh_as_an_option(arg: str) -> None:
     if isinstance(spec, SshSpec):
         assert not spec.destination.startswith("-") and not spec.host.startswith("-")
         assert "\n" not in spec.path and "\0" not in spec.path
+
+
+@pytest.mark.parametrize(
+    ("path", "text"),
+    [
+        (Path("/data/runs/a"), "/data/runs/a"),
+        (Path("gpu1:/data/runs/a"), "gpu1:/data/runs/a"),
+        (Path("gpu1:runs/a"), "gpu1:runs/a"),
+        (Path("s3://bucket/runs/a"), "s3://bucket/runs/a"),
+        (Path("gs://b"), "gs://b"),
+    ],
+)
+def test_run_paths_as_shown(path: Path, text: str) -> None:
+    assert run_path_text(path) == text
 
 
 def test_storage_options() -> None:
@@ -146,6 +161,7 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     doc = json.loads(result.stdout)
     (run,) = doc["runs"]
     assert run["name"] == f"{HOST_ALIAS}:runs/a" and run["scalars"]["loss"]["last_step"] == 1
+    assert run["path"] == f"{HOST_ALIAS}:{tmp_path}/runs/a"
     assert doc["errors"] == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
     text = distmon("--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:/nope")
     assert text.returncode == 2
@@ -202,7 +218,7 @@ def test_once_s3_with_endpoint_option_and_unknown_host(tmp_path: Path) -> None:
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         doc = json.loads(result.stdout)
-        assert [r["name"] for r in doc["runs"]] == ["s3://bkt/logs/r"]
+        assert [(r["name"], r["path"]) for r in doc["runs"]] == [("s3://bkt/logs/r",) * 2]
         (error,) = doc["errors"]
         assert error.startswith("nosuchhost.invalid: host unreachable since ")
         assert "Could not resolve hostname" in error
