@@ -130,6 +130,7 @@ class FsspecLogdirReader:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0
+        self._scan_lock = threading.Lock()
 
     @property
     def bytes_fetched(self) -> int:
@@ -156,6 +157,11 @@ class FsspecLogdirReader:
             self._thread = None
 
     def scan_once(self) -> frozenset[str]:
+        """One refresh; callable from any thread (one refresh at a time)."""
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> frozenset[str]:
         try:
             changed = self._refresh()
         except Exception as err:  # a producer never dies: one line, shown in place

@@ -110,6 +110,7 @@ class SshLogdirReader:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.refreshes = 0
+        self._scan_lock = threading.Lock()
 
     @property
     def connection(self) -> SshConnection:
@@ -157,7 +158,12 @@ class SshLogdirReader:
         return tuple(found)
 
     def scan_once(self) -> frozenset[str]:
-        """One refresh of every logdir; the run names that changed (already notified)."""
+        """One refresh of every logdir; the run names that changed (already notified).
+        Callable from any thread (a reload while the loop runs): one refresh at a time."""
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> frozenset[str]:
         changed: set[str] = set()
         for logdir in self._logdirs:
             if self._stop.is_set():
