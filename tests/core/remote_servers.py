@@ -80,6 +80,19 @@ class Sshd:
         )
         return path
 
+    def jump_config(self, name: str = "jump_config") -> Path:
+        """A config whose `distmon-jumped` host is reached through `distmon-test` (ProxyJump)."""
+        path = self.client_config("user_key", name)
+        text = path.read_text()
+        jumped = text.replace(f"Host {HOST_ALIAS}\n", "Host distmon-jumped\n", 1)
+        path.write_text(
+            text
+            + jumped.replace(
+                "  StrictHostKeyChecking", f"  ProxyJump {HOST_ALIAS}\n  StrictHostKeyChecking", 1
+            )
+        )
+        return path
+
     def start(self) -> None:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
         self.process = subprocess.Popen(

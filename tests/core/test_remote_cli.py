@@ -25,6 +25,7 @@ from distcore.remote.spec import (
     redact_options,
     run_path_text,
 )
+from distcore.remote.ssh import ssh_reason
 from tests.core.events_helpers import scalar_records
 from tests.core.remote_servers import HOST_ALIAS, Sshd, moto_server, sshd_available
 
@@ -83,6 +84,24 @@ def test_no_argument_reaches_ssh_as_an_option(arg: str) -> None:
 )
 def test_run_paths_as_shown(path: Path, text: str) -> None:
     assert run_path_text(path) == text
+
+
+@pytest.mark.parametrize(
+    ("stderr", "reason"),
+    [
+        ("ssh: Could not resolve hostname gpu9: Name or service not known\r\n",
+         "Could not resolve hostname gpu9: Name or service not known"),
+        ("Warning: Permanently added '[h]:22' (ED25519) to the list of known hosts.\n"
+         "alice@h: Permission denied (publickey).\n", "alice@h: Permission denied (publickey)"),
+        ("ssh: connect to host 127.0.0.1 port 9: Connection refused\n",
+         "connect to host 127.0.0.1 port 9: Connection refused"),
+        ("Host key verification failed.\n", "Host key verification failed"),
+        ("", "connection closed"),
+        ("evil \x1b]0;title\x07 text\n", "evil \\x1b]0;title\\x07 text"),
+    ],
+)  # fmt: skip
+def test_ssh_reason_is_one_safe_line(stderr: str, reason: str) -> None:
+    assert ssh_reason(stderr) == reason
 
 
 def test_storage_options() -> None:

@@ -155,6 +155,21 @@ def test_logdirs_on_one_host_share_one_connection(sshd: Sshd, tmp_path: Path) ->
         remote.close()
 
 
+def test_a_jump_host_from_the_users_config(sshd: Sshd, tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(2, 1.0)]))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec("distmon-jumped", None, str(tmp_path))], store, ssh_config=sshd.jump_config(),
+        gpus=False,
+    )  # fmt: skip
+    try:
+        assert remote.scan_once() == {"distmon-jumped:r"}
+        assert remote.errors() == ()
+    finally:
+        remote.close()
+
+
 def test_replaced_and_truncated_files_are_read_again(sshd: Sshd, tmp_path: Path) -> None:
     run = tmp_path / "runs" / "a"
     run.mkdir(parents=True)
