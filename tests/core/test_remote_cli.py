@@ -182,9 +182,23 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     assert run["name"] == f"{HOST_ALIAS}:runs/a" and run["scalars"]["loss"]["last_step"] == 1
     assert run["path"] == f"{HOST_ALIAS}:{tmp_path}/runs/a"
     assert doc["errors"] == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
-    text = distmon("--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:/nope")
-    assert text.returncode == 2
-    assert text.stderr == f"distmon: {HOST_ALIAS}:/nope: no such directory\n"
+    text = distmon(
+        "--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:/nope",
+        str(tmp_path / "missing"),
+    )  # fmt: skip
+    assert text.returncode == 2  # no source at all could be read: one line each
+    assert text.stderr == (
+        f"distmon: {tmp_path}/missing: no such log directory\n"
+        f"{HOST_ALIAS}:/nope: no such directory\n"
+    )
+    one_ok = distmon(
+        "--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:{tmp_path}/runs",
+        str(tmp_path / "missing"),
+    )  # fmt: skip
+    assert (
+        one_ok.returncode == 0
+        and f"error: {tmp_path}/missing: no such log directory" in one_ok.stdout
+    )
 
 
 @pytest.mark.slow

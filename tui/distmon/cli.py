@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
     try:
         missing = [str(p) for p in options.logdirs if not p.is_dir()]
-        if missing:
+        if missing and not options.remotes:  # with remote sources: one line among the others
             raise DistmonError(f"no such log directory: {missing[0]}")
         if options.once:
             from distmon.once import run_once

@@ -93,9 +93,10 @@ def collect(options: Options) -> dict[str, Any]:
 
         doc["logdirs"] += [_spec_text(s) for s in options.remotes]
         doc["hosts"] = [host_to_json(h) for h in remote.hosts]
-        doc["errors"] = list(remote.errors)
-        if not remote.readable and not options.logdirs:
-            raise DistmonError("\n".join(remote.errors) or "no source could be read")
+        missing = [f"{p}: no such log directory" for p in options.logdirs if not p.is_dir()]
+        doc["errors"] = [*missing, *remote.errors]
+        if not remote.readable and len(missing) == len(options.logdirs):
+            raise DistmonError("\n".join(doc["errors"]) or "no source could be read")
     return doc
 
 
