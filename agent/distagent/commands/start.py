@@ -4,11 +4,18 @@ Foreground: a progress line on a terminal, plain log lines otherwise; exit 0 whe
 finished or was stopped by a signal, 1 when it diverged. `--detach` re-runs the same command in a
 new session with its output in `<run dir>/output.log`, waits until the job has written its
 run.json, and prints the run directory.
+
+Before TensorFlow loads, a job proves who it is: its environment must name its run directory
+(`rundir.RUN_DIR_ENV`, read back by `stop` and `status` from /proc), and a process's environment
+there is fixed at exec, so `start` re-executes itself once with it (same pid, same start time).
+A user model ("module:function") is imported from the current directory first, then PYTHONPATH
+and installed packages, in the foreground and with `--detach` alike (see `_user_code_path`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -16,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from distagent.config import load_config
-from distagent.train.rundir import read_run_json, run_dir_for
+from distagent.train.rundir import RUN_DIR_ENV, read_run_json, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
 
@@ -29,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
     run_dir = run_dir_for(cfg.run.logdir, cfg.run.name)
     if args.detach:
         return _detach(args, run_dir)
+    if getattr(args, "from_command_line", False):
+        _exec_with_identity(run_dir)
+    _user_code_path(cfg.model.name)
     from distagent.train import run_job
     from distagent.train.progress import Progress
 
@@ -41,13 +51,42 @@ def run(args: argparse.Namespace) -> int:
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
 
 
+def _exec_with_identity(run_dir: Path) -> None:
+    """Re-execute this command with RUN_DIR_ENV set, unless it is set already (no return then)."""
+    want = str(run_dir.resolve())
+    if os.environ.get(RUN_DIR_ENV) == want:
+        return
+    env = {**os.environ, RUN_DIR_ENV: want}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError as err:  # the job still runs; `stop` and `status` just cannot prove it
+        print(f"distagent: warning: cannot re-execute with {RUN_DIR_ENV} ({err.strerror}); "
+              "`distagent stop` will not recognise this run", file=sys.stderr)
+
+
+def _user_code_path(model_name: str) -> None:
+    """A "module:function" model is user code, imported from the current directory first.
+
+    The console script does not put the current directory on sys.path and `python -m` does;
+    the detached child runs with -P (no implicit entry), so this is the one rule for all."""
+    if ":" not in model_name:
+        return
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def _cluster_for(args: argparse.Namespace) -> Any:
     """What `run_job` hands to the multi-worker resolver: this worker's --task-index, if any."""
     return getattr(args, "task_index", None)
 
 
 def child_command(args: argparse.Namespace) -> list[str]:
-    command = [sys.executable, "-m", "distagent", "start", str(args.config)]
+    # -P: no implicit sys.path entry; `_user_code_path` adds the current directory, as it does
+    # in the foreground.
+    command = [sys.executable, "-P", "-m", "distagent", "start", str(args.config)]
     for override in args.overrides:
         command += ["--set", override]
     if getattr(args, "task_index", None) is not None:
@@ -61,6 +100,7 @@ def _detach(args: argparse.Namespace, run_dir: Path) -> int:
     with open(log_path, "ab") as log:
         child = subprocess.Popen(
             child_command(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, RUN_DIR_ENV: str(run_dir.resolve())},
             start_new_session=True,  # a Ctrl-C in this terminal must not reach the job
         )
     deadline = time.monotonic() + DETACH_WAIT_SECONDS

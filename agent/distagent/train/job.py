@@ -76,7 +76,8 @@ def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -
 
 def refuse_if_running(run_dir: Path) -> None:
     record = read_run_json(run_dir)
-    if record and record.get("status") == names.STATUS_RUNNING and is_same_process(record):
+    if record and record.get("status") == names.STATUS_RUNNING and \
+            is_same_process(record, run_dir):
         raise DistmonError(
             f"{run_dir} is in use by a running job (pid {record['pid']}); "
             f"stop it with `distagent stop {run_dir}`"
