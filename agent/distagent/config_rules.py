@@ -15,6 +15,7 @@ from distagent.config_convert import Problem, show
 from distagent.schema import JobConfig
 
 BUILTIN_MODELS = ("mlp", "cnn", "resnet_small")
+MAX_SIMULATED_GPUS = 64
 _FEATURE_SPEC = re.compile(
     r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
 )
@@ -79,6 +80,9 @@ RULES: tuple[Rule, ...] = (
     Rule("train.steps_per_execution", _positive, "an integer > 0"),
     Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
+    Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
+    Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
+         f"an integer from 0 to {MAX_SIMULATED_GPUS}"),
 )
 
 # Upper bounds: values no machine can run, refused before TensorFlow loads (where they would
