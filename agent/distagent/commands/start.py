@@ -26,6 +26,7 @@ from distagent.config import load_config
 from distagent.train.rundir import RUN_DIR_ENV, read_run_json, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
 
 OUTPUT_LOG = "output.log"
 DETACH_WAIT_SECONDS = 120.0
@@ -107,14 +108,15 @@ def _detach(args: argparse.Namespace, run_dir: Path) -> int:
     while time.monotonic() < deadline:
         record = read_run_json(run_dir)
         if record and record.get("pid") == child.pid:
-            print(run_dir)
+            print(terminal_text(run_dir))
             return 0
         code = child.poll()
         if code is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             raise DistmonError(f"the job exited with code {code} before starting: {tail[0]}")
         time.sleep(0.2)
-    print(run_dir)
-    print(f"distagent: pid {child.pid} has not written {names.RUN_JSON} yet; see {log_path}",
+    print(terminal_text(run_dir))
+    print(terminal_text(f"distagent: pid {child.pid} has not written {names.RUN_JSON} yet; "
+                        f"see {log_path}"),
           file=sys.stderr)
     return 0

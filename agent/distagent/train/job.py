@@ -56,6 +56,7 @@ from distagent.train.steps import EvalStep, TrainState, TrainStep
 from distagent.train.summaries import Writers
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
 
 
 def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -> Any:
@@ -183,12 +184,12 @@ def run_job(
     is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
     progress = progress if progress is not None and is_chief else Quiet()
     for warning in setup.warnings:
-        progress.message(f"warning: {warning}")
+        progress.message(terminal_text(f"warning: {warning}"))
     if is_chief:
         refuse_if_running(run_dir)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
     for warning in plan.warnings:
-        progress.message(f"warning: {warning}")
+        progress.message(terminal_text(f"warning: {warning}"))
     keras.utils.set_random_seed(cfg.run.seed)
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
             stop or StopRequest() as stop_request:
@@ -225,12 +226,13 @@ def _train(job: _Job) -> str:
     if job.is_chief:
         write_resolved(cfg, run_dir)
     record.update(last_step=start_step)
-    progress.message(
+    # Names and paths come from the config: escaped, like every outside string on a terminal.
+    progress.message(terminal_text(
         f"{cfg.run.name}: {plan.total_steps} steps of {plan.global_batch_size} examples on "
         f"{plan.replicas} replica(s), learning rate {plan.learning_rate_provenance}; {run_dir}"
-    )
+    ))
     if resumed:
-        progress.message(f"resuming {run_dir} from step {start_step} ({resumed})")
+        progress.message(terminal_text(f"resuming {run_dir} from step {start_step} ({resumed})"))
     writers = Writers(run_dir, enabled=job.is_chief)
     trainer = Trainer(
         strategy=strategy,
@@ -261,8 +263,9 @@ def _train(job: _Job) -> str:
         writers.close()
     _finish(record, outcome,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
-    progress.message(f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
-                     + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})")
+    progress.message(terminal_text(
+        f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
+        + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
     return outcome.status
 
 
