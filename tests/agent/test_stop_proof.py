@@ -17,8 +17,10 @@ from typing import Any
 
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from distagent.train.rundir import RUN_DIR_ENV
+from distagent.train.rundir import RUN_DIR_ENV, process_mismatch
 from distcore import names
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -129,3 +131,31 @@ def test_a_process_naming_another_run_is_not_this_run(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pid=JSON_VALUES | st.integers(min_value=-5, max_value=2**22),
+       created=JSON_VALUES, status=JSON_VALUES, metrics=JSON_VALUES, step=JSON_VALUES)
+def test_any_run_json_is_judged_and_shown_without_raising(
+    pid: Any, created: Any, status: Any, metrics: Any, step: Any
+) -> None:
+    """Whatever run.json holds, in-process: never an exception, never proven (no process here
+    names the run directory), a printable table row and strict JSON."""
+    from distagent.commands.status import _json_ready, format_table, table_row
+
+    run_dir = Path("/nonexistent/run")
+    record = {"pid": pid, "pid_create_time": created, "status": status, "metrics": metrics,
+              "last_step": step, "total_steps": step}
+    assert process_mismatch(record, run_dir) is not None
+    summary = {"name": "run", "status": status, "alive": False, "metrics": metrics,
+               "last_step": step, "total_steps": step, "error": status}
+    table = format_table([table_row(summary)])
+    assert all(line.isprintable() for line in table.splitlines())
+    json.loads(json.dumps(_json_ready(summary), allow_nan=False))

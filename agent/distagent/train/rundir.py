@@ -92,7 +92,11 @@ def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
         yield logdir
     if max_depth <= 0 or not logdir.is_dir():
         return
-    for child in sorted(p for p in logdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    try:  # an unreadable directory holds no runs we can show; the rest still list
+        children = sorted(p for p in logdir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return
+    for child in children:
         if child.name in (names.TRAIN_DIR, names.VALIDATION_DIR, names.SYSTEM_DIR,
                           names.CHECKPOINT_DIR):
             continue
