@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -150,3 +151,47 @@ def test_any_bytes_load_or_fail_as_config_errors(tmp_path: Path, data: bytes) ->
         load_config(path)
     except ConfigErrors as err:
         assert all(str(e) for e in err.errors)
+
+
+def _known_keys() -> list[tuple[str, ...]]:
+    import dataclasses
+
+    from distagent.config import config_to_dict
+    from distagent.schema import JobConfig
+
+    def walk(table: dict[str, Any], prefix: tuple[str, ...]) -> list[tuple[str, ...]]:
+        keys: list[tuple[str, ...]] = []
+        for key, value in table.items():
+            is_table = isinstance(value, dict) and type(value) is dict
+            keys.extend(walk(value, (*prefix, key)) if is_table else [(*prefix, key)])
+        return keys
+
+    assert dataclasses.is_dataclass(JobConfig)
+    return walk(config_to_dict(JobConfig()), ())
+
+
+KNOWN_KEYS = _known_keys()
+ANY_VALUE = st.recursive(
+    st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+    | st.sampled_from([2**63, -(2**63) - 1, 2**64, 2**31, 2**32, 257, 0, -1]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                 max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(KNOWN_KEYS), ANY_VALUE, max_size=6))
+def test_any_values_for_known_keys_build_or_fail_as_config_errors(
+    values: dict[tuple[str, ...], Any]
+) -> None:
+    raw: dict[str, Any] = {}
+    for path, value in values.items():
+        table = raw
+        for part in path[:-1]:
+            table = table.setdefault(part, {})
+        table[path[-1]] = value
+    try:
+        config_from_dict(raw)
+    except ConfigErrors as err:
+        assert err.errors and all(e.key for e in err.errors)
