@@ -1,7 +1,7 @@
 """`distagent stop RUN_DIR [--timeout S]`: SIGTERM to the run's process, then wait for it.
 
 The pid comes from run.json, which anyone who can write the logdir can write: it is signalled
-only when proven to be this run (`rundir.process_mismatch`: a positive integer pid, alive,
+only when proven to be this run (`rundir.prove_process`: a positive integer pid, alive,
 started at the recorded time, its environment or command line naming this run directory).
 Anything else is "not running", one line, exit 2: never a signal, never a traceback. The job
 finishes its current step, saves a checkpoint, writes status `stopped` and exits.
@@ -10,15 +10,15 @@ finishes its current step, saves a checkpoint, writes status `stopped` and exits
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
-import os
 import signal
 import time
 from pathlib import Path
 
 import psutil
 
-from distagent.train.rundir import process_mismatch, read_run_json
+from distagent.train.rundir import prove_process, read_run_json
 from distcore import names
 from distcore.errors import DistmonError
 from distcore.textsafe import terminal_text
@@ -40,14 +40,16 @@ def run(args: argparse.Namespace) -> int:
     if status != names.STATUS_RUNNING:
         print(f"{shown}: not running (status {terminal_text(status, SHOWN)})")
         return 0
-    why = process_mismatch(record, run_dir)
-    if why is not None:
+    proof = prove_process(record, run_dir)
+    if not isinstance(proof, psutil.Process):
         raise DistmonError(
             f"{shown}: not running: pid {terminal_text(record.get('pid'), 40)} is no longer this "
-            f"run ({why}); nothing signalled. `distagent start` resumes it from its checkpoint"
+            f"run ({proof}); nothing signalled. `distagent start` resumes it from its checkpoint"
         )
-    pid = record["pid"]
-    os.kill(pid, signal.SIGTERM)
+    pid = proof.pid
+    # psutil checks the pid was not reused since it was proven; gone since then is fine.
+    with contextlib.suppress(psutil.NoSuchProcess):
+        proof.send_signal(signal.SIGTERM)
     if not _wait_gone(pid, args.timeout):
         raise DistmonError(f"{shown}: pid {pid} still running after {args.timeout:g} s")
     final = read_run_json(run_dir) or {}

@@ -112,14 +112,21 @@ CREATE_TIME_TOLERANCE_S = 0.5
 
 
 def is_same_process(record: Mapping[str, Any], run_dir: Path) -> bool:
-    """True only when the recorded process is proven to be this run (see `process_mismatch`)."""
-    return process_mismatch(record, run_dir) is None
+    """True only when the recorded process is proven to be this run (see `prove_process`)."""
+    return isinstance(prove_process(record, run_dir), psutil.Process)
 
 
 def process_mismatch(record: Mapping[str, Any], run_dir: Path) -> str | None:
-    """None when run.json's pid is this run: a positive integer, alive, started at the recorded
-    time (a finite number), and its environment or command line names `run_dir`. Otherwise why
-    not, in a few words (a value from the file comes back escaped by the caller, not here)."""
+    """None when run.json's pid is proven to be this run, else why not (see `prove_process`)."""
+    proof = prove_process(record, run_dir)
+    return None if isinstance(proof, psutil.Process) else proof
+
+
+def prove_process(record: Mapping[str, Any], run_dir: Path) -> psutil.Process | str:
+    """The run's process when run.json's pid is proven to be this run: a positive integer,
+    alive, started at the recorded time (a finite number), and its environment or command line
+    names `run_dir`. Otherwise why not, in a few words. Signal through the returned object:
+    psutil refuses to signal a pid reused since it was looked at."""
     pid, created = record.get("pid"), record.get("pid_create_time")
     if type(pid) is not int or pid <= 0:
         return "its pid is not a positive integer"
@@ -138,7 +145,7 @@ def process_mismatch(record: Mapping[str, Any], run_dir: Path) -> str | None:
         return "that process has exited"
     except (psutil.Error, OSError, ValueError, OverflowError):
         return "that process cannot be inspected"
-    return None
+    return proc
 
 
 def _names_run_dir(proc: psutil.Process, run_dir: Path) -> bool:
