@@ -52,12 +52,18 @@ def run(args: argparse.Namespace) -> int:
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
 
 
+REEXEC_MARK_ENV = "_DISTAGENT_REEXECUTED_PID"
+
+
 def _exec_with_identity(run_dir: Path) -> None:
-    """Re-execute this command with RUN_DIR_ENV set, unless it is set already (no return then)."""
+    """Unless RUN_DIR_ENV already names `run_dir`, re-execute this command (same pid) with it
+    set; returns only when nothing had to be done, or when exec failed (with a warning)."""
     want = str(run_dir.resolve())
-    if os.environ.get(RUN_DIR_ENV) == want:
+    # Once per process at most, even if the config changed under us between the two reads
+    # (the pid survives exec; a child inherits the mark but has another pid).
+    if os.environ.get(RUN_DIR_ENV) == want or os.environ.get(REEXEC_MARK_ENV) == str(os.getpid()):
         return
-    env = {**os.environ, RUN_DIR_ENV: want}
+    env = {**os.environ, RUN_DIR_ENV: want, REEXEC_MARK_ENV: str(os.getpid())}
     sys.stdout.flush()
     sys.stderr.flush()
     try:
