@@ -80,7 +80,20 @@ def _convert(hint: Any, value: Any, key: str, problems: list[Problem]) -> Any:
         message = f"expected an integer within int64 (±2^63), got {show(value)}"
         problems.append(Problem(key, message))
         return INVALID
+    if hint is str and isinstance(value, str) and not _is_utf8(value):
+        # Only `--set` can bring these (argv bytes that are not UTF-8; the file is checked):
+        # the run directory, run.json and the resolved TOML are all written as UTF-8.
+        problems.append(Problem(key, f"expected UTF-8 text, got {show(value)}"))
+        return INVALID
     return _convert_scalar(hint, value)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _beyond_int64(value: Any) -> bool:

@@ -195,3 +195,15 @@ def test_any_values_for_known_keys_build_or_fail_as_config_errors(
         config_from_dict(raw)
     except ConfigErrors as err:
         assert err.errors and all(e.key for e in err.errors)
+
+
+def test_set_values_that_are_not_utf8_are_refused() -> None:
+    undecodable = os.fsdecode(b"run-\xff\xfe")  # what argv holds for bytes that are not UTF-8
+    done = subprocess.run([sys.executable, "-c", PROBE, "plan", str(QUICKSTART),
+                           "--set", f"run.name={undecodable}"],
+                          capture_output=True, env=ENV, timeout=60)
+    assert done.returncode == 2, done.stderr
+    error, probe = done.stderr.decode().splitlines()
+    assert error == ('distagent: quickstart.toml (--set): run.name: expected UTF-8 text, '
+                     'got "run-\\udcff\\udcfe"')
+    assert probe == "TF-ABSENT"
