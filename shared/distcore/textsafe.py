@@ -7,19 +7,26 @@ undecodable byte is written `\\xNN` (two lowercase hex digits), as Python's "bac
 
 For a terminal, control characters (C0, DEL, C1 — which carry ANSI/OSC escape sequences —,
 line and paragraph separators and the bidirectional overrides) are escaped too, and long text is
-elided to fit. JSON needs only the byte form: the encoder escapes control characters itself.
+elided to fit. JSON needs only the byte form (and any other lone surrogate, which no encoder can
+write as UTF-8, as the six characters `\\udNNN`): the encoder escapes control characters itself.
+`json_safe` applies that to a whole document and writes NaN and infinities as "nan", "inf", "-inf",
+so that `json.dumps(json_safe(doc), allow_nan=False)` cannot fail, whatever the input held.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 ELLIPSIS: Final = "…"
 # Control characters a terminal would act on, plus the invisible bidi controls ("Trojan Source").
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -36,10 +43,38 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def json_text(text: str) -> str:
-    """The JSON form of an outside string: undecodable bytes as `\\xNN`; nothing else changes."""
+    """The JSON form of an outside string: undecodable bytes as `\\xNN`, other lone surrogates
+    as `\\uNNNN`; nothing else changes."""
     if text.isascii():
         return text
-    return re.sub("[\udc80-\udcff]", _escape, text)
+    return _SURROGATE.sub(_escape, text)
+
+
+def json_float(value: float) -> float | str:
+    """JSON has no NaN or infinity: the strings "nan", "inf", "-inf" stand for them."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """`value` (dicts, lists, tuples, strings, numbers, None) as JSON-ready data: strings through
+    `json_text` (keys too), floats through `json_float`, anything else as its `str()`."""
+    if isinstance(value, str):
+        return json_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):  # numpy's integers too
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return json_float(float(value))
+    if isinstance(value, Mapping):
+        return {json_text(str(k)): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return json_text(str(value))
 
 
 def elide(text: str, limit: int) -> str:
@@ -50,7 +85,7 @@ def elide(text: str, limit: int) -> str:
         return text
     if limit == 1:
         return ELLIPSIS
-    head = (limit - 1) * 2 // 3
+    head = ((limit - 1) * 2 + 2) // 3  # the start says more about a name: it gets the rounding
     tail = limit - 1 - head
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
