@@ -97,3 +97,24 @@ def terminal_text(text: object, limit: int | None = None) -> str:
     if not out.isprintable() or not out.isascii():
         out = _UNSAFE.sub(_escape, out)
     return out if limit is None else elide(out, limit)
+
+
+def terminal_safe(value: Any, limit: int | None = None) -> Any:
+    """`value` (a JSON-ready document) with every string, keys too, through `terminal_text`:
+    for a renderer that prints the document's fields. Keys that become equal once elided stay
+    apart (" #2" is appended), so no entry is lost."""
+    if isinstance(value, str):
+        return terminal_text(value, limit)
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            shown = terminal_text(key, limit)
+            number = 1
+            while shown in out:
+                number += 1
+                shown = f"{terminal_text(key, limit)} #{number}"
+            out[shown] = terminal_safe(item, limit)
+        return out
+    if isinstance(value, list | tuple):
+        return [terminal_safe(v, limit) for v in value]
+    return value

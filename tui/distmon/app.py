@@ -455,8 +455,9 @@ def _no_history(key: str) -> Sequence[float | None]:
 
 
 def run_app(options: Options) -> int:
-    app = DistmonApp(options, producers=lambda: make_producers(options))
-    return app.run() or 0
+    from distmon.crash import run_guarded  # a crash: non-zero exit, traceback in a log file
+
+    return run_guarded(DistmonApp(options, producers=lambda: make_producers(options)))
 
 
 __all__ = ["DistmonApp", "Producers", "run_app"]
