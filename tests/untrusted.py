@@ -39,7 +39,11 @@ def masked_crc(data: bytes) -> int:
 
 def record(data: bytes) -> bytes:
     length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
+    crc_of_length, crc_of_data = (
+        struct.pack("<I", masked_crc(length)),
+        struct.pack("<I", masked_crc(data)),
+    )
+    return length + crc_of_length + data + crc_of_data
 
 
 def _field(number: int, payload: bytes) -> bytes:
@@ -139,7 +143,5 @@ def control_characters(text: str) -> list[str]:
     bad = {"\u2028", "\u2029", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F))}
     bad |= {chr(c) for c in range(0x2066, 0x206A)}
     return [
-        repr(c)
-        for c in text
-        if c != "\n" and (unicodedata.category(c) in ("Cc", "Cs") or c in bad)
+        repr(c) for c in text if c != "\n" and (unicodedata.category(c) in ("Cc", "Cs") or c in bad)
     ]

@@ -223,7 +223,7 @@ def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
         if len(note) <= gap - 2:
             middle = note.center(gap)
             break
-    return " " * Y_LABEL_WIDTH + left + middle + right
+    return (" " * Y_LABEL_WIDTH + left + middle + right)[: Y_LABEL_WIDTH + cols]
 
 
 def _style(curve: Curve) -> Style:
