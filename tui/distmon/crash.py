@@ -68,14 +68,14 @@ def report_crash(error: BaseException, extra: str = "", err: TextIO | None = Non
     return CRASH_EXIT
 
 
-def run_guarded(app: App[Any]) -> int:
+def run_guarded(app: App[Any], *, headless: bool = False) -> int:
     """Run the Textual app; the exit status is non-zero when it died of an exception."""
     from rich.console import Console
 
     captured = io.StringIO()
     # Textual prints its traceback through this console after restoring the terminal.
     app.error_console = Console(file=captured, width=120, color_system=None, markup=False)
-    result = app.run()
+    result = app.run(headless=headless)
     # `_exception` is where Textual keeps the first unhandled exception (run_test re-raises it).
     error: BaseException | None = getattr(app, "_exception", None)
     if error is None and captured.getvalue():  # Textual reported an error (a panic) by itself
