@@ -36,6 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable[[str], float]:
     """An argparse type: a finite number of `kind` in [low, high]."""
+
     def shown(x: float) -> str:
         return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
