@@ -173,7 +173,7 @@ def check_dashboard(root: Path, size: tuple[int, int] = (100, 30)) -> None:
     assert not seen, seen[:10]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(logdirs(), st.sampled_from([(80, 24), (160, 48), (40, 12)]))
 def test_dashboard_on_generated_logdirs(runs: Runs, size: tuple[int, int]) -> None:
     assume(not collide_when_replaced(runs))

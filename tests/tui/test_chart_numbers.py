@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from distcore.smoothing import debiased_ema
 from distmon.widgets.braille import Axis, frame_of, render_chart, x_formatter
 from distmon.widgets.model import X_MODES, Curve, XMode, curves, group_jobs
+from distmon.widgets.panels import sparkline
 from tests.tui.fixed import run, series
 
 NAN, INF = math.nan, math.inf
@@ -169,3 +170,16 @@ def test_any_points_any_size(
     text = render_chart([curve], width, height, log_y=log_y, mode=mode).plain
     if not text.startswith("no data"):
         assert all(len(line) <= width for line in text.split("\n")), text
+
+
+def test_relative_time_starts_at_the_first_finite_wall_time() -> None:
+    hostile = series("loss", [3.0, 2.0, 1.0])
+    hostile = hostile.__class__(**{**hostile.__dict__, "wall_times": (NAN, 100.0, 160.0)})
+    (curve,) = curves(group_jobs([run("r", hostile)]), "loss", "relative", 0.0)
+    assert curve.xs[1:] == (0.0, 60.0) and math.isnan(curve.xs[0])
+    assert "1 point not plotted" in render_chart([curve], 80, 10, mode="relative").plain
+
+
+@pytest.mark.parametrize("values", [[NAN, INF, -INF, 50.0, None, 1e300, -1e300]])
+def test_sparkline_skips_non_finite_samples(values: list[float | None]) -> None:
+    assert sparkline(values, len(values)).plain[:3] == "   "

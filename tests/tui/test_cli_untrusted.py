@@ -211,3 +211,9 @@ def test_pipe_closed_midway_through_a_long_report(tmp_path: Path) -> None:
         err = proc.stderr.read()
         code = proc.wait(TIMEOUT)
     assert err == b"" and code == BROKEN_PIPE_EXIT
+
+
+def test_error_lines_escape_the_path_they_quote(tmp_path: Path) -> None:
+    hostile = tmp_path / "\x1b]0;pwned\x07" / "missing"
+    err = one_line_error(distmon(hostile))
+    assert "\\x1b]0;pwned\\x07" in err and not control_characters(err.rstrip("\n"))

@@ -162,8 +162,9 @@ def _run(argv: Sequence[str] | None) -> int:
         from distmon.app import run_app
 
         return run_app(options)
-    except DistmonError as err:
-        print(f"distmon: {err}", file=sys.stderr)
+    except DistmonError as err:  # messages may quote outside strings (paths, hosts, keys)
+        for line in str(err).splitlines() or [""]:
+            print(f"distmon: {terminal_text(line, 500)}", file=sys.stderr)
         return err.exit_code
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ def sparkline(values: Sequence[float | None], width: int, top: float = 100.0) ->
     """The newest `width` values as ▁..█ (0..top); unknown samples are blank."""
     chars = []
     for value in list(values)[-width:]:
-        if value is None:
+        if value is None or not math.isfinite(value):  # samples from a logdir can be NaN
             chars.append(" ")
         else:
             chars.append(SPARK[min(len(SPARK) - 1, max(0, int(value / top * len(SPARK))))])
