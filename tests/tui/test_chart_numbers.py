@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distcore.smoothing import debiased_ema
-from distmon.widgets.braille import Axis, frame_of, render_chart, x_formatter
+from distmon.widgets.braille import Axis, dot_scale, frame_of, render_chart, x_formatter
 from distmon.widgets.model import X_MODES, Curve, XMode, curves, group_jobs
 from distmon.widgets.panels import sparkline
 from tests.tui.fixed import run, series
@@ -90,20 +90,21 @@ def test_frame_covers_the_plottable_points(
 
 
 @pytest.mark.parametrize(
-    ("low", "high", "value", "position"),
+    ("low", "high", "value", "dot"),
     [
-        (0.0, 10.0, 5.0, 0.5),
-        (-MAX, MAX, 0.0, 0.5),
-        (-MAX, MAX, MAX, 1.0),
-        (1e300, 1e300, 1e300, 0.5),  # a single value sits in the middle
-        (0.0, 0.0, 0.0, 0.5),
-        (0.0, 1.0, 2.0, 1.0),  # clamped
+        (0.0, 10.0, 5.0, 50),
+        (0.0, 10.0, 10.0, 100),
+        (-MAX, MAX, 0.0, 50),  # the span overflows: computed from halves
+        (-MAX, MAX, MAX, 100),
+        (-MAX, MAX, -MAX, 0),
+        (1e300, 1e300, 1e300, 50),  # a single value sits in the middle
+        (0.0, 5e-324, 5e-324, 50),  # a span too small to divide by: the middle
+        (-BIG, BIG, BIG, 100),
     ],
 )
-def test_axis_position_never_overflows(
-    low: float, high: float, value: float, position: float
-) -> None:
-    assert Axis(low, high).position(value) == position
+def test_dot_scale_never_overflows(low: float, high: float, value: float, dot: int) -> None:
+    a, b, k, c = dot_scale(Axis(low, high), 101)
+    assert round((value * a - b) * k) + c == dot
 
 
 @pytest.mark.parametrize("mode", X_MODES)
