@@ -37,8 +37,10 @@ from tests.untrusted import (
     Point,
     control_characters,
     dir_name,
+    hparams_event,
     logdirs,
     names,
+    record,
     write_logdir,
     write_run,
 )
@@ -236,6 +238,32 @@ def test_a_ten_thousand_character_tag_is_elided_on_screen(tmp_path: Path) -> Non
     lines = asyncio.run(_screen_after(tmp_path, ("t", "down", "enter")))
     assert all(len(line) <= 100 for line in lines)
     assert any("\\x1b\\x1b" in line for line in lines), lines
+
+
+def test_hostile_hparams(tmp_path: Path) -> None:
+    """hparam names and values with escape sequences, 10,000 characters, NaN and infinities;
+    a second record whose names are not UTF-8 at all (the proto refuses them: a problem)."""
+    hostile = {
+        "\x1b]0;pwned\x07": "\x1b[2J",
+        "lr\nfake line": math.nan,
+        "long": "y" * 10_000,
+        "inf": math.inf,
+        "flag": True,
+    }
+    bad = hparams_event({"AAAA": 1.0}).replace(b"AAAA", b"\xff\xfe\x1b\x07")
+    run = tmp_path / "hp"
+    run.mkdir()
+    (run / EVENT_FILE).write_bytes(record(hparams_event(hostile)) + record(bad))
+    _, as_json, as_text = once_outputs(tmp_path)
+    parsed = json.loads(as_json.encode("utf-8"), parse_constant=_refuse)
+    assert parsed["runs"][0]["hparams"]["lr\nfake line"] == "nan"
+    assert parsed["runs"][0]["hparams"]["inf"] == "inf"
+    assert len(parsed["runs"][0]["problems"]) == 1, parsed["runs"][0]["problems"]  # the bad one
+    assert not control_characters(as_text)
+    assert "hparam \\x1b]0;pwned\\x07 = \\x1b[2J" in as_text
+    assert "hparam lr\\nfake line = nan" in as_text
+    assert max(len(line) for line in as_text.splitlines()) < 400
+    check_dashboard(tmp_path)
 
 
 async def _screen_after(root: Path, keys: tuple[str, ...]) -> list[str]:

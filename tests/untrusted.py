@@ -145,3 +145,24 @@ def control_characters(text: str) -> list[str]:
     return [
         repr(c) for c in text if c != "\n" and (unicodedata.category(c) in ("Cc", "Cs") or c in bad)
     ]
+
+
+def hparams_event(hparams: dict[str, str | float | bool], wall_time: float = 1.0) -> bytes:
+    """A session-start record of the HParams plugin, as hp.hparams() writes it."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    data = plugin_data_pb2.HParamsPluginData(version=0)
+    for name, value in hparams.items():
+        slot = data.session_start_info.hparams[name]
+        if isinstance(value, bool):
+            slot.bool_value = value
+        elif isinstance(value, str):
+            slot.string_value = value
+        else:
+            slot.number_value = value
+    meta = summary_pb2.SummaryMetadata()
+    meta.plugin_data.plugin_name = "hparams"
+    meta.plugin_data.content = data.SerializeToString()
+    value = summary_pb2.Summary.Value(tag="_hparams_/session_start_info", metadata=meta)
+    summary = _field(1, value.SerializeToString())
+    return b"\x09" + struct.pack("<d", wall_time) + _field(5, summary)
