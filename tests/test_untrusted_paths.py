@@ -128,6 +128,7 @@ def test_once_on_generated_logdirs(runs: Runs, raw: list[tuple[bytes, bytes]]) -
         check_once(root, distinct_dirs(runs) + len({n for n, _ in raw}))
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None)
 @given(logdirs())
 def test_once_json_subprocess_on_generated_logdirs(runs: Runs) -> None:
@@ -175,12 +176,16 @@ def check_dashboard(root: Path, size: tuple[int, int] = (100, 30)) -> None:
     assert not seen, seen[:10]
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(logdirs(), st.sampled_from([(80, 24), (160, 48), (40, 12)]))
-def test_dashboard_on_generated_logdirs(runs: Runs, size: tuple[int, int]) -> None:
+@given(logdirs(), raw_files(), st.sampled_from([(80, 24), (160, 48), (40, 12)]))
+def test_dashboard_on_generated_logdirs(
+    runs: Runs, raw: list[tuple[bytes, bytes]], size: tuple[int, int]
+) -> None:
     assume(not collide_when_replaced(runs))
     with fresh_dir() as root:
         write_logdir(root, runs)
+        write_raw(root, raw)
         check_dashboard(root, size)
 
 

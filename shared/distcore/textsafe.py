@@ -6,11 +6,13 @@ out they take one documented, deterministic form everywhere, terminal and JSON a
 undecodable byte is written `\\xNN` (two lowercase hex digits), as Python's "backslashreplace".
 
 For a terminal, control characters (C0, DEL, C1 — which carry ANSI/OSC escape sequences —,
-line and paragraph separators and the bidirectional overrides) are escaped too, and long text is
-elided to fit. JSON needs only the byte form (and any other lone surrogate, which no encoder can
-write as UTF-8, as the six characters `\\udNNN`): the encoder escapes control characters itself.
-`json_safe` applies that to a whole document and writes NaN and infinities as "nan", "inf", "-inf",
-so that `json.dumps(json_safe(doc), allow_nan=False)` cannot fail, whatever the input held.
+line and paragraph separators, the bidirectional overrides and the invisible format characters)
+are escaped too (`\\n`, `\\t`, `\\x1b`, `\\u202e`, `\\U000e0041`), and long text is elided to
+fit. JSON needs only the byte form (and any other lone surrogate, which no encoder can write as
+UTF-8, as the six characters `\\udNNN`): the encoder escapes control characters itself.
+`json_safe` applies that to a whole document and writes NaN and infinities as "nan", "inf",
+"-inf", so that `json.dumps(json_safe(doc), allow_nan=False)` cannot fail, whatever the input
+held. Keys that become equal once shown stay apart with " #2", " #3" appended.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 ELLIPSIS: Final = "…"
-# Control characters a terminal would act on, plus the invisible bidi controls ("Trojan Source").
+# Control characters a terminal would act on, the bidi controls ("Trojan Source") and other
+# invisible format characters (zero-width spaces and joiners, word joiners, the BOM,
+# interlinear annotations, Unicode "tag" characters) that can make two names look alike.
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff\U000e0000-\U000e007f]"
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -39,7 +44,7 @@ def _escape(match: re.Match[str]) -> str:
         return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def json_text(text: str) -> str:
@@ -71,10 +76,27 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, numbers.Real):
         return json_float(float(value))
     if isinstance(value, Mapping):
-        return {json_text(str(k)): json_safe(v) for k, v in value.items()}
+        return _distinct_keys(value, json_text, json_safe)
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return json_text(str(value))
+
+
+def _distinct_keys(
+    value: Mapping[Any, Any], key: Callable[[str], str], item: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """`value` with its keys through `key`: keys that become equal (a name holding the text
+    `\\xff` and one holding the byte 0xFF; two long names elided alike) stay apart, " #2" and
+    so on appended, so that no entry is lost."""
+    out: dict[str, Any] = {}
+    for raw, entry in value.items():
+        shown = base = key(str(raw))
+        number = 1
+        while shown in out:
+            number += 1
+            shown = f"{base} #{number}"
+        out[shown] = item(entry)
+    return out
 
 
 def elide(text: str, limit: int) -> str:
@@ -101,20 +123,13 @@ def terminal_text(text: object, limit: int | None = None) -> str:
 
 def terminal_safe(value: Any, limit: int | None = None) -> Any:
     """`value` (a JSON-ready document) with every string, keys too, through `terminal_text`:
-    for a renderer that prints the document's fields. Keys that become equal once elided stay
-    apart (" #2" is appended), so no entry is lost."""
+    for a renderer that prints the document's fields. Keys stay distinct (see json_safe)."""
     if isinstance(value, str):
         return terminal_text(value, limit)
     if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            shown = terminal_text(key, limit)
-            number = 1
-            while shown in out:
-                number += 1
-                shown = f"{terminal_text(key, limit)} #{number}"
-            out[shown] = terminal_safe(item, limit)
-        return out
+        return _distinct_keys(
+            value, lambda k: terminal_text(k, limit), lambda v: terminal_safe(v, limit)
+        )
     if isinstance(value, list | tuple):
         return [terminal_safe(v, limit) for v in value]
     return value

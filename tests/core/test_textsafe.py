@@ -5,13 +5,22 @@ from __future__ import annotations
 import json
 import math
 import unicodedata
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcore.textsafe import ELLIPSIS, elide, json_float, json_safe, json_text, terminal_text
+from distcore.textsafe import (
+    ELLIPSIS,
+    elide,
+    json_float,
+    json_safe,
+    json_text,
+    terminal_safe,
+    terminal_text,
+)
 
 
 def undecodable(raw: bytes) -> str:
@@ -37,6 +46,9 @@ def undecodable(raw: bytes) -> str:
         (undecodable(b"tag\xff\xfe"), "tag\\xff\\xfe"),
         (undecodable(b"\xc3"), "\\xc3"),  # a cut multi-byte sequence
         ("\ud800", "\\ud800"),  # a lone surrogate that is not an undecodable byte
+        ("a\u200bb\ufeff", "a\\u200bb\\ufeff"),  # zero-width space, BOM: look-alike names
+        ("x\U000e0041\U000e007f", "x\\U000e0041\\U000e007f"),  # invisible "tag" characters
+        ("\u202f\u00a0é", "\u202f\u00a0é"),  # visible spaces and letters stay
         (12.5, "12.5"),
         (None, "None"),
     ],
@@ -119,6 +131,20 @@ def test_json_safe_makes_any_document_dumpable() -> None:
     assert back["ok"] == {"n": 2**62, "f": "nan", "b": True, "none": None}
     assert back["3"] == str(object)
     assert back["\\ud800"] == "\\x80"
+
+
+@pytest.mark.parametrize("convert", [json_safe, lambda doc: terminal_safe(doc, 12)])
+def test_keys_that_look_alike_once_shown_stay_apart(convert: Any) -> None:
+    doc = {undecodable(b"t\xff"): 1, "t\\xff": 2, "t\\xff #2": 3}
+    shown = convert(doc)
+    assert sorted(shown.values()) == [1, 2, 3]
+    assert list(shown) == ["t\\xff", "t\\xff #2", "t\\xff #2 #2"]
+
+
+def test_terminal_safe_elides_alike_long_keys_apart() -> None:
+    doc = {"a" * 50 + "1" + "z" * 50: 1, "a" * 50 + "2" + "z" * 50: 2}
+    shown = terminal_safe(doc, 20)
+    assert len(shown) == 2 and all(len(k) <= 23 for k in shown)
 
 
 @settings(max_examples=200, deadline=None)
