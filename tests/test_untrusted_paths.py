@@ -245,6 +245,15 @@ def test_a_ten_thousand_character_tag_is_elided_on_screen(tmp_path: Path) -> Non
     assert any("\\x1b\\x1b" in line for line in lines), lines
 
 
+def test_a_typed_filter_is_never_read_as_markup(tmp_path: Path) -> None:
+    """Found here: '[/' in the filter closed a markup tag that did not exist, and the status
+    line's MarkupError killed the dashboard."""
+    write_run(tmp_path / "run", [Point(b"loss", 1, 1.0, 1.0)])
+    keys = ("space", "slash", "[", "/", "[", "b", "]")
+    lines = asyncio.run(_screen_after(tmp_path, keys, size=(240, 30)))
+    assert any("filter /[/[b]/" in line for line in lines), lines
+
+
 def test_hostile_hparams(tmp_path: Path) -> None:
     """hparam names and values with escape sequences, 10,000 characters, NaN and infinities;
     a second record whose names are not UTF-8 at all (the proto refuses them: a problem)."""
@@ -271,10 +280,12 @@ def test_hostile_hparams(tmp_path: Path) -> None:
     check_dashboard(tmp_path)
 
 
-async def _screen_after(root: Path, keys: tuple[str, ...]) -> list[str]:
+async def _screen_after(
+    root: Path, keys: tuple[str, ...], size: tuple[int, int] = (100, 30)
+) -> list[str]:
     options = Options(logdirs=(root,), no_gpu=True, refresh=0.2, poll=True)
     app = DistmonApp(options, producers=lambda: make_producers(options))
-    async with app.run_test(size=(100, 30)) as pilot:
+    async with app.run_test(size=size) as pilot:
         for _ in range(60):
             await pilot.pause(0.05)
             if not any("reading" in line for line in screen_lines(app)):
