@@ -21,7 +21,7 @@ BIG = 2.0**63
 MAX = 1.7976931348623157e308
 
 # (xs, ys, points that cannot be plotted on a linear / on a log scale)
-CASES = {
+CASES: dict[str, tuple[list[float], list[float], int, int]] = {
     "one point": ([5.0], [1.0], 0, 0),
     "all at one step": ([7.0] * 4, [1.0, 2.0, 3.0, 4.0], 0, 0),
     "flat line": ([0.0, 1.0, 2.0], [3.0] * 3, 0, 0),
@@ -67,7 +67,7 @@ def test_overlay_of_every_case_counts_all_skipped_points(log_y: bool) -> None:
         Curve(name, tuple(xs), tuple(ys), i)
         for i, (name, (xs, ys, _, _)) in enumerate(CASES.items())
     ]
-    missing = sum(case[3 if log_y else 2] for case in CASES.values())
+    missing = sum(log if log_y else linear for _, _, linear, log in CASES.values())
     text = render_chart(many, 100, 20, log_y=log_y).plain
     assert f"{missing} points not plotted" in text.split("\n")[-1]
 
