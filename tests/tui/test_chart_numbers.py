@@ -184,3 +184,29 @@ def test_relative_time_starts_at_the_first_finite_wall_time() -> None:
 @pytest.mark.parametrize("values", [[NAN, INF, -INF, 50.0, None, 1e300, -1e300]])
 def test_sparkline_skips_non_finite_samples(values: list[float | None]) -> None:
     assert sparkline(values, len(values)).plain[:3] == "   "
+
+
+@pytest.mark.parametrize(
+    ("values", "weight"),
+    [
+        ([MAX, MAX, MAX * 0.999], 0.9),  # found by hand: rounding smoothed this to inf
+        ([-MAX, -MAX, -MAX * 0.99], 0.9),
+        ([MAX, -MAX, MAX, MAX], 0.6),
+    ],
+)
+def test_smoothing_a_finite_series_stays_finite(values: list[float], weight: float) -> None:
+    assert all(math.isfinite(v) for v in debiased_ema(values, weight))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=40),
+    st.floats(0.0, 0.99),
+)
+def test_smoothed_values_stay_within_the_values_so_far(values: list[float], weight: float) -> None:
+    """A weighted mean of the values so far: finite, and within their range (give or take the
+    rounding TensorBoard's own arithmetic has)."""
+    for i, out in enumerate(debiased_ema(values, weight)):
+        low, high = min(values[: i + 1]), max(values[: i + 1])
+        slack = 1e-12 * max(abs(low), abs(high))
+        assert math.isfinite(out) and low - slack <= out <= high + slack
