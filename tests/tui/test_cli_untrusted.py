@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pty
 import shutil
 import subprocess
 import sys
@@ -123,6 +124,38 @@ def test_without_a_terminal_distmon_prints_the_report(hostile_logdir: Path) -> N
     assert f"{len(HOSTILE_NAMES)} runs in" in out
     assert not control_characters(out)
     assert "not a terminal" in distmon("--help").stdout.decode()
+
+
+def test_stderr_not_a_terminal_also_gives_the_report(tmp_path: Path) -> None:
+    """The dashboard draws on stderr: `distmon 2>log` in a terminal must not fill the log with
+    escape codes (and show nothing)."""
+    main, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "distmon", "--no-gpu", str(tmp_path)],
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            timeout=TIMEOUT,
+        )
+        os.close(secondary)
+        out = _read_all(main)
+    finally:
+        os.close(main)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert b"0 runs in" in out and b"\x1b[" not in out
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def test_once_text_escapes_every_name(hostile_logdir: Path) -> None:

@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="distmon",
         description="Watch TensorBoard logdirs and GPUs live in the terminal. When standard output "
-        "is not a terminal (a pipe, a file), distmon prints the --once report instead.",
+        "(or standard error, where the dashboard draws) is not a terminal, distmon prints the "
+        "--once report instead.",
     )
     parser.add_argument(
         "logdirs", nargs="*", metavar="LOGDIR", help="log directories (default: ./runs, else .)"
@@ -153,8 +154,9 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         for logdir in options.logdirs:
             check_logdir(logdir)
-        if not options.once and not _is_terminal(sys.stdout):
-            options = dataclasses.replace(options, once=True)  # no escape codes into a pipe
+        # Textual draws on stderr: both must be terminals, or escape codes go into a file.
+        if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
+            options = dataclasses.replace(options, once=True)
         if options.once:
             from distmon.once import run_once
 
