@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore.snapshot import build_snapshot
+from distcore.textsafe import json_safe, terminal_safe
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
@@ -110,6 +111,7 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
     _render_alerts(doc["alerts"], out)
 
 
+NAME_LIMIT = 160  # characters of one name or message in the text report
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
 
 
@@ -123,9 +125,9 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
 def run_once(options: Options, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     doc = collect(options)
-    if options.json:
-        json.dump(doc, out, indent=2, allow_nan=False)
+    if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
+        json.dump(json_safe(doc), out, indent=2, allow_nan=False)
         out.write("\n")
-    else:
-        render_text(doc, out)
+    else:  # every outside string escaped (control characters, ANSI) and elided
+        render_text(terminal_safe(json_safe(doc), NAME_LIMIT), out)
     return 0

@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Sane ranges: a refresh below 0.1 s only burns CPU, above an hour is no monitor; a bound on
+# simulated GPUs and kept points keeps a typo from eating the machine's memory.
+MIN_REFRESH = 0.1
+MAX_REFRESH = 3600.0
+MAX_SIMULATED_GPUS = 64
+MAX_POINTS = 1_000_000
+
 
 @dataclass(frozen=True)
 class Options:
