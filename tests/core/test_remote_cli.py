@@ -189,7 +189,7 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     assert text.returncode == 2  # no source at all could be read: one line each
     assert text.stderr == (
         f"distmon: {tmp_path}/missing: no such log directory\n"
-        f"{HOST_ALIAS}:/nope: no such directory\n"
+        f"distmon: {HOST_ALIAS}:/nope: no such directory\n"
     )
     one_ok = distmon(
         "--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:{tmp_path}/runs",

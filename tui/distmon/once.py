@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore.errors import DistmonError
 from distcore.snapshot import build_snapshot
+from distcore.textsafe import json_safe, terminal_safe
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
@@ -145,19 +146,20 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
 
 
 def _render_remote(doc: dict[str, Any], out: TextIO) -> None:
-    """Remote hosts' GPUs and the sources that could not be read (issue 14)."""
-    from distcore.textsafe import terminal_text
+    """Remote hosts' GPUs and the sources that could not be read (issue 14). The document is
+    already terminal-safe (run_once escapes it whole)."""
     from distmon.gpus_text import gpu_line
 
     for host in doc.get("hosts", []):
         state = host["error"] or host["gpu_reason"] or f"{len(host['gpus'])} GPU(s)"
-        out.write(f"Host {terminal_text(host['name'], 60)} (ssh): {terminal_text(state, 160)}\n")
+        out.write(f"Host {host['name']} (ssh): {state}\n")
         for dev in host["gpus"]:
-            out.write(terminal_text(gpu_line(dev)) + "\n")
+            out.write(gpu_line(dev) + "\n")
     for line in doc.get("errors", []):
-        out.write(f"error: {terminal_text(line, 300)}\n")
+        out.write(f"error: {line}\n")
 
 
+NAME_LIMIT = 160  # characters of one name or message in the text report
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
 
 
@@ -171,9 +173,9 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
 def run_once(options: Options, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     doc = collect(options)
-    if options.json:
-        json.dump(doc, out, indent=2, allow_nan=False)
+    if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
+        json.dump(json_safe(doc), out, indent=2, allow_nan=False)
         out.write("\n")
-    else:
-        render_text(doc, out)
+    else:  # every outside string escaped (control characters, ANSI) and elided
+        render_text(terminal_safe(json_safe(doc), NAME_LIMIT), out)
     return 0

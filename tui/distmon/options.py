@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from distcore.remote.spec import SshSpec, UrlSpec
 
+# Sane ranges: a refresh below 0.1 s only burns CPU, above an hour is no monitor; a bound on
+# simulated GPUs and kept points keeps a typo from eating the machine's memory.
+MIN_REFRESH = 0.1
+MAX_REFRESH = 3600.0
+MAX_SIMULATED_GPUS = 64
+MAX_POINTS = 1_000_000
+
 
 @dataclass(frozen=True)
 class Options:
