@@ -1,9 +1,10 @@
 """Logdirs on another machine, read over the host's shared SSH connection.
 
-Nothing is installed there: a refresh is one `find` (GNU findutils: device, inode, size, mtime
-and path of every event file, NUL-separated) and, only for files that grew, one `sh` script
-that sends each file's bytes from the last offset (`tail -c +N | head -c M`, which seeks), each
-framed by a header and checked by a second `stat` after it. Only appended bytes travel.
+Nothing is installed there. A refresh is ONE `sh` command: for every file already known, a
+header and the bytes appended since the last read (`tail -c +N | head -c M`, which seeks; none
+for a file that did not grow), checked by a second `stat` after them; then one `find` (GNU
+findutils: device, inode, size, mtime and path of every event file, NUL-separated). Files that
+are new in that listing are read by a second command, once. Only appended bytes travel.
 """
 
 from __future__ import annotations
@@ -26,19 +27,15 @@ MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
 NO_DIR: Final = 3
 DENIED: Final = 4
 
-LIST_SCRIPT: Final = r"""
+_CD: Final = r"""
 if ! cd -- "$1" 2>/dev/null; then
   if [ -d "$1" ]; then exit 4; fi
   exit 3
 fi
-find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
-exit 0
-"""
-
-# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
-READ_SCRIPT: Final = r"""
-cd -- "$1" || exit 3
 shift
+"""
+# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
+_READS: Final = r"""
 while [ $# -ge 4 ]; do
   f=$1; id=$2; off=$3; max=$4; shift 4
   s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
@@ -53,6 +50,15 @@ while [ $# -ge 4 ]; do
   printf '%s\n' "$s"
 done
 """
+# Device, inode, size, mtime and path of every event file, NUL-separated (GNU find).
+_FIND: Final = r"""
+find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
+exit 0
+"""
+# A refresh is ONE command: what the known files grew by, then the listing (new files are
+# read by a second command, once).
+REFRESH_SCRIPT: Final = _CD + _READS + _FIND
+READ_SCRIPT: Final = _CD + _READS
 
 
 @dataclass
@@ -192,7 +198,8 @@ class SshLogdirReader:
             self._stop.wait(next_at - now)
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
-        listed = self._conn.run(posix_script(LIST_SCRIPT, [remote_path(logdir.spec.path)]))
+        known = logdir.tail.known(FETCH_LIMIT)
+        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._read_args(logdir, known)))
         error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
         if error is None and listed.returncode != 0:
             detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
@@ -204,7 +211,8 @@ class SshLogdirReader:
         if error is not None:
             return frozenset()
         logdir.read_once = True
-        listing = parse_listing(listed.stdout)
+        _, end = _take_reads(logdir.tail, known, listed.stdout)
+        listing = parse_listing(listed.stdout[end:])
         fetches = logdir.tail.plan(listing)
         for _ in range(MAX_ROUNDS):
             if not fetches or self._stop.is_set():
@@ -215,30 +223,37 @@ class SshLogdirReader:
         return logdir.tail.finish()
 
     def _read(self, logdir: _Logdir, fetches: Sequence[Fetch]) -> dict[str, FileMeta]:
+        args = self._read_args(logdir, fetches)
+        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
+        return _take_reads(logdir.tail, fetches, result.stdout)[0]
+
+    @staticmethod
+    def _read_args(logdir: _Logdir, fetches: Sequence[Fetch]) -> list[str]:
         args = [remote_path(logdir.spec.path)]
         for f in fetches:
-            meta_id = logdir.tail.identity(f.rel)
-            args += [f.rel, str(meta_id), str(f.start), str(FETCH_LIMIT)]
-        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
-        return _take_reads(logdir.tail, fetches, result.stdout)
+            args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
+        return args
 
 
-def _take_reads(tail: LogdirTail, fetches: Sequence[Fetch], out: bytes) -> dict[str, FileMeta]:
-    """Hand each file's bytes to the tail; the sizes seen after the read (for catch-up)."""
+def _take_reads(
+    tail: LogdirTail, fetches: Sequence[Fetch], out: bytes
+) -> tuple[dict[str, FileMeta], int]:
+    """Hand each file's bytes to the tail: the sizes seen after the read (for catch-up), and
+    where the reads end in `out` (a listing may follow)."""
     sizes: dict[str, FileMeta] = {}
     pos = 0
     for f in fetches:
         end = out.find(b"\n", pos)
-        if end < 0:
-            break
-        head = out[pos:end].split()
+        head = out[pos:end].split() if end >= 0 else []
         if len(head) != 4:
             break
         ident, start, count = head[0].decode(), int(head[2]), int(head[3])
         data = out[end + 1 : end + 1 + count]
-        pos = end + 1 + count
-        end = out.find(b"\n", pos)
-        after = out[pos:end].split() if end >= 0 else []
+        trailer_at = end + 1 + count
+        end = out.find(b"\n", trailer_at)
+        if end < 0:
+            break
+        after = out[trailer_at:end].split()
         pos = end + 1
         if len(data) != count or len(after) != 2 or after[0].decode() != ident:
             continue  # replaced while read: the next refresh starts it again
@@ -248,4 +263,4 @@ def _take_reads(tail: LogdirTail, fetches: Sequence[Fetch], out: bytes) -> dict[
             tail.restart(f.rel, ident)
         tail.deliver(f.rel, start, data)
         sizes[f.rel] = FileMeta(ident, int(after[1]), tail.mtime(f.rel))
-    return sizes
+    return sizes, pos

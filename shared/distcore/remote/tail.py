@@ -113,6 +113,11 @@ class LogdirTail:
         self._decode(rel, state)
         return True
 
+    def known(self, limit: int = FETCH_LIMIT) -> list[Fetch]:
+        """A fetch from the current offset for every known file (the transport sends nothing
+        for a file that did not grow)."""
+        return [Fetch(rel, state.offset, limit) for rel, state in sorted(self._files.items())]
+
     def identity(self, rel: str) -> object:
         state = self._files.get(rel)
         return state.identity if state is not None else None
