@@ -171,6 +171,19 @@ def test_damaged_records_are_listed_under_problems(objects: ObjectStore) -> None
     remote.close()
 
 
+def test_object_names_from_outside_are_kept_as_they_are(objects: ObjectStore) -> None:
+    names = ["a b", "ünï/cödé", "tab\there", "$(touch PWNED)", "-rf", "percent%20d"]
+    for i, name in enumerate(names):
+        objects.put(f"n/{name}/events.out.tfevents.1.h", scalar_records("loss", [(i, 1.0)]))
+    store = RunStore()
+    remote = reader_for(objects, "n", store)
+    remote.scan_once()
+    assert remote.errors() == ()
+    found = {r.name: r.scalars["loss"].last_step for r in store.snapshot()}
+    assert found == {objects.url(f"bucket/n/{name}"): i for i, name in enumerate(names)}
+    remote.close()
+
+
 def test_missing_bucket_is_one_line(objects: ObjectStore) -> None:
     store = RunStore()
     remote = make_remote_producers(
