@@ -137,16 +137,20 @@ def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_p
 
 
 def test_logdirs_on_one_host_share_one_connection(sshd: Sshd, tmp_path: Path) -> None:
-    for logdir in ("exp1", "exp2"):
+    for logdir in ("exp1", "exp2", "other/exp1"):
         (tmp_path / logdir / "run").mkdir(parents=True)
         (tmp_path / logdir / "run" / "events.out.tfevents.1.h").write_bytes(
             scalar_records("loss", [(1, 1.0)])
         )
     store = RunStore()
-    specs = [SshSpec(HOST_ALIAS, None, str(tmp_path / d)) for d in ("exp1", "exp2")]
+    specs = [SshSpec(HOST_ALIAS, None, str(tmp_path / d)) for d in ("exp1", "exp2", "other/exp1")]
     remote = make_remote_producers(specs, store, ssh_config=sshd.config)
     try:
-        assert remote.scan_once() == {f"{HOST_ALIAS}:exp1/run", f"{HOST_ALIAS}:exp2/run"}
+        assert remote.scan_once() == {
+            f"{HOST_ALIAS}:exp1/run",
+            f"{HOST_ALIAS}:exp2/run",
+            f"{HOST_ALIAS}:exp1-2/run",
+        }
         (reader,) = remote.producers
         (source,) = remote.host_sources
         source.sample_once()  # type: ignore[attr-defined]

@@ -103,7 +103,7 @@ def make_remote_producers(
     sources: list[HostSource] = []
     closers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}
-    for spec in specs:
+    for spec in dict.fromkeys(specs):  # the same source twice is read once
         if isinstance(spec, SshSpec):
             by_host.setdefault(spec.destination, []).append(spec)
         elif isinstance(spec, UrlSpec):
@@ -112,8 +112,10 @@ def make_remote_producers(
                     spec, store, storage_options=storage_options, interval=refresh, clock=clock
                 )
             )
+    hosts = [s[0].label for s in by_host.values()]
     for destination, host_specs in by_host.items():
-        label = host_specs[0].label
+        # Named by host; by user@host where one host is reached as several users.
+        label = host_specs[0].label if hosts.count(host_specs[0].label) == 1 else destination
         conn = SshConnection(destination, ssh_config=ssh_config, clock=clock)
         closers.append(conn.close)
         producers.append(

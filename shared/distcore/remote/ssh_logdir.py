@@ -65,7 +65,6 @@ READ_SCRIPT: Final = _CD + _READS
 class _Logdir:
     spec: SshSpec
     tail: LogdirTail
-    sizes: dict[str, FileMeta]
     error: str | None = None
     error_since: float = 0.0
     read_once: bool = False
@@ -76,6 +75,19 @@ def remote_path(path: str) -> str:
     if path == "~":
         return "."
     return path[2:] or "." if path.startswith("~/") else path
+
+
+def unique_bases(paths: Sequence[str]) -> list[str]:
+    """Each logdir's folder name, made unique (`runs`, `runs-2`): several logdirs on one host
+    are told apart in run names as local ones are."""
+    bases: list[str] = []
+    for path in paths:
+        base = posixpath.basename(posixpath.normpath(path)) or path
+        name, n = base, 2
+        while name in bases:
+            name, n = f"{base}-{n}", n + 1
+        bases.append(name)
+    return bases
 
 
 def parse_listing(data: bytes) -> dict[str, FileMeta]:
@@ -111,7 +123,11 @@ class SshLogdirReader:
         self._store = store
         self._interval = interval
         self._clock = clock
-        self._logdirs = [self._logdir(spec, len(specs) > 1) for spec in specs]
+        bases = unique_bases([spec.path for spec in specs])
+        self._logdirs = [
+            self._logdir(spec, base, len(specs) > 1)
+            for spec, base in zip(specs, bases, strict=True)
+        ]
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -122,12 +138,11 @@ class SshLogdirReader:
     def connection(self) -> SshConnection:
         return self._conn
 
-    def _logdir(self, spec: SshSpec, several: bool) -> _Logdir:
-        base = posixpath.basename(posixpath.normpath(spec.path)) or spec.path
+    def _logdir(self, spec: SshSpec, base: str, several: bool) -> _Logdir:
         prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
         root_name, path_base = f"{self._label}:{base}", f"{self._label}:{spec.path}"
         tail = LogdirTail(self._store, prefix, root_name, path_base)
-        return _Logdir(spec, tail, {})
+        return _Logdir(spec, tail)
 
     @property
     def bytes_fetched(self) -> int:
