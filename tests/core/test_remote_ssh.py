@@ -239,6 +239,7 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
         [SshSpec(HOST_ALIAS, None, str(tmp_path))], store, refresh=0.2, ssh_config=sshd.config
     )
     remote.start()
+    remote.start()  # idempotent: the app starts host sources, the index the readers
     try:
         (source,) = remote.host_sources
         wait_for(lambda: len(source.hosts()[0].gpus) == 2)
@@ -268,6 +269,7 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
         procs = [p for p in _processes() if stand_in in p and "-lms" in p]
         assert len(procs) == 1, procs
     finally:
+        remote.close()
         remote.close()
 
 

@@ -48,6 +48,10 @@ class RemoteReader(Protocol):
 
 @dataclass(frozen=True)
 class RemoteProducers:
+    """All remote producers as one: start()/close() (idempotent, host sources included, the
+    shared connections closed last), errors() of every reader, hosts() of every host source.
+    For a job index: hosts=`host_sources`, producers=[this]."""
+
     producers: tuple[RemoteReader, ...]
     host_sources: tuple[HostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users

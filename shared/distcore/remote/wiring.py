@@ -66,17 +66,23 @@ def read_remote_once(
         specs, store, ssh_config=ssh_config, storage_options=storage_options, gpus=gpus
     )
     try:
-        # Hosts and buckets in parallel: one unreachable host costs its timeout once, not each.
-        jobs: list[Callable[[], object]] = [p.scan_once for p in remote.producers]
-        jobs += [s.sample_once for s in remote.host_sources if hasattr(s, "sample_once")]
-        with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
-            for future in [pool.submit(job) for job in jobs]:
-                future.result()
+        scan_remote_once(remote)
         hosts = remote.hosts()
         errors = tuple(e.message for e in remote.errors())
         return RemoteOnce(store.snapshot(), hosts, errors, remote.readable())
     finally:
         remote.close()
+
+
+def scan_remote_once(remote: RemoteProducers) -> None:
+    """Every remote source read once and every remote host's GPUs sampled once, in parallel
+    (one unreachable host costs its timeout once, not once per source). For `--once` with a
+    job index: scan, then hand `remote.host_sources` and `remote` (its errors()) to the index."""
+    jobs: list[Callable[[], object]] = [p.scan_once for p in remote.producers]
+    jobs += [s.sample_once for s in remote.host_sources if hasattr(s, "sample_once")]
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+        for future in [pool.submit(job) for job in jobs]:
+            future.result()
 
 
 def host_to_json(host: Host) -> dict[str, Any]:
