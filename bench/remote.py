@@ -97,11 +97,6 @@ def _latency(
     return [probe.seen[s] - t for s, t in written.items() if s in probe.seen]
 
 
-def _row(label: str, delays: list[float]) -> str:
-    p50, p95 = _percentile(delays, 0.5) * 1000, _percentile(delays, 0.95) * 1000
-    return f"  {label:<34} p50 {p50:7.0f} ms   p95 {p95:7.0f} ms   ({len(delays)} points)"
-
-
 def bench_latency(tmp: Path, sshd: Sshd, s3: Any, args: argparse.Namespace) -> None:
     run = tmp / "lat" / "run"
     run.mkdir(parents=True)
@@ -139,21 +134,32 @@ def bench_latency(tmp: Path, sshd: Sshd, s3: Any, args: argparse.Namespace) -> N
         return remote
 
     s3.pipe_file("bench/lat/run/events.out.tfevents.1.bench", obj[0])
-    print(f"write-to-store latency, refresh {args.refresh:g} s, a point every ~100 ms:")
-    rows = {}
-    for first, (label, start, append, name) in enumerate(
-        (
+    print(
+        f"write-to-store latency, refresh {args.refresh:g} s, a point every ~100 ms,"
+        f" {args.repeats} alternating rounds (medians of the rounds' p50 and p95):"
+    )
+    modes = [
         ("local polling (anchor)", local_poll, append_local, "run"),
         ("ssh host:PATH", ssh_reader, append_local, f"{HOST_ALIAS}:run"),
         ("s3:// (moto server)", s3_reader, append_s3, "s3://bench/lat/run"),
-        ),
-        start=1,
-    ):  # fmt: skip
-        # Each mode writes its own steps: the file is shared, and an old step would be a restart.
-        rows[label] = _latency(args.points, first * 10_000, start, append, name)
-        anchor = rows["local polling (anchor)"]
-        ratio = statistics.median(rows[label]) / statistics.median(anchor)
-        print(f"{_row(label, rows[label])}   {ratio:.2f}x local polling's p50", flush=True)
+    ]
+    p50s: dict[str, list[float]] = {m[0]: [] for m in modes}
+    p95s: dict[str, list[float]] = {m[0]: [] for m in modes}
+    step = 10_000  # each round writes new steps: the file is shared, an old step is a restart
+    for round_ in range(args.repeats):
+        order = modes if round_ % 2 == 0 else modes[::-1]
+        for label, start, append, name in order:
+            delays = _latency(args.points, step, start, append, name)
+            step += 10_000
+            p50s[label].append(_percentile(delays, 0.5) * 1000)
+            p95s[label].append(_percentile(delays, 0.95) * 1000)
+    anchor = statistics.median(p50s[modes[0][0]])
+    for label, *_ in modes:
+        p50, p95 = statistics.median(p50s[label]), statistics.median(p95s[label])
+        print(
+            f"  {label:<24} p50 {p50:6.0f} ms  p95 {p95:6.0f} ms   {p50 / anchor:.2f}x the"
+            f" anchor's p50   (rounds' p50 {min(p50s[label]):.0f}-{max(p50s[label]):.0f} ms)"
+        )
 
 
 def bench_bytes(
@@ -226,6 +232,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--grow-mb", type=int, default=1)
     parser.add_argument("--refresh", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=3, help="alternating latency rounds")
     args = parser.parse_args()
     os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     import s3fs
