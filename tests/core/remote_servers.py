@@ -94,7 +94,10 @@ class Sshd:
         return path
 
     def start(self) -> None:
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+        # sshd refuses to start without its privilege separation directory (the package's
+        # service creates it at boot); a non-root user cannot, and sshd_available() says so.
+        with contextlib.suppress(PermissionError):
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
         self.process = subprocess.Popen(
             [SSHD, "-D", "-e", "-f", str(self.root / "sshd_config")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -130,7 +133,8 @@ def _is_sshd(proc: psutil.Process) -> bool:
 
 
 def sshd_available() -> bool:
-    return os.path.exists(SSHD) and shutil.which("ssh") is not None
+    privsep = os.path.isdir("/run/sshd") or os.access("/run", os.W_OK)
+    return os.path.exists(SSHD) and shutil.which("ssh") is not None and privsep
 
 
 class ServerProcess:
