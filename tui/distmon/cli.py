@@ -63,7 +63,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--once report instead.",
     )
     parser.add_argument(
-        "logdirs", nargs="*", metavar="LOGDIR", help="log directories (default: ./runs, else .)"
+        "logdirs",
+        nargs="*",
+        metavar="LOGDIR",
+        help="log directories, [user@]host:PATH over ssh, or s3://, gs://... URLs"
+        " (default: ./runs, else .)",
+    )
+    parser.add_argument(
+        "--ssh-config", type=Path, metavar="FILE", help="ssh config file for host:PATH (ssh -F)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec option for URLs (e.g. endpoint_url=http://127.0.0.1:9000)",
     )
     parser.add_argument("--poll", action="store_true", help="poll files instead of inotify")
     parser.add_argument(
@@ -106,7 +120,19 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     args = parser.parse_args(argv)
     if args.json and not args.once:
         parser.error("--json needs --once")
-    logdirs = tuple(Path(p) for p in args.logdirs) or _default_logdirs()
+    from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
+
+    try:
+        specs = parse_sources(args.logdirs)
+        storage_options = parse_storage_options(args.storage_option)
+    except DistmonError as err:
+        parser.error(str(err))
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        parser.error(f"--ssh-config: no such file: {args.ssh_config}")
+    remotes = tuple(s for s in specs if not isinstance(s, LocalSpec))
+    logdirs = tuple(s.path for s in specs if isinstance(s, LocalSpec))
+    if not specs:
+        logdirs = _default_logdirs()
     return Options(
         logdirs=logdirs,
         poll=args.poll,
@@ -116,6 +142,9 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         once=args.once,
         json=args.json,
         max_points=args.max_points,
+        remotes=remotes,
+        ssh_config=args.ssh_config,
+        storage_options=storage_options,
     )
 
 
@@ -152,8 +181,9 @@ def _is_terminal(stream: object) -> bool:
 def _run(argv: Sequence[str] | None) -> int:
     options = parse_options(argv)
     try:
-        for logdir in options.logdirs:
-            check_logdir(logdir)
+        if not options.remotes:  # with remote sources: one line among the others (--once)
+            for logdir in options.logdirs:
+                check_logdir(logdir)
         # Textual draws on stderr: both must be terminals, or escape codes go into a file.
         if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
             options = dataclasses.replace(options, once=True)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distcore.remote.spec import SshSpec, UrlSpec
 
 # Sane ranges: a refresh below 0.1 s only burns CPU, above an hour is no monitor; a bound on
 # simulated GPUs and kept points keeps a typo from eating the machine's memory.
@@ -23,3 +28,7 @@ class Options:
     once: bool = False
     json: bool = False
     max_points: int = 2000
+    # Remote sources (issue 14): `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
+    remotes: tuple[SshSpec | UrlSpec, ...] = ()
+    ssh_config: Path | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
