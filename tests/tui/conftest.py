@@ -60,12 +60,30 @@ def simulated_gpus(n: int = 2) -> list[TelemetrySnapshot]:
     ]
 
 
+async def ready(pilot: Any, timeout: float = 20.0) -> None:
+    """Wait until the app shows a snapshot of its job index (built off the UI thread)."""
+    app = pilot.app
+    for _ in range(int(timeout / 0.02)):
+        if app.index is not None and app.jobs is not None and app.jobs is app.index.latest():
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+async def fresh(pilot: Any, timeout: float = 20.0) -> None:
+    """A new snapshot now (after a change the index was not told about), and wait until shown."""
+    await ready(pilot, timeout)
+    pilot.app.index.refresh()
+    await ready(pilot, timeout)
+
+
 async def settle(pilot: Any) -> None:
-    """Wait until the sampler thread took its one sample, then redraw: identical screens."""
-    sampler_ = pilot.app._telemetry
+    """Wait until the sampler thread took its one sample, then a fresh snapshot: identical
+    screens every time."""
+    await ready(pilot)
+    sampler_ = pilot.app._producers.telemetry
     for _ in range(100):
         if sampler_.samples > HISTORY_TICKS:
             break
         await pilot.pause(0.02)
-    pilot.app.refresh_view()
-    await pilot.pause()
+    await fresh(pilot)

@@ -10,7 +10,7 @@ from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import HelpScreen, TagPicker
-from tests.tui.conftest import MakeApp, simulated_gpus, standard_runs
+from tests.tui.conftest import MakeApp, fresh, ready, simulated_gpus, standard_runs
 from tests.tui.fixed import FixedRuns, keras_job
 
 JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
@@ -33,6 +33,7 @@ async def test_first_screen_lists_jobs_and_pairs_train_with_validation(make_app:
 async def test_q_quits(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running
@@ -41,6 +42,7 @@ async def test_q_quits(make_app: MakeApp) -> None:
 async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -55,6 +57,7 @@ async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
 async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         table = app.query_one(RunsTable)
         await pilot.press("slash")
         assert app.query_one("#filter", Input).has_focus
@@ -72,6 +75,7 @@ async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> No
 async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("slash", *"(inp")
         await pilot.pause()
         assert row_keys(app.query_one(RunsTable)) == []
@@ -83,6 +87,7 @@ async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
 async def test_j_k_and_arrows_move_the_cursor_and_the_charts_follow(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         table = app.query_one(RunsTable)
         await pilot.press("j")
         assert table.current_key == "pytorch/exp1"
@@ -99,6 +104,7 @@ async def test_j_k_and_arrows_move_the_cursor_and_the_charts_follow(make_app: Ma
 async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("space", "j", "j", "space")
         await pilot.pause()
         assert app.selected == {"input_bound", "quickstart"}
@@ -146,6 +152,7 @@ async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_pat
 async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("space", "j", "j", "enter")
         await pilot.pause()
         labels = {c.label for c in app.query_one("#chart-loss", LineChart)._curves}
@@ -155,6 +162,7 @@ async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeAp
 async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         seen = []
         for _ in range(5):
             seen.append(app.focused.id if app.focused else None)
@@ -168,6 +176,7 @@ async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
 async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("t")
         await pilot.pause()
         assert isinstance(app.screen, TagPicker)
@@ -187,6 +196,7 @@ async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
 async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         chart = app.query_one("#chart-loss", LineChart)
         raw = chart._curves[0].ys
         await pilot.press("plus", "plus")
@@ -210,10 +220,14 @@ async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:
     store = FixedRuns(keras_job("a"))
     app = make_app(store=store)
     async with app.run_test() as pilot:
+        await ready(pilot)
         assert row_keys(app.query_one(RunsTable)) == ["a"]
         store._runs = (*store._runs, *keras_job("b"))  # changed without a notification
-        await pilot.press("r")
-        await pilot.pause()
+        await pilot.press("r")  # wakes the index, which reads the store again
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if row_keys(app.query_one(RunsTable)) == ["a", "b"]:
+                break
         assert row_keys(app.query_one(RunsTable)) == ["a", "b"]
 
 
@@ -221,6 +235,7 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
     store = FixedRuns([])
     app = make_app(store=store)
     async with app.run_test() as pilot:
+        await ready(pilot)
         assert row_keys(app.query_one(RunsTable)) == []
         writer = threading.Thread(target=store.replace, args=(standard_runs(),))
         writer.start()
@@ -247,6 +262,7 @@ async def test_alerts_panel_and_gpu_panel(make_app: MakeApp) -> None:
 async def test_without_nvml_the_reason_is_in_the_panel(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.pause()
         text = str(app.query_one("#gpus", Panel).render())
         assert "no GPU: NVML library not found" in text

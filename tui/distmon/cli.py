@@ -31,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--once", action="store_true", help="read everything once, print, exit")
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --once: exit 1 when any alert is critical (a diverged or failed job, NaN "
+        "loss, a highly input-bound job), else 0; for cron, Slurm epilogues and CI",
+    )
+    parser.add_argument(
         "--max-points",
         type=int,
         default=2000,
@@ -51,6 +57,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     args = parser.parse_args(argv)
     if args.json and not args.once:
         parser.error("--json needs --once")
+    if args.check and not args.once:
+        parser.error("--check needs --once")
     if args.refresh <= 0:
         parser.error("--refresh must be positive")
     if args.simulate_gpus < 0 or args.max_points < 2:
@@ -64,6 +72,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         simulate_gpus=args.simulate_gpus,
         once=args.once,
         json=args.json,
+        check=args.check,
         max_points=args.max_points,
     )
 

@@ -1,113 +1,96 @@
-"""`distmon --once [--json]`: read everything once, print one report, exit 0.
+"""`distmon --once [--json] [--check]`: read everything once, print one report, exit.
 
-The document is assembled from three seams, one per source: the runs (distcore.events), the GPUs
-and host (distcore.telemetry) and the alerts (pure rules over the other two).
+The report renders the job index's snapshot (distcore.jobs), as the dashboard does: the same
+jobs, statuses, hosts and alerts. `--check` exits 1 when any alert is critical.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from distcore.snapshot import build_snapshot
-from distmon.gpus_text import render_gpus_text
+from distcore.textsafe import terminal_text
+from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
 
-if TYPE_CHECKING:
-    from distcore.events.model import RunSnapshot
-    from distmon.widgets.model import Plan
-
-
-def _runs(options: Options) -> tuple[RunSnapshot, ...]:
-    """Every run under the logdirs (reader issue)."""
-    # Imported here so that the dashboard's own start-up does not pay for the protos.
-    from distcore.events import load_once
-
-    return load_once(options.logdirs, poll=options.poll, max_points=options.max_points)
-
-
-def _telemetry(options: Options) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The `gpus` and `host` objects (telemetry issue)."""
-    from distcore.telemetry import make_source
-    from distcore.telemetry.jsonify import telemetry_to_json
-
-    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
-    try:
-        return telemetry_to_json(source.sample())
-    finally:
-        source.close()
-
-
-def _alerts(runs: Sequence[RunSnapshot], gpus: dict[str, Any]) -> list[dict[str, Any]]:
-    """Alerts computed from the runs' kept points and the GPUs (dashboard issue).
-
-    The rules see each series' curve (loss rising, points that stopped arriving), not only the
-    last point that the JSON carries.
-    """
-    from distcore.alerts import evaluate, gpu_from_json
-    from distmon.widgets.model import job_dir_of, read_plan
-
-    plans: dict[Path, Plan | None] = {}  # train/, validation/ and system/ share one run.json
-    agent_status = {}
-    for run in runs:
-        job_dir = job_dir_of(run)
-        if job_dir not in plans:
-            plans[job_dir] = read_plan(job_dir)
-        plan = plans[job_dir]
-        if plan is not None and plan.status:
-            agent_status[run.name] = plan.status
-    found = evaluate(
-        runs,
-        [gpu_from_json(g) for g in gpus.get("devices", [])],
-        now=time.time(),
-        agent_status=agent_status,
-    )
-    return [a.to_json() for a in found]
+CRITICAL_EXIT = 1
 
 
 def collect(options: Options) -> dict[str, Any]:
+    """The version-1 document: the reader's runs, this host's GPUs, and the index's jobs,
+    hosts and alerts, from one pass over the logdirs and one telemetry sample."""
+    # Imported here so that the dashboard's own start-up does not pay for the protos.
+    from distcore.events import LogdirWatcher, RunStore
     from distcore.events.jsonify import run_to_json
+    from distcore.jobs.index import JobIndex
+    from distcore.jobs.jsonify import index_to_json
+    from distcore.telemetry import make_source
+    from distcore.telemetry.jsonify import telemetry_to_json
+    from distcore.telemetry.sampler import TelemetrySampler
 
-    runs = _runs(options)
-    gpus, host = _telemetry(options)
-    return build_snapshot(
-        generated_at=time.time(),
-        logdirs=[str(p.resolve()) for p in options.logdirs],
-        runs=[run_to_json(run) for run in runs],
+    store = RunStore(max_points=options.max_points)
+    LogdirWatcher(list(options.logdirs), store, poll=options.poll).scan_once()
+    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
+    sampler = TelemetrySampler(source, interval=options.refresh)
+    try:
+        telemetry = sampler.sample_once()
+    finally:
+        sampler.close()
+    logdirs = [str(p.resolve()) for p in options.logdirs]
+    index = JobIndex(store, logdirs=logdirs, telemetry=sampler, interval=options.refresh)
+    snap = index.refresh()
+    if snap is None:  # the index failed: its error says why
+        raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
+    gpus, host = telemetry_to_json(telemetry)
+    doc = build_snapshot(
+        generated_at=snap.generated_at,
+        logdirs=logdirs,
+        runs=[run_to_json(run) for job in snap.jobs for run in job.parts.values()],
         gpus=gpus,
         host=host,
-        alerts=_alerts(runs, gpus),
+        alerts=[],
     )
+    doc.update(index_to_json(snap))
+    return doc
+
+
+def has_critical(doc: dict[str, Any]) -> bool:
+    return any(a.get("severity") == "critical" for a in doc.get("alerts", ()))
 
 
 def render_text(doc: dict[str, Any], out: TextIO) -> None:
-    """The readable table (`--once` without `--json`)."""
+    """The readable report (`--once` without `--json`); outside strings escaped."""
 
     def num(value: Any) -> str:
         return value if isinstance(value, str) else f"{value:.6g}"
 
-    out.write(f"{len(doc['runs'])} runs in {', '.join(doc['logdirs'])}\n")
+    t = terminal_text
+    out.write(f"{len(doc['runs'])} runs in {t(', '.join(doc['logdirs']))}\n")
+    for job in doc.get("jobs", ()):
+        step = f", step {job['last_step']}" if job.get("last_step") is not None else ""
+        out.write(f"job {t(job['name'], 120)}: {job['status']}{step}\n")
     for run in doc["runs"]:
         files = f"{run['files']} file" + ("" if run["files"] == 1 else "s")
-        out.write(f"\n{run['name']}  [{run['status']}, {files}]  {run['path']}\n")
+        out.write(f"\n{t(run['name'], 200)}  [{run['status']}, {files}]  {t(run['path'], 200)}\n")
         for name, value in run["hparams"].items():
-            out.write(f"  hparam {name} = {value}\n")
-        tags = run["scalars"]
-        width = max((len(t) for t in tags), default=0)
+            out.write(f"  hparam {t(name, 80)} = {t(value, 200)}\n")
+        tags = {t(tag, 60): s for tag, s in run["scalars"].items()}
+        width = max((len(tag) for tag in tags), default=0)
         for tag, s in tags.items():
             out.write(
                 f"  {tag:<{width}}  step {s['last_step']:>8}  last {num(s['last_value']):>12}"
                 f"  min {num(s['min']):>12}  max {num(s['max']):>12}  n={s['count']}\n"
             )
         for problem in run["problems"]:
-            out.write(f"  problem: {problem}\n")
+            out.write(f"  problem: {t(problem, 200)}\n")
     out.write("\n")
     render_gpus_text(doc, out)
+    render_hosts_text(doc, out)
     _render_alerts(doc["alerts"], out)
+    for error in doc.get("errors", ()):
+        out.write(f"error ({t(error['producer'])}): {t(error['message'], 300)}\n")
 
 
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
@@ -117,10 +100,13 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
     out.write(f"\nAlerts: {len(alerts) or 'none'}\n")
     for alert in alerts:
         mark = _SEVERITY_MARKS.get(alert["severity"], "?")
-        out.write(f"  {mark} {alert['severity']:<8} {alert['run']}: {alert['message']}\n")
+        where = terminal_text(alert["run"], 120) if alert["run"] else "all"
+        message = terminal_text(alert["message"], 400)
+        out.write(f"  {mark} {alert['severity']:<8} {where}: {message}\n")
 
 
 def run_once(options: Options, out: TextIO | None = None) -> int:
+    """Print the report; 0, or with `--check` 1 when any alert is critical."""
     out = out or sys.stdout
     doc = collect(options)
     if options.json:
@@ -128,4 +114,4 @@ def run_once(options: Options, out: TextIO | None = None) -> int:
         out.write("\n")
     else:
         render_text(doc, out)
-    return 0
+    return CRITICAL_EXIT if options.check and has_critical(doc) else 0

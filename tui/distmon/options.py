@@ -15,4 +15,5 @@ class Options:
     simulate_gpus: int = 0
     once: bool = False
     json: bool = False
+    check: bool = False  # --once --check: exit 1 on any critical alert
     max_points: int = 2000

@@ -41,6 +41,7 @@ class Host:
     memory_used_mib: float | None = None
     memory_total_mib: float | None = None
     error: str | None = None  # e.g. "host unreachable since 12:03:04 (Connection refused)"
+    interval_seconds: float | None = None  # how often it is sampled: "stale" is a few of these
 
 
 class HostSource(Protocol):
