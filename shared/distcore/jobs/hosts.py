@@ -110,6 +110,8 @@ def local_host(snap: TelemetrySnapshot | None, interval: float | None) -> Host:
         memory_used_mib=host.memory_used_mib if host is not None else None,
         memory_total_mib=host.memory_total_mib if host is not None else None,
         interval_seconds=interval,
+        cpu_cores=len(host.per_core) if host is not None and host.per_core else None,
+        load_avg_1m=host.load_avg[0] if host is not None and host.load_avg else None,
     )
 
 

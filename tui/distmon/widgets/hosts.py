@@ -60,7 +60,7 @@ def _gib(mib: float | None) -> str:
 
 def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
     """One device: compact under 70 columns (bars and percentages), with name and GiB above."""
-    label = terminal_text(gpu.name or "GPU", 20)
+    label = terminal_text(gpu.name or "GPU")[:20]
     if gpu.error:
         error = terminal_text(gpu.error, 200)
         return Text(f"{gpu.index} {label}: {error}", style="red", no_wrap=True, overflow="crop")
@@ -92,9 +92,11 @@ def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
 
 
 def host_line(host: Host, history: History, width: int) -> Text:
+    load = "" if host.load_avg_1m is None else f" load {host.load_avg_1m:.1f}"
+    cores = f" ({host.cpu_cores} cores){load}" if width >= 70 and host.cpu_cores else ""
     line = Text.assemble(
         ("host ", "bold"),
-        f"cpu {_pct(host.cpu_percent)} ",
+        f"cpu {_pct(host.cpu_percent)}{cores} ",
         f"mem {_gib(host.memory_used_mib)}/{_gib(host.memory_total_mib)}G ",
         no_wrap=True,
         overflow="crop",
