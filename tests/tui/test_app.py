@@ -10,7 +10,7 @@ from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import HelpScreen, TagPicker
-from tests.tui.conftest import MakeApp, fresh, ready, simulated_gpus, standard_runs
+from tests.tui.conftest import MakeApp, ready, simulated_gpus, standard_runs
 from tests.tui.fixed import FixedRuns, keras_job
 
 JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
