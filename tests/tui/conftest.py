@@ -35,11 +35,12 @@ def make_app() -> MakeApp:
         *,
         store: FixedRuns | None = None,
         logdir: Path = Path("/logs"),
+        refresh: float = 0.5,
     ) -> DistmonApp:
         store = store or FixedRuns(standard_runs() if runs is None else runs)
         no_gpu = [telemetry([], reason="NVML library not found — no NVIDIA driver on this host")]
         return DistmonApp(
-            Options(logdirs=(logdir,), refresh=0.5),
+            Options(logdirs=(logdir,), refresh=refresh),
             store=store,
             watcher=None,
             telemetry=sampler(snaps or no_gpu, HISTORY_TICKS),

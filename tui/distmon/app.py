@@ -9,6 +9,7 @@ ends: runs fill in as the scan reads them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -199,6 +201,12 @@ class DistmonApp(App[int]):
 
     def on_resize(self) -> None:
         self._apply_size(self.size.width)
+        self.call_after_refresh(self._refit_charts)
+
+    def _refit_charts(self) -> None:
+        """Legends are fitted to the charts' widths: plot again once the new layout is known."""
+        with contextlib.suppress(NoMatches):  # shutting down: the widgets are already gone
+            self._show_charts()
 
     @property
     def _main(self) -> Screen[Any]:
@@ -242,7 +250,9 @@ class DistmonApp(App[int]):
 
     def _show_charts(self) -> None:
         shown = self._shown()
-        view = (self.second_tag, self.x_mode, self.smoothing, self.log_y)
+        # The width: a chart's legend is fitted to it when plotted (0 before the first layout).
+        width = self._main.query_one("#chart-loss", LineChart).size.width
+        view = (self.second_tag, self.x_mode, self.smoothing, self.log_y, width)
         if not self._changed("charts", (tuple((j.name, j.version) for j in shown), view)):
             return
         how = f"ema {self.smoothing:g} · {self.x_mode}" + (" · log" if self.log_y else "")

@@ -17,6 +17,8 @@ def _num(value: Any, unit: str = "", digits: int = 0) -> str:
 
 
 def _memory(used: Any, total: Any) -> str:
+    if isinstance(used, int | float) and total is None:  # workers record what they use only
+        return f"{used / 1024:.1f} GiB used"
     if used is None or total is None:
         return f"{_num(used)}/{_num(total)} MiB"
     return f"{used / 1024:.1f}/{total / 1024:.1f} GiB"

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
+MAX_COALESCE_SECONDS = 1.0
 
 
 class RunSource(Protocol):
@@ -108,8 +109,9 @@ class JobIndex:
         while not self._stop.is_set():
             self._wake.wait(timeout=max(0.0, last + self.interval - time.monotonic()))
             self._wake.clear()
-            # Under a stream of changes, at most one refresh per interval: the rest coalesce.
-            wait = last + self.interval - time.monotonic()
+            # Under a stream of changes, at most one refresh per interval (per second at most
+            # when the interval is longer): the changes in between coalesce into it.
+            wait = last + min(self.interval, MAX_COALESCE_SECONDS) - time.monotonic()
             if wait > 0 and self._stop.wait(wait):
                 return
             if self._stop.is_set():

@@ -58,6 +58,13 @@ def _gib(mib: float | None) -> str:
     return "n/a" if mib is None or mib != mib else f"{mib / 1024:.1f}"
 
 
+def _memory(used: float | None, total: float | None) -> str:
+    """`29.3/80.0G`; `29.3G used` where the total is not known (a worker's recorded samples)."""
+    if total is None and used is not None:
+        return f"{_gib(used)}G used"
+    return f"{_gib(used)}/{_gib(total)}G"
+
+
 def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
     """One device: compact under 70 columns (bars and percentages), with name and GiB above."""
     label = terminal_text(gpu.name or "GPU")[:20]
@@ -81,9 +88,7 @@ def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
     line.append_text(bar(util, bars))
     line.append(f"{_pct(gpu.utilization_gpu)} m")
     line.append_text(bar(mem, bars))
-    line.append(
-        mem_pct if width < 70 else f"{_gib(gpu.memory_used_mib)}/{_gib(gpu.memory_total_mib)}G"
-    )
+    line.append(mem_pct if width < 70 else _memory(gpu.memory_used_mib, gpu.memory_total_mib))
     line.append(f" {temp} {power} ")
     room = width - line.cell_len
     if room >= 4:
@@ -97,7 +102,7 @@ def host_line(host: Host, history: History, width: int) -> Text:
     line = Text.assemble(
         ("host ", "bold"),
         f"cpu {_pct(host.cpu_percent)}{cores} ",
-        f"mem {_gib(host.memory_used_mib)}/{_gib(host.memory_total_mib)}G ",
+        f"mem {_memory(host.memory_used_mib, host.memory_total_mib)} ",
         no_wrap=True,
         overflow="crop",
     )
@@ -110,7 +115,7 @@ def host_line(host: Host, history: History, width: int) -> Text:
 def _heading(host: Host, now: float) -> Text:
     """`gpu7 · worker 1 · job quickstart · 12 s ago [stale]`."""
     bits = [terminal_text(host.name, 40)]
-    if host.worker is not None:
+    if host.worker is not None and not host.name.endswith(f"worker {host.worker}"):
         bits.append(f"worker {host.worker}")
     if host.job is not None and host.job not in host.name:
         bits.append(f"job {terminal_text(host.job, 30)}")
