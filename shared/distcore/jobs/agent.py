@@ -89,10 +89,14 @@ class AgentRecords:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._cache: dict[Path, tuple[tuple[int, int, int] | None, AgentRecord | None]] = {}
+        self._paths: dict[Path, str] = {}  # job dir -> its run.json, joined once
 
     def get(self, job_dir: Path) -> AgentRecord | None:
+        path = self._paths.get(job_dir)
+        if path is None:
+            path = self._paths[job_dir] = os.path.join(job_dir, names.RUN_JSON)
         try:
-            st = os.stat(job_dir / names.RUN_JSON)
+            st = os.stat(path)
             key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
         except OSError:
             key = None
@@ -110,3 +114,4 @@ class AgentRecords:
         with self._lock:
             for path in [p for p in self._cache if p not in keep]:
                 del self._cache[path]
+                self._paths.pop(path, None)

@@ -168,9 +168,13 @@ class JobIndex:
     # --- the work ----------------------------------------------------------------------------
 
     def _facts_for(self, name: str, parts: dict[str, RunSnapshot]) -> JobFacts:
-        first_part, first_run = next(iter(parts.items()))
-        agent = self._records.get(job_dir_of(first_run.path, first_part))
         cached = self._facts.get(name)
+        if cached is not None and cached.directory is not None:
+            directory = cached.directory  # a job's directory never moves: no path arithmetic
+        else:
+            first_part, first_run = next(iter(parts.items()))
+            directory = job_dir_of(first_run.path, first_part)
+        agent = self._records.get(directory)
         if cached is not None and cached.key == facts_key(parts, agent):
             return cached
         self._version += 1

@@ -7,6 +7,7 @@ multi-worker job) and `<job>/run.json`. Any other run is a job of its own (part 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -23,6 +24,7 @@ _WORKER = re.compile(r"worker-(\d{1,6})")
 _FILES_RANK: Final = {"live": 0, "idle": 1, "gone": 2}
 
 
+@functools.lru_cache(maxsize=65536)  # called for every run at every refresh; names repeat
 def split_run(name: str) -> tuple[str, str]:
     """(job, part): ('job', 'train') for 'job/train', ('job', 'system/worker-1') for
     'job/system/worker-1', (name, '') for a run that is not a part of a job."""
