@@ -340,7 +340,7 @@ def main() -> int:
     logdir = ensure_logdir(args.runs, args.points)
     jobs = args.runs // 2  # train/validation pairs
 
-    if args.only != "watch":
+    if args.only in (None, "first"):
         first_part(args, logdir, jobs, has_tb)
     if args.only in (None, "watch"):
         watch_part(args, has_tb)
