@@ -328,7 +328,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", type=float, default=60.0, help="seconds of watching")
     parser.add_argument("--tb-timeout", type=float, default=300.0)
-    parser.add_argument("--only", choices=("first", "watch", "idle"), help="run one part")
+    parser.add_argument("--only", choices=("first", "watch", "idle", "long"), help="one part")
     parser.add_argument(
         "--long", type=float, metavar="MINUTES", help="also RSS at minute 1 and MINUTES (10)"
     )
@@ -350,7 +350,8 @@ def main() -> int:
             idle = watch_terminal(logdir, size, args.watch, jobs)
             print(f"distmon {size[0]}x{size[1]}  CPU {idle['cpu_percent']:.1f}% of a core   "
                   f"peak RSS {idle['peak_rss_mib']:.0f} MiB")  # fmt: skip
-    if args.long:
+    if args.long or args.only == "long":
+        args.long = args.long or 10.0
         rss = rss_over_time(args.long)
         print(f"== RSS while 8 runs write: minute 1 {rss['rss_minute_1_mib']:.0f} MiB, minute "
               f"{args.long:g} {rss['rss_end_mib']:.0f} MiB")  # fmt: skip
