@@ -160,8 +160,7 @@ class DistmonApp(App[int]):
         except Exception as err:  # shown in the status line: the dashboard stays up
             self.post_message(ScanFinished(0.0, f"{type(err).__name__}: {err}"))
             return
-        index.refresh()
-        self._scan_body(made.watcher, start_watching=True)
+        self._scan_body(made.watcher, start_watching=True)  # the index's first tick is at once
 
     def _on_index_snapshot(self, jobs: JobsSnapshot) -> None:
         """On the index's thread: hand the snapshot to the UI thread (coalesced)."""
