@@ -5,10 +5,13 @@
    same logdir (127.0.0.1 only): until its HTTP API answers, and until it lists every run.
 2. Watching: 8 tensorboardX writers add 10 points/s each for 60 s; distmon's CPU (% of one core)
    and RSS over that time (peak, and first vs last 10 s: flat memory); TensorBoard watching the
-   same writers for 60 s as the anchor.
-Targets: first screen < 1 s; < 5% of one core while watching; memory flat.
+   same writers for 60 s as the anchor. Then the 200 runs of part 1 sitting idle, 60 s. Both at
+   80x24 and 160x48. `--long 10`: RSS at minute 1 and minute 10 of watching the writers.
+Targets: first screen < 1 s; <= 5% of one core while watching; memory flat.
+The job index's own cost per refresh: bench/dashboard_index.py.
 
     python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
+                              [--only first|watch|idle] [--long MINUTES]
 """
 
 from __future__ import annotations
@@ -122,17 +125,8 @@ class Terminal:
         # A socket of its own each time: a server still exiting must not swallow the next one.
         self.base = ["tmux", "-L", f"distmon-bench-{os.getpid()}-{next(_SOCKETS)}"]
         self.began = time.perf_counter()
-        self._tmux(
-            "new-session",
-            "-d",
-            "-s",
-            "bench",
-            "-x",
-            str(size[0]),
-            "-y",
-            str(size[1]),
-            f"exec {command}",
-        )
+        x, y = str(size[0]), str(size[1])
+        self._tmux("new-session", "-d", "-s", "bench", "-x", x, "-y", y, f"exec {command}")
 
     def _tmux(self, *args: str) -> str:
         return subprocess.run([*self.base, *args], capture_output=True, text=True).stdout
@@ -263,13 +257,35 @@ def with_writers(n: int, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]
                 w.wait()
 
 
+def watch_terminal(
+    logdir: Path, size: tuple[int, int], seconds: float, jobs: int
+) -> dict[str, Any]:
+    """distmon in tmux on `logdir`, sampled for `seconds` once all `jobs` are listed."""
+    term = Terminal(distmon_command(logdir), size)
+    try:
+        term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, 600.0)
+        time.sleep(3)  # past start-up
+        return sample_process(term.pid(), seconds)
+    finally:
+        term.close()
+
+
 def watch_distmon(seconds: float, size: tuple[int, int]) -> dict[str, Any]:
+    return with_writers(8, lambda logdir: watch_terminal(logdir, size, seconds, 8))
+
+
+def rss_over_time(minutes: float) -> dict[str, Any]:
+    """--long: RSS at minute 1 and at the end while 8 runs write (memory must stay flat)."""
+
     def run(logdir: Path) -> dict[str, Any]:
-        term = Terminal(distmon_command(logdir), size)
+        term = Terminal(distmon_command(logdir), (160, 48))
         try:
             term.wait_for(lambda s: "8 jobs" in s)
-            time.sleep(3)  # past start-up
-            return sample_process(term.pid(), seconds)
+            began, proc = time.perf_counter(), psutil.Process(term.pid())
+            time.sleep(max(0.0, 60 - (time.perf_counter() - term.began)))
+            at_1 = proc.memory_info().rss / 2**20
+            time.sleep(max(0.0, minutes * 60 - (time.perf_counter() - began)))
+            return {"rss_minute_1_mib": at_1, "rss_end_mib": proc.memory_info().rss / 2**20}
         finally:
             term.close()
 
@@ -312,7 +328,10 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", type=float, default=60.0, help="seconds of watching")
     parser.add_argument("--tb-timeout", type=float, default=300.0)
-    parser.add_argument("--only", choices=("first", "watch"), help="run one part")
+    parser.add_argument("--only", choices=("first", "watch", "idle", "long"), help="one part")
+    parser.add_argument(
+        "--long", type=float, metavar="MINUTES", help="also RSS at minute 1 and MINUTES (10)"
+    )
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux not installed: the dashboard bench needs a terminal; skipped")
@@ -321,10 +340,21 @@ def main() -> int:
     logdir = ensure_logdir(args.runs, args.points)
     jobs = args.runs // 2  # train/validation pairs
 
-    if args.only != "watch":
+    if args.only in (None, "first"):
         first_part(args, logdir, jobs, has_tb)
-    if args.only != "first":
+    if args.only in (None, "watch"):
         watch_part(args, has_tb)
+    if args.only in (None, "idle"):
+        print(f"== {args.runs} runs sitting idle, {args.watch:.0f} s")
+        for size in ((80, 24), (160, 48)):
+            idle = watch_terminal(logdir, size, args.watch, jobs)
+            print(f"distmon {size[0]}x{size[1]}  CPU {idle['cpu_percent']:.1f}% of a core   "
+                  f"peak RSS {idle['peak_rss_mib']:.0f} MiB")  # fmt: skip
+    if args.long or args.only == "long":
+        args.long = args.long or 10.0
+        rss = rss_over_time(args.long)
+        print(f"== RSS while 8 runs write: minute 1 {rss['rss_minute_1_mib']:.0f} MiB, minute "
+              f"{args.long:g} {rss['rss_end_mib']:.0f} MiB")  # fmt: skip
     return 0
 
 

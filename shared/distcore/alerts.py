@@ -1,8 +1,9 @@
 """Alert rules: pure functions over the runs and the GPUs, shown by the dashboard and `--once`.
 
 Every rule takes plain facts (the protocols below match distcore.events' RunSnapshot/Series and
-distcore.telemetry's GpuDevice, and the small classes built from `--once` JSON) and returns
-`Alert`s. Nothing here reads files or clocks: `now` is passed in, so rules are table-tested.
+distcore.telemetry's GpuDevice) and returns `Alert`s. Nothing here reads files or clocks: `now`
+is passed in, so rules are table-tested. Rules that need points look at a series' tail only, and
+the job index (distcore.jobs) runs the point rules again only for runs that changed.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ STALL_HORIZON_SECONDS: Final = 600.0  # beyond this a silent run is just old (id
 RISING_WINDOW: Final = 20  # points of loss looked at for divergence
 RISING_FRACTION: Final = 0.10  # smoothed loss above its window minimum by this much
 RISING_STEADY: Final = 0.7  # share of the smoothed steps that go up
+RISING_WARMUP: Final = 40  # points before the window that the EMA starts from
+TAIL_POINTS: Final = 64  # points of a series' tail the cadence and "since" look at
+BURST_GAP_SECONDS: Final = 0.5  # points closer than this were logged in one burst
 REMEDY: Final = (
     "use parallel map (num_parallel_calls=AUTOTUNE), prefetch, and cache the dataset if it fits"
 )
@@ -98,10 +102,18 @@ def input_stall_severity(fraction: float) -> Severity | None:
     return "critical" if fraction >= names.INPUT_WAIT_HIGH else "warning"
 
 
+def _tail(values: Sequence[Any], n: int) -> Sequence[Any]:
+    """The newest n items: rules look at a series' tail only, so their cost does not grow with
+    the points kept (2,000 per series by default)."""
+    return values[-n:] if len(values) > n else values
+
+
 def _trailing_since(series: SeriesLike, holds: Any) -> float:
-    """Wall time of the first point of the newest unbroken stretch where `holds(value)`."""
+    """Wall time of the first point of the newest unbroken stretch where `holds(value)`, looked
+    for in the tail (an older start is kept by `keep_since` while the alert persists)."""
     since = series.last_wall_time
-    for value, wall in zip(reversed(series.values), reversed(series.wall_times), strict=False):
+    values, walls = _tail(series.values, TAIL_POINTS), _tail(series.wall_times, TAIL_POINTS)
+    for value, wall in zip(reversed(values), reversed(walls), strict=False):
         if not holds(value):
             break
         since = wall
@@ -132,19 +144,25 @@ def loss_nan(run: RunLike) -> Alert | None:
     if math.isfinite(series.last_value):
         return None
     since = _trailing_since(series, lambda v: not math.isfinite(v))
-    message = f"{tag} is {series.last_value} — training diverged (lower the learning rate?)"
+    step = f" at step {series.steps[-1]}" if series.steps else ""
+    message = f"{tag} is {series.last_value}{step} — training diverged (lower the learning rate?)"
     return Alert("loss_nan", "critical", run.name, message, since)
 
 
 def loss_rising(run: RunLike) -> Alert | None:
-    """A smoothed loss that climbs steadily over its last RISING_WINDOW points."""
+    """A smoothed loss that climbs steadily over its last RISING_WINDOW points.
+
+    The EMA starts RISING_WARMUP points before the window: with the default weight 0.6 the
+    start's influence is 0.6**40 ≈ 1e-9 by the window, so the tail gives the whole curve's
+    smoothed values at a fixed cost."""
     tag = pick_tag(run.scalars, "loss")
     if tag is None:
         return None
     series = run.scalars[tag]
-    if len(series.values) < RISING_WINDOW or not all(map(math.isfinite, series.values)):
+    values = _tail(series.values, RISING_WINDOW + RISING_WARMUP)
+    if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
         return None
-    window = debiased_ema(series.values)[-RISING_WINDOW:]
+    window = debiased_ema(values)[-RISING_WINDOW:]
     low = min(window)
     low_at = window.index(low)
     rise = window[-1] - low
@@ -159,42 +177,72 @@ def loss_rising(run: RunLike) -> Alert | None:
     return Alert("loss_rising", "warning", run.name, message, since)
 
 
+def series_alerts(run: RunLike) -> list[Alert]:
+    """The rules that depend only on a run's points: computed again only when the run changed."""
+    found = [input_stall(run), loss_nan(run), loss_rising(run)]
+    return [a for a in found if a is not None]
+
+
 def usual_interval(run: RunLike) -> float | None:
-    """Mean seconds between points of the run's densest series (robust to decimation)."""
+    """The run's cadence in seconds: how often its densest series gets a point, or None when
+    that is not meaningful (fewer than 3 points, or everything written within STALL_MIN_SECONDS:
+    a burst writer that logged its whole history at once has no cadence to fall behind).
+
+    It is the median gap between the tail's points; a writer that logs in bursts (many points at
+    almost the same time, then a pause) has a median gap near zero, so there the cadence is the
+    median of the pauses between bursts."""
     best = max(run.scalars.values(), key=lambda s: s.count, default=None)
-    if best is None or best.count < 3 or not best.wall_times:
+    if best is None or best.count < 3 or len(best.wall_times) < 3:
         return None
-    span = best.last_wall_time - best.wall_times[0]
-    return span / (best.count - 1) if span > 0 else None
+    if best.last_wall_time - best.wall_times[0] < STALL_MIN_SECONDS:
+        return None
+    walls = _tail(best.wall_times, TAIL_POINTS)
+    gaps = [b - a for a, b in itertools.pairwise(walls) if math.isfinite(b - a) and b >= a]
+    if not gaps:
+        return None
+    typical = statistics.median(gaps)
+    if typical >= BURST_GAP_SECONDS:
+        return typical
+    pauses = [g for g in gaps if g >= BURST_GAP_SECONDS]
+    return statistics.median(pauses) if len(pauses) >= 2 else typical or None
 
 
-def run_stalled(run: RunLike, now: float, agent_status: str | None = None) -> Alert | None:
-    """Points stopped arriving: a gap far longer than usual, on a run that should be writing."""
+def _seconds(value: float) -> str:
+    return f"{value:.0f} s" if value >= 10 else f"{value:.2g} s"
+
+
+def run_stalled(
+    run: RunLike, now: float, agent_status: str | None = None, interval: float | None = None
+) -> Alert | None:
+    """Points stopped arriving: a gap far longer than usual, on a run that should be writing.
+    `interval`: the run's cadence when the caller cached it (usual_interval otherwise)."""
     if run.status == "gone" or run.last_update is None:
         return None
     if agent_status is not None and agent_status != names.STATUS_RUNNING:
-        return None
-    interval = usual_interval(run)
+        return None  # ended jobs never stall
+    interval = usual_interval(run) if interval is None else interval
     if interval is None:
         return None
     gap = now - run.last_update
     limit = max(STALL_FACTOR * interval, STALL_MIN_SECONDS)
     if gap <= limit or (agent_status is None and gap > STALL_HORIZON_SECONDS):
         return None
-    message = f"no new points for {gap:.0f} s (usually every {interval:.1f} s) — stalled?"
+    message = f"no new points for {gap:.0f} s (usually every {_seconds(interval)}) — stalled?"
     return Alert("run_stalled", "warning", run.name, message, run.last_update)
 
 
-def _is_advancing(run: RunLike, now: float) -> bool:
+def _is_advancing(run: RunLike, now: float, interval: float | None) -> bool:
     """Points still arriving at about the usual pace."""
-    interval = usual_interval(run)
     if interval is None or run.last_update is None or run.status == "gone":
         return False
     return now - run.last_update <= max(STALL_FACTOR * interval, STALL_MIN_SECONDS)
 
 
 def input_bound_suspected(
-    runs: Sequence[RunLike], gpus: Sequence[GpuLike], now: float
+    runs: Sequence[RunLike],
+    gpus: Sequence[GpuLike],
+    now: float,
+    intervals: Mapping[str, float | None] | None = None,
 ) -> list[Alert]:
     """For writers that do not measure input wait: idle GPUs while a run's steps advance."""
     utils = [g.utilization_gpu for g in gpus if g.utilization_gpu is not None]
@@ -207,16 +255,18 @@ def input_bound_suspected(
         f"GPU utilization {mean:.0f}% while steps advance: input-bound suspected. "
         f"Recommendation: {REMEDY}."
     )
+    cadence = intervals if intervals is not None else {r.name: usual_interval(r) for r in runs}
     return [
         Alert("input_bound_suspected", "warning", run.name, message, now)
         for run in runs
         if names.INPUT_WAIT_FRACTION not in run.scalars
         and pick_tag(run.scalars, "loss") is not None
-        and _is_advancing(run, now)
+        and _is_advancing(run, now, cadence.get(run.name))
     ]
 
 
-def gpu_imbalance(gpus: Sequence[GpuLike], now: float) -> Alert | None:
+def gpu_imbalance(gpus: Sequence[GpuLike], now: float, where: str = "") -> Alert | None:
+    """`where`: the host's name for GPUs other than this machine's (" on gpu7")."""
     utils = {g.index: g.utilization_gpu for g in gpus if g.utilization_gpu is not None}
     if len(utils) < 2:
         return None
@@ -226,13 +276,13 @@ def gpu_imbalance(gpus: Sequence[GpuLike], now: float) -> Alert | None:
     busiest = max(utils, key=lambda i: utils[i])
     idlest = min(utils, key=lambda i: utils[i])
     message = (
-        f"GPUs unevenly used: GPU {busiest} at {utils[busiest]:.0f}%, "
+        f"GPUs{where} unevenly used: GPU {busiest} at {utils[busiest]:.0f}%, "
         f"GPU {idlest} at {utils[idlest]:.0f}% (spread {spread:.0f} points)"
     )
     return Alert("gpu_imbalance", "warning", None, message, now)
 
 
-def gpu_memory_full(gpu: GpuLike, now: float) -> Alert | None:
+def gpu_memory_full(gpu: GpuLike, now: float, where: str = "") -> Alert | None:
     used, total = gpu.memory_used_mib, gpu.memory_total_mib
     if used is None or not total:
         return None
@@ -240,8 +290,34 @@ def gpu_memory_full(gpu: GpuLike, now: float) -> Alert | None:
     if fraction < MEMORY_FULL_FRACTION:
         return None
     gib = f"{used / 1024:.1f}/{total / 1024:.1f} GiB"
-    message = f"GPU {gpu.index} memory {fraction:.0%} full ({gib})"
+    message = f"GPU {gpu.index}{where} memory {fraction:.0%} full ({gib})"
     return Alert("gpu_memory_full", "warning", None, message, now)
+
+
+def gpu_alerts(gpus: Sequence[GpuLike], now: float, where: str = "") -> list[Alert]:
+    found = [gpu_imbalance(gpus, now, where), *(gpu_memory_full(g, now, where) for g in gpus)]
+    return [a for a in found if a is not None]
+
+
+def agent_outcome(
+    job: str, status: str | None, step: int | None, error: str | None, since: float | None
+) -> Alert | None:
+    """What distagent's run.json says happened: diverged and failed are critical (naming the
+    step and the error), stopped is information; running and finished raise nothing."""
+    at = f" at step {step}" if step is not None else ""
+    why = f": {error}" if error else ""
+    if status == names.STATUS_DIVERGED:
+        return Alert("job_diverged", "critical", job, f"training diverged{at}{why}", since)
+    if status == names.STATUS_FAILED:
+        return Alert("job_failed", "critical", job, f"job failed{at}{why}", since)
+    if status == names.STATUS_STOPPED:
+        return Alert("job_stopped", "info", job, f"stopped{at}{why}", since)
+    return None
+
+
+def sort_alerts(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
+    """Most severe first, then by run and kind: a stable order for screens and JSON."""
+    return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind)))
 
 
 def evaluate(
@@ -251,17 +327,15 @@ def evaluate(
     now: float,
     agent_status: Mapping[str, str] | None = None,
 ) -> tuple[Alert, ...]:
-    """Every alert, most severe first. `agent_status`: run name -> run.json status (distagent)."""
+    """Every run and GPU rule at once, most severe first (the job index applies the same rules
+    incrementally). `agent_status`: run name -> run.json status (distagent)."""
     statuses = agent_status or {}
     found: list[Alert | None] = []
     for run in runs:
-        status = statuses.get(run.name)
-        found += [input_stall(run), loss_nan(run), loss_rising(run), run_stalled(run, now, status)]
+        found += [*series_alerts(run), run_stalled(run, now, statuses.get(run.name))]
     found += input_bound_suspected(runs, gpus, now)
-    found.append(gpu_imbalance(gpus, now))
-    found += [gpu_memory_full(g, now) for g in gpus]
-    alerts = [a for a in found if a is not None]
-    return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind)))
+    found += gpu_alerts(gpus, now)
+    return sort_alerts(a for a in found if a is not None)
 
 
 def keep_since(previous: Iterable[Alert], current: Iterable[Alert]) -> tuple[Alert, ...]:
@@ -272,61 +346,3 @@ def keep_since(previous: Iterable[Alert], current: Iterable[Alert]) -> tuple[Ale
         since = first.get((alert.kind, alert.run), alert.since)
         out.append(Alert(alert.kind, alert.severity, alert.run, alert.message, since))
     return tuple(out)
-
-
-# --- `distmon --once --json` hands the rules JSON dicts: small adapters to the protocols above.
-
-
-@dataclass(frozen=True)
-class JsonSeries:
-    """A series known only by its summary (the JSON has no points): rules needing points skip it."""
-
-    steps: tuple[int, ...]
-    values: tuple[float, ...]
-    wall_times: tuple[float, ...]
-    last_value: float
-    last_wall_time: float
-    count: int
-
-
-@dataclass(frozen=True)
-class JsonRun:
-    name: str
-    status: str
-    scalars: Mapping[str, JsonSeries]
-    last_update: float | None
-
-
-@dataclass(frozen=True)
-class JsonGpu:
-    index: int
-    utilization_gpu: float | None
-    memory_used_mib: float | None
-    memory_total_mib: float | None
-
-
-def _number(value: Any) -> float:
-    return float(value)  # float("nan") / float("inf") read back the strings json_float wrote
-
-
-def run_from_json(doc: Mapping[str, Any]) -> JsonRun:
-    scalars = {}
-    for tag, s in doc.get("scalars", {}).items():
-        value, wall = _number(s["last_value"]), _number(s["last_wall_time"])
-        scalars[tag] = JsonSeries(
-            (int(s["last_step"]),), (value,), (wall,), value, wall, int(s["count"])
-        )
-    walls = [s.last_wall_time for s in scalars.values()]
-    return JsonRun(
-        str(doc["name"]), str(doc.get("status", "idle")), scalars, max(walls) if walls else None
-    )
-
-
-def gpu_from_json(doc: Mapping[str, Any]) -> JsonGpu:
-    def opt(key: str) -> float | None:
-        value = doc.get(key)
-        return None if value is None else float(value)
-
-    return JsonGpu(
-        int(doc["index"]), opt("utilization_gpu"), opt("memory_used_mib"), opt("memory_total_mib")
-    )

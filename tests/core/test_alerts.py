@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
 from distcore import alerts, names
 from distcore.alerts import Alert, evaluate, keep_since
 from distcore.events.model import Series
-from distcore.snapshot import json_float
 from tests.tui import fixed
 
 NOW = 10_000.0
@@ -125,7 +123,7 @@ def test_loss_rising(values: list[float], fires: bool) -> None:
     ],
 )
 def test_run_stalled(interval: float, gap: float, agent_status: str | None, fires: bool) -> None:
-    r = run("j/train", series("loss", [1.0] * 10, interval=interval, end=NOW - gap))
+    r = run("j/train", series("loss", [1.0] * 40, interval=interval, end=NOW - gap))
     statuses = {"j/train": agent_status} if agent_status else None
     found = kinds(evaluate([r], [], now=NOW, agent_status=statuses))
     assert (("run_stalled", "warning", "j/train") in found) is fires
@@ -184,7 +182,7 @@ def test_gpu_memory_full(used: float | None, total: float | None, fires: bool) -
 def test_input_bound_suspected(
     utils: list[float | None], has_wait_tag: bool, gap: float, fires: bool
 ) -> None:
-    many = [series("loss", [2.0 - 0.01 * i for i in range(10)], end=NOW - gap)]
+    many = [series("loss", [2.0 - 0.01 * i for i in range(40)], end=NOW - gap)]
     if has_wait_tag:
         many.append(series(names.INPUT_WAIT_FRACTION, [0.01] * 10, end=NOW - gap))
     gpus = [Gpu(i, u) for i, u in enumerate(utils)]
@@ -210,35 +208,55 @@ def test_keep_since_keeps_the_first_time_seen() -> None:
     assert [a.since for a in keep_since([old], [new, other])] == [5.0, 9.0]
 
 
-def _json_run(name: str, tag: str, value: float, wall: float, count: int = 5) -> dict[str, Any]:
-    scalar = {
-        "last_step": 4,
-        "last_value": json_float(value),
-        "last_wall_time": wall,
-        "count": count,
-        "min": 0.0,
-        "max": 1.0,
-    }
-    return {"name": name, "status": "live", "scalars": {tag: scalar}}
+def test_a_burst_writer_is_not_stalled() -> None:
+    """Everything logged at once (a finished history dumped by one call), then silence."""
+    r = run("burst", series("loss", [1.0] * 500, interval=0.0001, end=NOW - 120))
+    assert alerts.usual_interval(r) is None
+    assert alerts.run_stalled(r, NOW) is None
 
 
-def test_rules_run_on_once_json() -> None:
-    runs = [
-        alerts.run_from_json(_json_run("a", "loss", math.nan, NOW)),
-        alerts.run_from_json(_json_run("b", names.INPUT_WAIT_FRACTION, 0.25, NOW)),
-    ]
-    gpus = [
-        alerts.gpu_from_json(
-            {
-                "index": 0,
-                "utilization_gpu": None,
-                "memory_used_mib": 15900,
-                "memory_total_mib": 16000,
-            }
-        )
-    ]
-    assert kinds(evaluate(runs, gpus, now=NOW)) == [
-        ("loss_nan", "critical", "a"),
-        ("input_stall", "critical", "b"),
-        ("gpu_memory_full", "warning", None),
-    ]
+def test_bursts_follow_the_pause_between_them() -> None:
+    """Ten points at once every 60 s: the cadence is the 60 s pause, not the 0 s gaps."""
+    walls = [NOW - 600 + 60 * (i // 10) + 0.001 * (i % 10) for i in range(100)]
+    base = fixed.series("loss", [1.0] * 100, end=NOW, every=1.0, step_every=1)
+    r = run("bursts", base.__class__(**{**base.__dict__, "wall_times": tuple(walls),
+                                         "last_wall_time": walls[-1]}))
+    assert alerts.usual_interval(r) == pytest.approx(60.0, abs=0.01)
+    quiet = run("bursts", *r.scalars.values())
+    assert alerts.run_stalled(quiet, walls[-1] + 300) is None  # 5 pauses: not yet
+    late = alerts.run_stalled(quiet, walls[-1] + 601, "running")
+    assert late is not None and "usually every 60 s" in late.message
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "severity", "words"),
+    [
+        ("diverged", "loss became NaN or infinite at step 40", "critical", "diverged at step 42"),
+        ("failed", "OSError: disk full", "critical", "failed at step 42: OSError: disk full"),
+        ("stopped", None, "info", "stopped at step 42"),
+        ("finished", None, None, ""),
+        ("running", None, None, ""),
+        (None, None, None, ""),
+    ],
+)
+def test_agent_outcome(
+    status: str | None, error: str | None, severity: str | None, words: str
+) -> None:
+    found = alerts.agent_outcome("job", status, 42, error, NOW)
+    if severity is None:
+        assert found is None
+    else:
+        assert found is not None and found.severity == severity and words in found.message
+        assert found.run == "job" and (error is None or error in found.message)
+
+
+def test_rules_on_the_tail_match_the_whole_curve() -> None:
+    """loss_rising smooths only the tail: the same verdict and numbers as the whole series."""
+    values = [2.0 - 0.001 * i for i in range(1500)] + [0.5 + 0.05 * i for i in range(30)]
+    r = run("r", series("loss", values))
+    found = alerts.loss_rising(r)
+    assert found is not None
+    from distcore.smoothing import debiased_ema
+
+    whole = debiased_ema(values)[-alerts.RISING_WINDOW:]
+    assert f"{whole[-1]:.4g}" in found.message and f"{min(whole):.4g}" in found.message

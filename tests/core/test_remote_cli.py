@@ -181,7 +181,7 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     (run,) = doc["runs"]
     assert run["name"] == f"{HOST_ALIAS}:runs/a" and run["scalars"]["loss"]["last_step"] == 1
     assert run["path"] == f"{HOST_ALIAS}:{tmp_path}/runs/a"
-    assert doc["errors"] == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
+    assert [e["message"] for e in doc["errors"]] == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
     text = distmon(
         "--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:/nope",
         str(tmp_path / "missing"),
@@ -252,7 +252,7 @@ def test_once_s3_with_endpoint_option_and_unknown_host(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         doc = json.loads(result.stdout)
         assert [(r["name"], r["path"]) for r in doc["runs"]] == [("s3://bkt/logs/r",) * 2]
-        (error,) = doc["errors"]
+        (error,) = (e["message"] for e in doc["errors"])
         assert error.startswith("nosuchhost.invalid: host unreachable since ")
         assert "Could not resolve hostname" in error
         assert "testing" not in result.stdout + result.stderr  # credentials never shown

@@ -35,11 +35,12 @@ def make_app() -> MakeApp:
         *,
         store: FixedRuns | None = None,
         logdir: Path = Path("/logs"),
+        refresh: float = 0.5,
     ) -> DistmonApp:
         store = store or FixedRuns(standard_runs() if runs is None else runs)
         no_gpu = [telemetry([], reason="NVML library not found — no NVIDIA driver on this host")]
         return DistmonApp(
-            Options(logdirs=(logdir,), refresh=0.5),
+            Options(logdirs=(logdir,), refresh=refresh),
             store=store,
             watcher=None,
             telemetry=sampler(snaps or no_gpu, HISTORY_TICKS),
@@ -60,12 +61,30 @@ def simulated_gpus(n: int = 2) -> list[TelemetrySnapshot]:
     ]
 
 
+async def ready(pilot: Any, timeout: float = 20.0) -> None:
+    """Wait until the app shows a snapshot of its job index (built off the UI thread)."""
+    app = pilot.app
+    for _ in range(int(timeout / 0.02)):
+        if app.index is not None and app.jobs is not None and app.jobs is app.index.latest():
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+async def fresh(pilot: Any, timeout: float = 20.0) -> None:
+    """A new snapshot now (after a change the index was not told about), and wait until shown."""
+    await ready(pilot, timeout)
+    pilot.app.index.refresh()
+    await ready(pilot, timeout)
+
+
 async def settle(pilot: Any) -> None:
-    """Wait until the sampler thread took its one sample, then redraw: identical screens."""
-    sampler_ = pilot.app._telemetry
+    """Wait until the sampler thread took its one sample, then a fresh snapshot: identical
+    screens every time."""
+    await ready(pilot)
+    sampler_ = pilot.app._producers.telemetry
     for _ in range(100):
         if sampler_.samples > HISTORY_TICKS:
             break
         await pilot.pause(0.02)
-    pilot.app.refresh_view()
-    await pilot.pause()
+    await fresh(pilot)

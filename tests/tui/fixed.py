@@ -178,3 +178,23 @@ def sampler(snaps: Sequence[TelemetrySnapshot], history: int = 60) -> TelemetryS
     for _ in range(history):
         s.sample_once()
     return s
+
+
+def system_run(
+    job: str, worker: int, *, host: str | None = None, gpus: int = 2, end: float = NOW - 1
+) -> RunSnapshot:
+    """`<job>/system/worker-<i>` as distagent's recorder writes it: a point every 5 s per GPU
+    field and host figure, with the recorder's `host`/`worker` hparams when `host` is given."""
+    many = [
+        series(names.gpu_tag(i, "utilization"), [40.0 + 10 * i + worker] * 12, end=end, every=5.0)
+        for i in range(gpus)
+    ]
+    many += [
+        series(names.gpu_tag(i, "memory_used_mib"), [30_000.0] * 12, end=end, every=5.0)
+        for i in range(gpus)
+    ]
+    many.append(series(names.HOST_CPU_PERCENT, [55.0] * 12, end=end, every=5.0))
+    many.append(series(names.HOST_MEMORY_USED_MIB, [8192.0] * 12, end=end, every=5.0))
+    snap = run(f"{job}/system/worker-{worker}", *many)
+    hparams = {"host": host, "worker": worker} if host is not None else {}
+    return RunSnapshot(**{**snap.__dict__, "hparams": hparams})

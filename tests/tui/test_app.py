@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from textual.widgets import Input, OptionList
 
@@ -10,7 +11,7 @@ from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import HelpScreen, TagPicker
-from tests.tui.conftest import MakeApp, simulated_gpus, standard_runs
+from tests.tui.conftest import MakeApp, ready, simulated_gpus, standard_runs
 from tests.tui.fixed import FixedRuns, keras_job
 
 JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
@@ -23,6 +24,7 @@ def row_keys(table: RunsTable) -> list[str]:
 async def test_first_screen_lists_jobs_and_pairs_train_with_validation(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         assert row_keys(app.query_one(RunsTable)) == JOBS
         loss = app.query_one("#chart-loss", LineChart)
@@ -33,6 +35,7 @@ async def test_first_screen_lists_jobs_and_pairs_train_with_validation(make_app:
 async def test_q_quits(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("q")
         await pilot.pause()
         assert not app.is_running
@@ -41,6 +44,7 @@ async def test_q_quits(make_app: MakeApp) -> None:
 async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -55,6 +59,7 @@ async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
 async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         table = app.query_one(RunsTable)
         await pilot.press("slash")
         assert app.query_one("#filter", Input).has_focus
@@ -72,6 +77,7 @@ async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> No
 async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("slash", *"(inp")
         await pilot.pause()
         assert row_keys(app.query_one(RunsTable)) == []
@@ -83,6 +89,7 @@ async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
 async def test_j_k_and_arrows_move_the_cursor_and_the_charts_follow(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         table = app.query_one(RunsTable)
         await pilot.press("j")
         assert table.current_key == "pytorch/exp1"
@@ -99,6 +106,7 @@ async def test_j_k_and_arrows_move_the_cursor_and_the_charts_follow(make_app: Ma
 async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("space", "j", "j", "space")
         await pilot.pause()
         assert app.selected == {"input_bound", "quickstart"}
@@ -131,6 +139,7 @@ async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_pat
     (job / "run.json").write_text(json.dumps({"status": "running", "plan": plan}))
     app = make_app(FixedRuns(keras_job("quickstart", root=tmp_path)).snapshot())
     async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
         await pilot.press("enter")
         await pilot.pause()
         details = app.query_one("#details", Panel)
@@ -146,6 +155,7 @@ async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_pat
 async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("space", "j", "j", "enter")
         await pilot.pause()
         labels = {c.label for c in app.query_one("#chart-loss", LineChart)._curves}
@@ -155,6 +165,7 @@ async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeAp
 async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         seen = []
         for _ in range(5):
             seen.append(app.focused.id if app.focused else None)
@@ -168,6 +179,7 @@ async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
 async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.press("t")
         await pilot.pause()
         assert isinstance(app.screen, TagPicker)
@@ -187,6 +199,7 @@ async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
 async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         chart = app.query_one("#chart-loss", LineChart)
         raw = chart._curves[0].ys
         await pilot.press("plus", "plus")
@@ -208,12 +221,18 @@ async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
 
 async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:
     store = FixedRuns(keras_job("a"))
-    app = make_app(store=store)
+    app = make_app(store=store, refresh=3600.0)  # no tick would see the change: only "r"
     async with app.run_test() as pilot:
+        await ready(pilot)
         assert row_keys(app.query_one(RunsTable)) == ["a"]
         store._runs = (*store._runs, *keras_job("b"))  # changed without a notification
-        await pilot.press("r")
-        await pilot.pause()
+        await pilot.pause(1.0)
+        assert row_keys(app.query_one(RunsTable)) == ["a"]  # not seen without a reload
+        await pilot.press("r")  # wakes the index, which reads the store again
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if row_keys(app.query_one(RunsTable)) == ["a", "b"]:
+                break
         assert row_keys(app.query_one(RunsTable)) == ["a", "b"]
 
 
@@ -221,6 +240,7 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
     store = FixedRuns([])
     app = make_app(store=store)
     async with app.run_test() as pilot:
+        await ready(pilot)
         assert row_keys(app.query_one(RunsTable)) == []
         writer = threading.Thread(target=store.replace, args=(standard_runs(),))
         writer.start()
@@ -235,6 +255,7 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
 async def test_alerts_panel_and_gpu_panel(make_app: MakeApp) -> None:
     app = make_app(snaps=simulated_gpus())
     async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
         await pilot.pause()
         alerts = str(app.query_one("#alerts", Panel).render())
         assert "highly input-bound" in alerts and "GPUs unevenly used" in alerts
@@ -247,7 +268,33 @@ async def test_alerts_panel_and_gpu_panel(make_app: MakeApp) -> None:
 async def test_without_nvml_the_reason_is_in_the_panel(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
+        await ready(pilot)
         await pilot.pause()
         text = str(app.query_one("#gpus", Panel).render())
         assert "no GPU: NVML library not found" in text
         assert row_keys(app.query_one(RunsTable)) == JOBS  # everything else works
+
+
+def two_worker_job() -> list[Any]:
+    from tests.tui.fixed import NOW, system_run
+
+    return [
+        *keras_job("multi"),
+        system_run("multi", 0, host="gpu7"),
+        system_run("multi", 1, end=NOW - 120),  # no hparams: named after its folder; stale
+    ]
+
+
+async def test_gpu_panel_lists_local_gpus_then_each_worker(make_app: MakeApp) -> None:
+    app = make_app(two_worker_job(), simulated_gpus())
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        gpus = app.query_one("#gpus", Panel)
+        lines = str(gpus.render()).splitlines()
+        assert lines[0].startswith("0 NVIDIA A100") and lines[1].startswith("1 NVIDIA A100")
+        first = next(i for i, line in enumerate(lines) if line.startswith("gpu7"))
+        assert lines[first].startswith("gpu7 · worker 0 · job multi · 1 s ago")
+        assert lines[first + 1].startswith("0 GPU") and lines[first + 2].startswith("1 GPU")
+        second = next(i for i, line in enumerate(lines) if line.startswith("multi worker 1 ·"))
+        assert lines[second].endswith("120 s ago stale")
+        assert "2 more hosts" in str(gpus.border_title)

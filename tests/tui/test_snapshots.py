@@ -52,3 +52,13 @@ def test_with_alerts(snap_compare: Any, make_app: MakeApp, size: tuple[int, int]
         terminal_size=size,
         run_before=settle,
     )
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_other_hosts(snap_compare: Any, make_app: MakeApp, size: tuple[int, int]) -> None:
+    """The local GPUs, then each worker of a two-worker job (one of them stale)."""
+    from tests.tui.test_app import two_worker_job
+
+    assert snap_compare(
+        make_app(two_worker_job(), balanced_gpus()), terminal_size=size, run_before=settle
+    )

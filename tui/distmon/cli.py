@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --once: exit 1 when any alert is critical (a diverged or failed job, NaN "
+        "loss, a highly input-bound job), else 0; for cron, Slurm epilogues and CI",
+    )
+    parser.add_argument(
         "--max-points",
         type=_bounded(int, 2, MAX_POINTS),
         default=2000,
@@ -120,6 +126,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     args = parser.parse_args(argv)
     if args.json and not args.once:
         parser.error("--json needs --once")
+    if args.check and not args.once:
+        parser.error("--check needs --once")
     from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
 
     try:
@@ -141,6 +149,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         simulate_gpus=args.simulate_gpus,
         once=args.once,
         json=args.json,
+        check=args.check,
         max_points=args.max_points,
         remotes=remotes,
         ssh_config=args.ssh_config,

@@ -27,6 +27,7 @@ class Options:
     simulate_gpus: int = 0
     once: bool = False
     json: bool = False
+    check: bool = False  # --once --check: exit 1 on any critical alert
     max_points: int = 2000
     # Remote sources (issue 14): `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
     remotes: tuple[SshSpec | UrlSpec, ...] = ()

@@ -39,3 +39,4 @@ class RunSnapshot:
     hparams: Mapping[str, Any]
     scalars: Mapping[str, Series]
     last_update: float | None  # wall time of the newest point read
+    version: int = 0  # counts the store's updates of this run: unchanged version, unchanged data

@@ -27,9 +27,11 @@ class RunState:
         # (file name, kind) -> [count, first offset]
         self.problems: dict[tuple[str, str], list[int]] = {}
         self._frozen: RunSnapshot | None = None
+        self.version = 0  # bumped by every change, so consumers can skip unchanged runs
 
     def apply(self, batch: Batch, file_name: str) -> None:
         self._frozen = None
+        self.version += 1
         for segment in batch.segments:
             for tag, (steps, walls, values) in segment.points.items():
                 series = self.series.get(tag)
@@ -50,6 +52,7 @@ class RunState:
     def set_files(self, count: int, last_modified: float | None) -> None:
         if (count, last_modified, count == 0) != (self.files, self.last_modified, self.gone):
             self._frozen = None
+            self.version += 1
         self.files, self.last_modified, self.gone = count, last_modified, count == 0
 
     def status(self, now: float, live_seconds: float) -> RunStatus:
@@ -82,5 +85,6 @@ class RunState:
                 hparams=MappingProxyType(dict(self.hparams)),
                 scalars=MappingProxyType(scalars),
                 last_update=self.last_update,
+                version=self.version,
             )
         return self._frozen

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
 from distcore import names
+from distcore.jobs.model import ProducerError
 from distcore.telemetry.model import GpuStatus, Source, TelemetrySnapshot
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ class TelemetrySampler:
         self._history = History(max(1, math.ceil(history_seconds / interval)))
         self._latest: TelemetrySnapshot | None = None
         self._thread: threading.Thread | None = None
+        self._error: ProducerError | None = None
         self.samples = 0
 
     def sample_once(self) -> TelemetrySnapshot:
@@ -122,6 +124,12 @@ class TelemetrySampler:
             log.exception("telemetry source failed")
             failed = GpuStatus(False, f"sampling failed: {err}", False, "error")
             snap = TelemetrySnapshot(time.time(), failed, (), None)
+            with self._lock:  # the first failure's time: "failing since", not "failed again"
+                since = self._error.since if self._error is not None else snap.time
+                self._error = ProducerError("telemetry", f"sampling failed: {err}", since)
+        else:
+            with self._lock:
+                self._error = None
         with self._lock:
             self._latest = snap
             self._history.append(snap.time, snapshot_metrics(snap))
@@ -155,6 +163,11 @@ class TelemetrySampler:
             self._thread.join(timeout=self.interval + 5.0)
         if self._close_source:
             self._source.close()
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        """The current failure of the source (none once a sample succeeds again)."""
+        with self._lock:
+            return (self._error,) if self._error is not None else ()
 
     def latest(self) -> TelemetrySnapshot | None:
         with self._lock:

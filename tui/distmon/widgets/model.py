@@ -1,84 +1,44 @@
-"""The view model: pure functions from run snapshots to what the panels show.
+"""The view model: pure functions from the job index's snapshot to what the panels show.
 
-Keras' TensorBoard callback writes a job as `<job>/train` and `<job>/validation`, and distagent
-adds `<job>/system` (GPU samples) and `<job>/run.json`: a row is a job, its curves are its parts.
+No I/O here: run.json, hosts and alerts come in the `JobsSnapshot` (distcore.jobs), computed
+off the UI thread. Rows are jobs; a job's curves are its parts (train, validation, ...).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from distcore import names
+from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
+from distcore.textsafe import terminal_text
 
 if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
     from distcore.events.model import RunSnapshot, Series
+    from distcore.jobs.model import Job
 
 XMode = Literal["step", "relative", "wall"]
 X_MODES: tuple[XMode, ...] = ("step", "relative", "wall")
-PARTS = (names.TRAIN_DIR, names.VALIDATION_DIR)
-STATUS_RANK = {"live": 0, "idle": 1, "gone": 2}
-MARKS = {"live": "●", "idle": "○", "gone": "✕"}
+MARKS = {
+    "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
+    "failed": "✖", "diverged": "✖", "stopped": "■",
+}  # fmt: skip
+NAME_LIMIT = 60  # characters of a job name in the table (elided in the middle)
+
+__all__ = ["X_MODES", "Curve", "JobRow", "XMode", "curves", "filter_jobs", "job_row", "split_run"]
 
 
-@dataclass(frozen=True)
-class Job:
-    """One row: a job and its runs keyed by part ("train", "validation", or "" for a lone run)."""
-
-    name: str
-    runs: Mapping[str, RunSnapshot]
-    status: str
-
-    @property
-    def main(self) -> RunSnapshot:
-        return self.runs.get(names.TRAIN_DIR) or next(iter(self.runs.values()))
-
-    @property
-    def job_dir(self) -> Path:
-        return job_dir_of(self.main)
-
-
-def split_run(name: str) -> tuple[str, str]:
-    """('job', 'train') for 'job/train'; (name, '') for a run that is not a Keras part."""
-    head, _, tail = name.rpartition("/")
-    if tail in PARTS:
-        return (head or ".", tail)
-    return (name, "")
-
-
-def is_system_run(name: str) -> bool:
-    parts = name.split("/")
-    return names.SYSTEM_DIR in parts[-2:]
-
-
-def job_dir_of(run: RunSnapshot) -> Path:
-    """Where a distagent job's run.json would be: above train/, validation/, system/ and
-    system/worker-<i>/; a lone run's own folder otherwise."""
-    if is_system_run(run.name):
-        return run.path.parent if run.path.name == names.SYSTEM_DIR else run.path.parent.parent
-    return run.path.parent if split_run(run.name)[1] else run.path
-
-
-def group_jobs(runs: Iterable[RunSnapshot]) -> tuple[Job, ...]:
-    grouped: dict[str, dict[str, RunSnapshot]] = {}
-    for run in runs:
-        if is_system_run(run.name):
-            continue
-        job, part = split_run(run.name)
-        grouped.setdefault(job, {})[part] = run
-    jobs = []
-    for name in sorted(grouped):
-        parts = grouped[name]
-        status = min((r.status for r in parts.values()), key=lambda s: STATUS_RANK.get(s, 3))
-        jobs.append(Job(name, dict(sorted(parts.items())), status))
-    return tuple(jobs)
+def main_run(job: Job) -> RunSnapshot | None:
+    """The part whose figures a row shows: train, else the first non-system part."""
+    parts = job.parts
+    if names.TRAIN_DIR in parts:
+        return parts[names.TRAIN_DIR]
+    return next((r for p, r in parts.items() if not p.startswith(names.SYSTEM_DIR)), None)
 
 
 def compile_filter(pattern: str) -> re.Pattern[str] | None:
@@ -106,8 +66,8 @@ def fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def _last(run: RunSnapshot, tag: str | None) -> float | None:
-    series = run.scalars.get(tag) if tag else None
+def _last(run: RunSnapshot | None, tag: str | None) -> float | None:
+    series = run.scalars.get(tag) if run is not None and tag else None
     return series.last_value if series else None
 
 
@@ -116,7 +76,7 @@ class JobRow:
     key: str
     mark: str
     status: str
-    name: str
+    name: str  # escaped for the terminal and elided
     step: str
     loss: str
     accuracy: str
@@ -139,20 +99,21 @@ ROW_COLUMNS = ("", "job", "step", "loss", "acc", "ex/s", "wait")
 
 
 def job_row(job: Job) -> JobRow:
-    main = job.main
-    steps = [s.last_step for s in main.scalars.values()]
+    main = main_run(job)
+    steps = [s.last_step for s in main.scalars.values()] if main is not None else []
     wait = _last(main, names.INPUT_WAIT_FRACTION)
     speed = _last(main, names.EXAMPLES_PER_SECOND)
+    tags = main.scalars if main is not None else {}
     return JobRow(
         key=job.name,
         mark=MARKS.get(job.status, "?"),
         status=job.status,
-        name=job.name,
+        name=terminal_text(job.name, NAME_LIMIT),
         step=str(max(steps)) if steps else "–",
-        loss=fmt(_last(main, pick_tag(main.scalars, "loss"))),
-        accuracy=fmt(_last(main, pick_tag(main.scalars, "accuracy")), 3),
-        examples_per_second="–" if speed is None else f"{speed:.0f}",
-        input_wait="–" if wait is None else f"{wait:.0%}",
+        loss=fmt(_last(main, pick_tag(tags, "loss"))),
+        accuracy=fmt(_last(main, pick_tag(tags, "accuracy")), 3),
+        examples_per_second="–" if speed is None else fmt(speed, 4),
+        input_wait="–" if wait is None or not math.isfinite(wait) else f"{wait:.0%}",
     )
 
 
@@ -188,63 +149,54 @@ def resolve_tag(run: RunSnapshot, wanted: str) -> str | None:
 def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> tuple[Curve, ...]:
     out = []
     for color, job in enumerate(jobs):
-        for part, run in job.runs.items():
+        for part, run in job.parts.items():
             tag = resolve_tag(run, wanted)
             if tag is None or not run.scalars[tag].values:
                 continue
             series = run.scalars[tag]
             ys = tuple(debiased_ema(series.values, smoothing)) if smoothing else series.values
-            label = f"{job.name}/{part}" if part else job.name
+            label = terminal_text(f"{job.name}/{part}" if part else job.name)
             out.append(Curve(label, x_values(series, mode), ys, color, part == "validation"))
     return tuple(out)
 
 
 def all_tags(jobs: Iterable[Job]) -> tuple[str, ...]:
-    return tuple(sorted({t for j in jobs for r in j.runs.values() for t in r.scalars}))
+    return tuple(sorted({t for j in jobs for r in j.parts.values() for t in r.scalars}))
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What distagent's run.json says about a job (every field optional)."""
-
-    status: str | None = None
-    replicas: int | None = None
-    global_batch_size: int | None = None
-    learning_rate: str | None = None
-    error: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-def _provenance(plan: Mapping[str, Any]) -> str | None:
-    given = plan.get("learning_rate_provenance") or plan.get("provenance")
-    if isinstance(given, str):
-        return given
-    lr, base = plan.get("learning_rate"), plan.get("base_learning_rate")
-    if lr is None:
-        return None
-    if base is None:
-        return f"{lr:g}" if isinstance(lr, float) else str(lr)
-    batch = plan.get("per_replica_batch_size")
-    replicas = plan.get("replicas")
-    rule = plan.get("scaling_rule", "?")
-    return f"{base:g} @ batch {batch} × {replicas} replicas ({rule}) = {lr:.4g}"
+def shown_jobs(
+    jobs: Sequence[Job],
+    visible: Sequence[Job],
+    focused: str | None,
+    selected: Iterable[str],
+    cursor: str | None,
+) -> tuple[Job, ...]:
+    """The focused job alone; else the selected ones; else the one under the cursor."""
+    by_name = {j.name: j for j in jobs}
+    if focused in by_name:
+        return (by_name[focused],)
+    chosen = [by_name[n] for n in sorted(selected) if n in by_name]
+    if chosen:
+        return tuple(chosen)
+    if cursor is not None and cursor in by_name:
+        return (by_name[cursor],)
+    return tuple(visible[:1])
 
 
-def read_plan(job_dir: Path) -> Plan | None:
-    """The job's run.json, or None when it has none (not written by distagent) or is unreadable."""
-    try:
-        doc = json.loads((job_dir / names.RUN_JSON).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict):
-        return None
-    nested = doc.get("plan")
-    plan: dict[str, Any] = nested if isinstance(nested, dict) else doc
-    return Plan(
-        status=doc.get("status"),
-        replicas=plan.get("replicas"),
-        global_batch_size=plan.get("global_batch_size"),
-        learning_rate=_provenance(plan),
-        error=doc.get("error"),
-        extra={k: doc[k] for k in ("host", "pid", "last_step") if k in doc},
-    )
+def status_line(
+    logdirs: Sequence[str],
+    shown: int,
+    total: int,
+    pattern: str,
+    selected: int,
+    notes: Sequence[str],
+) -> str:
+    """The top line: where, how many jobs, the filter, the selection, then notes and errors."""
+    count = f"{shown}/{total}" if pattern else str(total)
+    parts = [f"distmon  {terminal_text(', '.join(logdirs), 80)}", f"{count} jobs"]
+    if pattern:
+        parts.append(f"filter /{terminal_text(pattern, 40)}/")
+    if selected:
+        parts.append(f"{selected} selected")
+    parts += [terminal_text(n, 120) for n in notes]
+    return "  ·  ".join(parts)

@@ -15,7 +15,10 @@ from distmon.widgets.model import ROW_COLUMNS, JobRow
 
 COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
 NAME_LIMIT = 80  # characters of a job's name in the table
-STATUS_STYLE = {"live": "green", "idle": "yellow", "gone": "red"}
+STATUS_STYLE = {
+    "live": "green", "idle": "yellow", "gone": "red", "running": "green", "finished": "cyan",
+    "failed": "bold red", "diverged": "bold red", "stopped": "yellow",
+}  # fmt: skip
 
 
 class RunsTable(DataTable[Text | str]):

@@ -36,7 +36,11 @@ KEYS: tuple[tuple[str, str], ...] = (
 def help_text() -> Text:
     width = max(len(k) for k, _ in KEYS)
     lines = [Text.assemble((key.ljust(width + 2), "bold cyan"), what) for key, what in KEYS]
-    marks = Text("\nruns: ● live  ○ idle  ✕ gone  ◆ selected", style="dim")
+    marks = Text(
+        "\njobs: ● live  ○ idle  ✕ gone  ◆ selected\n"
+        "distagent (run.json): ▶ running  ✓ finished  ✖ failed or diverged  ■ stopped",
+        style="dim",
+    )
     return Text("\n").join([*lines, marks])
 
 

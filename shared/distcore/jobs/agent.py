@@ -1,0 +1,117 @@
+"""distagent's run.json, read into an `AgentRecord` — on the job index's thread, cached by mtime.
+
+run.json is untrusted (anyone may write a logdir): every field is checked for its type and a
+field of the wrong type is unknown (None), never an exception. Strings stay as written; the
+front ends escape them (distcore.textsafe) when they show them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from distcore import names
+from distcore.jobs.model import AgentRecord
+
+MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
+EXTRA_KEYS: Final = ("host", "pid", "start_time", "end_time", "total_steps", "message")
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def provenance(plan: Mapping[str, Any]) -> str | None:
+    """How the learning rate was obtained, e.g. `0.01 @ batch 32 × 4 replicas (linear) = 0.04`."""
+    given = _str(plan.get("learning_rate_provenance")) or _str(plan.get("provenance"))
+    if given is not None:
+        return given
+    lr, base = _number(plan.get("learning_rate")), _number(plan.get("base_learning_rate"))
+    if lr is None:
+        return None
+    if base is None:
+        return f"{lr:g}"
+    batch, replicas = _int(plan.get("per_replica_batch_size")), _int(plan.get("replicas"))
+    rule = _str(plan.get("scaling_rule")) or "?"
+    return f"{base:g} @ batch {batch} × {replicas} replicas ({rule}) = {lr:.4g}"
+
+
+def agent_record_from(doc: Any) -> AgentRecord | None:
+    """An AgentRecord from a parsed run.json, or None when it is not an object."""
+    if not isinstance(doc, dict):
+        return None
+    nested = doc.get("plan")
+    plan: Mapping[str, Any] = nested if isinstance(nested, dict) else doc
+    extra = {k: doc[k] for k in EXTRA_KEYS if isinstance(doc.get(k), str | int | float)}
+    return AgentRecord(
+        status=_str(doc.get("status")),
+        replicas=_int(plan.get("replicas")),
+        global_batch_size=_int(plan.get("global_batch_size")),
+        learning_rate=provenance(plan),
+        last_step=_int(doc.get("last_step")),
+        error=_str(doc.get("error")),
+        extra=extra,
+    )
+
+
+def read_agent_record(job_dir: Path) -> AgentRecord | None:
+    """The job's run.json, or None when it has none (not written by distagent) or is unreadable."""
+    try:
+        with open(job_dir / names.RUN_JSON, "rb") as f:
+            data = f.read(MAX_RUN_JSON_BYTES + 1)
+        if len(data) > MAX_RUN_JSON_BYTES:
+            return None
+        return agent_record_from(json.loads(data))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+class AgentRecords:
+    """run.json per job directory, re-read only when its mtime, size or inode changed.
+
+    Thread-safe; a `stat` per job per refresh is all an unchanged job costs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[Path, tuple[tuple[int, int, int] | None, AgentRecord | None]] = {}
+        self._paths: dict[Path, str] = {}  # job dir -> its run.json, joined once
+
+    def get(self, job_dir: Path) -> AgentRecord | None:
+        path = self._paths.get(job_dir)
+        if path is None:
+            path = self._paths[job_dir] = os.path.join(job_dir, names.RUN_JSON)
+        try:
+            st = os.stat(path)
+            key: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            key = None
+        with self._lock:
+            cached = self._cache.get(job_dir)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        record = None if key is None else read_agent_record(job_dir)
+        with self._lock:
+            self._cache[job_dir] = (key, record)
+        return record
+
+    def forget(self, keep: set[Path]) -> None:
+        """Drop the entries of jobs that no longer exist (bounded memory)."""
+        with self._lock:
+            for path in [p for p in self._cache if p not in keep]:
+                del self._cache[path]
+                self._paths.pop(path, None)

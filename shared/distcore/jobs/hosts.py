@@ -1,0 +1,126 @@
+"""Hosts: this machine's sampler snapshot, and each `system/` run's latest samples.
+
+distagent's recorder (distcore.telemetry.record) writes `gpu/<i>/<field>` and `host/...` scalars
+into `<job>/system/` (or `system/worker-<i>/` per worker), with the hparams `host` and `worker`
+where the agent records them. The newest point of each tag is that host's latest figure.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from distcore import names
+from distcore.jobs.model import Host
+from distcore.jobs.parts import worker_of
+from distcore.telemetry.model import GpuDevice
+
+if TYPE_CHECKING:
+    from distcore.events.model import RunSnapshot
+    from distcore.telemetry.model import TelemetrySnapshot
+
+_GPU_TAG = re.compile(r"gpu/(\d{1,4})/([a-z_]+)")
+# names.GPU_FIELDS -> GpuDevice attribute (the recorder writes these four).
+_GPU_ATTRS: Final = {
+    "utilization": "utilization_gpu",
+    "memory_used_mib": "memory_used_mib",
+    "power_w": "power_w",
+    "temperature_c": "temperature_c",
+}
+STALE_INTERVALS: Final = 3.0  # a host is stale after this many of its sample intervals
+DEFAULT_INTERVAL: Final = 5.0  # the recorder's default, for a host with too few samples yet
+LOCAL_KEY: Final = "local"
+
+
+def _device(index: int, values: Mapping[str, float]) -> GpuDevice:
+    fields: dict[str, Any] = dict.fromkeys(_GPU_ATTRS.values())
+    fields.update(values)
+    return GpuDevice(
+        index=index, name=None, uuid=None, utilization_memory=None, memory_total_mib=None,
+        power_limit_w=None, sm_clock_mhz=None, fan_percent=None, pcie_rx_kib_s=None,
+        pcie_tx_kib_s=None, processes=(), **fields,
+    )
+
+
+def _int_hparam(hparams: Mapping[str, Any], key: str) -> int | None:
+    value = hparams.get(key)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, str) and value.isdigit() and len(value) < 7:
+        return int(value)
+    return None
+
+
+def _cadence(run: RunSnapshot) -> float | None:
+    """Seconds between samples, from the densest series' kept points."""
+    best = max(run.scalars.values(), key=lambda s: s.count, default=None)
+    if best is None or len(best.wall_times) < 2:
+        return None
+    span = best.wall_times[-1] - best.wall_times[0]
+    return span / (len(best.wall_times) - 1) if span > 0 else None
+
+
+def host_from_system_run(job: str, part: str, run: RunSnapshot) -> Host:
+    """One worker's (or the job's single) host, from the newest point of each tag."""
+    gpus: dict[int, dict[str, float]] = {}
+    for tag, series in run.scalars.items():
+        match = _GPU_TAG.fullmatch(tag)
+        if match and match.group(2) in _GPU_ATTRS:
+            gpus.setdefault(int(match.group(1)), {})[_GPU_ATTRS[match.group(2)]] = series.last_value
+    cpu = run.scalars.get(names.HOST_CPU_PERCENT)
+    mem = run.scalars.get(names.HOST_MEMORY_USED_MIB)
+    worker = _int_hparam(run.hparams, "worker")
+    worker = worker if worker is not None else worker_of(part)
+    host_name = run.hparams.get("host")
+    label = f"{job} worker {worker}" if worker is not None else f"{job} {part}"
+    return Host(
+        key=f"logdir:{job}/{part}",
+        name=host_name if isinstance(host_name, str) and host_name else label,
+        source="logdir",
+        worker=worker,
+        job=job,
+        sampled_at=run.last_update,
+        gpus=tuple(_device(i, gpus[i]) for i in sorted(gpus)),
+        simulated=bool(run.hparams.get("simulated")),
+        cpu_percent=cpu.last_value if cpu is not None else None,
+        memory_used_mib=mem.last_value if mem is not None else None,
+        interval_seconds=_cadence(run),
+    )
+
+
+def local_host(snap: TelemetrySnapshot | None, interval: float | None) -> Host:
+    """This machine, from the sampler's latest snapshot (None: not sampled yet)."""
+    name = socket.gethostname() or "localhost"
+    if snap is None:
+        return Host(LOCAL_KEY, name, "local", gpu_reason="sampling…", interval_seconds=interval)
+    host = snap.host
+    return Host(
+        key=LOCAL_KEY,
+        name=name,
+        source="local",
+        sampled_at=snap.time,
+        gpus=snap.devices,
+        gpu_reason=snap.status.reason,
+        simulated=snap.status.simulated,
+        cpu_percent=host.cpu_percent if host is not None else None,
+        memory_used_mib=host.memory_used_mib if host is not None else None,
+        memory_total_mib=host.memory_total_mib if host is not None else None,
+        interval_seconds=interval,
+        cpu_cores=len(host.per_core) if host is not None and host.per_core else None,
+        load_avg_1m=host.load_avg[0] if host is not None and host.load_avg else None,
+    )
+
+
+def host_age(host: Host, now: float) -> float | None:
+    return None if host.sampled_at is None else max(0.0, now - host.sampled_at)
+
+
+def is_stale(host: Host, now: float) -> bool:
+    """Older than a few of its own sample intervals (at least 15 s: a loaded machine lags)."""
+    age = host_age(host, now)
+    interval = host.interval_seconds or DEFAULT_INTERVAL
+    return age is not None and age > max(STALE_INTERVALS * interval, 15.0)

@@ -1,0 +1,63 @@
+"""The parts of `distmon --once --json` that come from the job index (snapshot version 1).
+
+Additive to the version-1 document: `hosts` (every host seen: this machine first, then each
+worker's `system/` samples, then remote hosts), `jobs` and `errors`. Names from outside go
+through `json_text` (undecodable bytes as `\\xNN`); numbers through `json_float`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.model import Host, Job, JobsSnapshot, ProducerError
+from distcore.snapshot import json_float
+from distcore.telemetry.jsonify import device_to_json
+from distcore.textsafe import json_text
+
+
+def host_to_json(host: Host, now: float) -> dict[str, Any]:
+    age = host_age(host, now)
+    return {
+        "name": json_text(host.name),
+        "worker": host.worker,
+        "source": host.source,
+        "job": json_text(host.job) if host.job is not None else None,
+        "age_seconds": json_float(None if age is None else round(age, 3)),
+        "stale": is_stale(host, now),
+        "simulated": host.simulated,
+        "gpus": [device_to_json(g) for g in host.gpus],
+        "gpu_reason": host.gpu_reason,
+        "cpu_percent": json_float(host.cpu_percent),
+        "memory_used_mib": json_float(host.memory_used_mib),
+        "memory_total_mib": json_float(host.memory_total_mib),
+        "error": host.error,
+    }
+
+
+def job_to_json(job: Job) -> dict[str, Any]:
+    agent = job.agent
+    return {
+        "name": json_text(job.name),
+        "path": json_text(str(job.directory)) if job.directory is not None else None,
+        "status": job.status,
+        "parts": [json_text(p) for p in job.parts],
+        "last_step": agent.last_step if agent is not None else None,
+        "error": json_text(agent.error) if agent is not None and agent.error else None,
+    }
+
+
+def error_to_json(error: ProducerError) -> dict[str, Any]:
+    return {"producer": error.producer, "message": error.message, "since": error.since}
+
+
+def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
+    """`hosts`, `jobs`, `alerts` and `errors` of the document."""
+    return {
+        "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
+        "jobs": [job_to_json(j) for j in snap.jobs],
+        "alerts": [
+            {**a.to_json(), "run": json_text(a.run) if a.run else a.run} for a in snap.alerts
+        ],
+        "errors": [error_to_json(e) for e in snap.errors],
+    }

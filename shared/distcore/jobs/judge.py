@@ -1,0 +1,115 @@
+"""A job's facts (computed again only when its inputs change) and its judgement (every refresh).
+
+The rules that read points (input stall, NaN loss, rising loss, the cadence) run in `job_facts`,
+once per change of the job's runs or run.json; what depends on the clock (a stall, a host's
+age, GPUs idle while steps advance) is cheap and runs in `judge_job` on the cached facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from distcore import alerts
+from distcore.alerts import Alert
+from distcore.jobs.hosts import host_from_system_run, is_stale
+from distcore.jobs.model import AgentRecord, Host, Job
+from distcore.jobs.parts import is_system_part, job_dir_of, job_status
+
+if TYPE_CHECKING:
+    from distcore.events.model import RunSnapshot
+    from distcore.telemetry.model import GpuDevice
+
+FactsKey = tuple[Any, ...]
+
+
+def facts_key(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> FactsKey:
+    """What a job's facts depend on: each run's update counter (and, for stores that do not
+    count, its newest point and files), and run.json as read."""
+    runs = tuple((p, r.version, r.last_update, r.files, r.status) for p, r in parts.items())
+    return (runs, agent)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    key: FactsKey
+    name: str
+    directory: Path | None
+    parts: Mapping[str, RunSnapshot]
+    agent: AgentRecord | None
+    point_alerts: tuple[Alert, ...]  # input stall, NaN loss, rising loss, the agent's outcome
+    intervals: Mapping[str, float | None]  # run name -> cadence, for the stall rule
+    hosts: tuple[Host, ...]  # from the system/ parts
+    version: int
+
+
+def _outcome(name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> list[Alert]:
+    if agent is None:
+        return []
+    end = agent.extra.get("end_time")
+    newest = max((r.last_update for r in parts.values() if r.last_update is not None), default=None)
+    since = float(end) if isinstance(end, int | float) else newest
+    found = alerts.agent_outcome(name, agent.status, agent.last_step, agent.error, since)
+    return [found] if found is not None else []
+
+
+def job_facts(
+    name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | None, version: int
+) -> JobFacts:
+    training = {p: r for p, r in parts.items() if not is_system_part(p)}
+    found = _outcome(name, parts, agent)
+    for run in training.values():
+        found += alerts.series_alerts(run)
+    first_part, first_run = next(iter(parts.items()))
+    return JobFacts(
+        key=facts_key(parts, agent),
+        name=name,
+        directory=job_dir_of(first_run.path, first_part),
+        parts=parts,
+        agent=agent,
+        point_alerts=tuple(found),
+        intervals={r.name: alerts.usual_interval(r) for r in training.values()},
+        hosts=tuple(
+            host_from_system_run(name, p, r) for p, r in parts.items() if is_system_part(p)
+        ),
+        version=version,
+    )
+
+
+def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice]) -> Job:
+    """The job at `now`: its status, and its alerts including the clock-dependent ones."""
+    agent_status = facts.agent.status if facts.agent is not None else None
+    training = [r for p, r in facts.parts.items() if not is_system_part(p)]
+    found = list(facts.point_alerts)
+    for run in training:
+        stalled = alerts.run_stalled(run, now, agent_status, facts.intervals.get(run.name))
+        if stalled is not None:
+            found.append(stalled)
+    # GPUs idle while steps advance: the job's own workers' GPUs where it records them.
+    fresh = [h for h in facts.hosts if not is_stale(h, now)]
+    gpus = [g for h in fresh for g in h.gpus] if fresh else list(local_gpus)
+    if agent_status in (None, "running"):
+        found += alerts.input_bound_suspected(training, gpus, now, facts.intervals)
+    return Job(
+        name=facts.name,
+        directory=facts.directory,
+        parts=facts.parts,
+        status=job_status(facts.parts, facts.agent),
+        agent=facts.agent,
+        hosts=facts.hosts,
+        alerts=alerts.sort_alerts(found),
+        version=facts.version,
+    )
+
+
+def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
+    """GPU rules per host (fresh ones only: a stale host's figures are old news)."""
+    found: list[Alert] = []
+    for host in hosts:
+        if host.source != "local" and is_stale(host, now):
+            continue
+        where = "" if host.source == "local" else f" on {host.name}"
+        found += alerts.gpu_alerts(host.gpus, now, where)
+    return found

@@ -1,0 +1,71 @@
+"""Which job a run belongs to, and as which part: pure functions over run names and paths.
+
+Keras' TensorBoard callback writes a job as `<job>/train` and `<job>/validation`; distagent adds
+`<job>/system` (GPU and host samples), `<job>/system/worker-<i>` (one per worker of a
+multi-worker job) and `<job>/run.json`. Any other run is a job of its own (part "").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from distcore import names
+from distcore.jobs.model import AgentRecord, JobStatus
+
+if TYPE_CHECKING:
+    from distcore.events.model import RunSnapshot
+
+TRAINING_PARTS: Final = (names.TRAIN_DIR, names.VALIDATION_DIR)
+_WORKER = re.compile(r"worker-(\d{1,6})")
+_FILES_RANK: Final = {"live": 0, "idle": 1, "gone": 2}
+
+
+@functools.lru_cache(maxsize=65536)  # called for every run at every refresh; names repeat
+def split_run(name: str) -> tuple[str, str]:
+    """(job, part): ('job', 'train') for 'job/train', ('job', 'system/worker-1') for
+    'job/system/worker-1', (name, '') for a run that is not a part of a job."""
+    pieces = name.split("/")
+    if len(pieces) >= 2 and pieces[-2] == names.SYSTEM_DIR and _WORKER.fullmatch(pieces[-1]):
+        return ("/".join(pieces[:-2]) or ".", "/".join(pieces[-2:]))
+    if pieces[-1] in (*TRAINING_PARTS, names.SYSTEM_DIR):
+        return ("/".join(pieces[:-1]) or ".", pieces[-1])
+    return (name, "")
+
+
+def is_system_part(part: str) -> bool:
+    return part == names.SYSTEM_DIR or part.startswith(names.SYSTEM_DIR + "/")
+
+
+def worker_of(part: str) -> int | None:
+    """The worker index of `system/worker-<i>`; None for `system` and other parts."""
+    match = _WORKER.fullmatch(part.rpartition("/")[2]) if "/" in part else None
+    return int(match.group(1)) if match else None
+
+
+def job_dir_of(run_path: Path, part: str) -> Path:
+    """Where a distagent job's run.json would be: above its parts; a lone run's own folder."""
+    return run_path.parents[part.count("/")] if part else run_path
+
+
+def group_runs(runs: Iterable[RunSnapshot]) -> dict[str, dict[str, RunSnapshot]]:
+    """job name -> part -> run, jobs and parts sorted by name."""
+    grouped: dict[str, dict[str, RunSnapshot]] = {}
+    for run in runs:
+        job, part = split_run(run.name)
+        grouped.setdefault(job, {})[part] = run
+    return {job: dict(sorted(grouped[job].items())) for job in sorted(grouped)}
+
+
+def job_status(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> JobStatus:
+    """The agent's own status where run.json has one; else the files' freshest (live > idle >
+    gone), judged on the training parts when there are any (system samples keep coming while a
+    job's training may hang)."""
+    if agent is not None and agent.status in names.RUN_STATUSES:
+        return agent.status  # type: ignore[return-value]  # checked against the literal values
+    training = [r for p, r in parts.items() if not is_system_part(p)] or list(parts.values())
+    best = min((r.status for r in training), key=lambda s: _FILES_RANK.get(s, 3), default="gone")
+    return best if best in _FILES_RANK else "idle"  # type: ignore[return-value]

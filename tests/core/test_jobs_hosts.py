@@ -1,0 +1,117 @@
+"""Hosts from `system/` and `system/worker-<i>/` runs written by the real SystemRecorder."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distcore import names
+from distcore.events import load_once
+from distcore.jobs.hosts import host_from_system_run, is_stale
+from distcore.jobs.model import Host
+from distcore.telemetry import TelemetrySource
+from distcore.telemetry.host import HostSource
+from distcore.telemetry.record import SystemRecorder
+from distcore.telemetry.simulated import SimulatedGpuSource
+from distmon.once import run_once
+from distmon.options import Options
+from tests.tui import fixed
+
+
+def record(job: Path, workers: int, gpus: int, samples: int = 3) -> None:
+    """Each worker's recorder writes its own system/worker-<i>/ as a multi-worker job does."""
+    recorders = [
+        SystemRecorder(
+            job, interval=0.05, subdir=names.worker_system_dir(i),
+            source=TelemetrySource(SimulatedGpuSource(gpus), HostSource()),
+        )
+        for i in range(workers)
+    ]  # fmt: skip
+    for recorder in recorders:
+        recorder.start()
+    deadline = time.monotonic() + 30.0
+    while min(r.written for r in recorders) < samples and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for recorder in recorders:
+        recorder.close()
+
+
+@pytest.mark.slow
+def test_each_worker_is_a_host_with_its_gpus(tf: Any, tmp_path: Path) -> None:
+    record(tmp_path / "job", workers=2, gpus=2)
+    runs = {r.name: r for r in load_once([tmp_path])}
+    hosts = [
+        host_from_system_run("job", f"system/worker-{i}", runs[f"job/system/worker-{i}"])
+        for i in (0, 1)
+    ]
+    assert [h.worker for h in hosts] == [0, 1]
+    for host in hosts:
+        assert [g.index for g in host.gpus] == [0, 1]
+        assert all(g.utilization_gpu is not None and g.memory_used_mib is not None
+                   for g in host.gpus)  # fmt: skip
+        assert all(g.memory_total_mib is None for g in host.gpus)  # not recorded: unknown
+        assert host.cpu_percent is not None and host.sampled_at is not None
+        assert host.interval_seconds is not None and host.interval_seconds < 1.0
+        assert not is_stale(host, host.sampled_at + 1.0)
+
+    out = io.StringIO()
+    options = Options(logdirs=(tmp_path,), once=True, json=True, simulate_gpus=1)
+    assert run_once(options, out) == 0
+    doc = json.loads(out.getvalue())
+    assert doc["version"] == 1
+    assert [h["source"] for h in doc["hosts"]] == ["local", "logdir", "logdir"]
+    local, *workers = doc["hosts"]
+    assert local["worker"] is None and local["simulated"] and len(local["gpus"]) == 1
+    device_fields = set(doc["gpus"]["devices"][0])
+    assert [w["worker"] for w in workers] == [0, 1]
+    for worker in workers:
+        assert set(worker) >= {"name", "worker", "source", "age_seconds", "gpus", "cpu_percent"}
+        assert len(worker["gpus"]) == 2
+        assert set(worker["gpus"][0]) == device_fields  # the same fields as gpus.devices
+        assert worker["gpus"][0]["memory_total_mib"] is None  # not recorded: unknown, not 0
+        assert worker["gpus"][0]["utilization_gpu"] is not None
+        assert worker["age_seconds"] >= 0
+
+
+def _with_hparams(run: Any, hparams: dict[str, Any]) -> Any:
+    from dataclasses import replace
+
+    return replace(run, hparams=hparams)
+
+
+@pytest.mark.parametrize(
+    ("part", "hparams", "name", "worker"),
+    [
+        ("system/worker-3", {}, "job worker 3", 3),
+        ("system/worker-3", {"host": "gpu7", "worker": 1}, "gpu7", 1),  # the recorder's word wins
+        ("system", {"host": "gpu7"}, "gpu7", None),
+        ("system", {}, "job system", None),
+        ("system/worker-2", {"host": "", "worker": "x"}, "job worker 2", 2),  # junk: fall back
+        ("system/worker-2", {"worker": 1.0}, "job worker 1", 1),
+    ],
+)
+def test_host_names_and_workers(
+    part: str, hparams: dict[str, Any], name: str, worker: int | None
+) -> None:
+    run = _with_hparams(
+        fixed.run(f"job/{part}", fixed.series("gpu/0/utilization", [50.0, 60.0], every=5.0)),
+        hparams,
+    )
+    host = host_from_system_run("job", part, run)
+    assert (host.name, host.worker, host.source) == (name, worker, "logdir")
+    assert [g.utilization_gpu for g in host.gpus] == [60.0]
+
+
+@pytest.mark.parametrize(
+    ("age", "interval", "stale"),
+    [(5.0, 5.0, False), (15.0, 5.0, False), (15.1, 5.0, True), (40.0, 10.0, True),
+     (29.0, 10.0, False), (1.0, None, False), (16.0, None, True)],
+)  # fmt: skip
+def test_stale_after_a_few_intervals(age: float, interval: float | None, stale: bool) -> None:
+    host = Host("k", "h", "logdir", sampled_at=1000.0, interval_seconds=interval)
+    assert is_stale(host, 1000.0 + age) is stale

@@ -1,0 +1,80 @@
+"""What feeds the dashboard: the producers (plain distcore classes, no Textual) and their factory.
+
+The app builds them off the UI thread (their imports take a while) and wires them into one
+`JobIndex`, whose snapshots it renders. Tests hand the app their own `Producers` (a fixed run
+store, a sampler over prepared telemetry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from distmon.options import Options
+
+if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
+    from distcore.events.model import RunSnapshot
+    from distcore.jobs.model import HostSource
+    from distcore.telemetry.model import TelemetrySnapshot
+
+
+class RunSource(Protocol):
+    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
+    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+
+
+class Watcher(Protocol):
+    def scan_once(self) -> Any: ...
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class Telemetry(Protocol):
+    interval: float
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def latest(self) -> TelemetrySnapshot | None: ...
+    def history(self, key: str) -> tuple[float | None, ...]: ...
+
+
+class Closeable(Protocol):
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Producers:
+    """The run store (filled by the watcher), the GPU sampler, other hosts' sources (remote
+    GPUs) and any other producers (remote readers) whose `errors()` the index gathers. `extra`
+    producers are started and closed with the app."""
+
+    store: RunSource
+    watcher: Watcher | None = None
+    telemetry: Telemetry | None = None
+    hosts: Sequence[HostSource] = ()
+    extra: Sequence[Closeable] = field(default_factory=tuple)
+
+
+def make_producers(options: Options) -> Producers:
+    """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
+    from distcore.events.store import RunStore
+    from distcore.events.watch import LogdirWatcher
+    from distcore.telemetry import make_source
+    from distcore.telemetry.sampler import TelemetrySampler
+
+    store = RunStore(max_points=options.max_points)
+    watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
+    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
+    sampler = TelemetrySampler(source, interval=options.refresh)
+    if not options.remotes:
+        return Producers(store, watcher, sampler)
+    # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
+    from distcore.remote import make_remote_producers
+
+    remote = make_remote_producers(
+        options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
+        storage_options=options.storage_options, gpus=not options.no_gpu,
+    )  # fmt: skip
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,))

@@ -1,0 +1,165 @@
+"""The GPU panel: this machine's GPUs and host first, then every other host or worker seen.
+
+Renders `Host`s from the job index's snapshot; the local host's sparklines come from the
+sampler's history. Another host shows its age ("12 s ago") and is marked stale when older than
+a few of its sample intervals. Unknown values show "n/a", never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from distcore import names
+from distcore.jobs.hosts import host_age, is_stale
+from distcore.textsafe import terminal_text
+
+if TYPE_CHECKING:
+    from distcore.jobs.model import Host
+    from distcore.telemetry.model import GpuDevice
+
+SPARK = "▁▂▃▄▅▆▇█"
+History = Callable[[str], Sequence[float | None]]
+
+
+def no_history(key: str) -> Sequence[float | None]:
+    return ()
+
+
+def bar(fraction: float | None, width: int) -> Text:
+    """`▕████▌   ▏` for 0..1; unknown is a dotted bar, never an empty (idle-looking) one."""
+    if fraction is None or fraction != fraction:  # None or NaN
+        return Text("▕" + "·" * width + "▏", style="dim")
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    body = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
+    style = "red" if fraction >= 0.9 else "yellow" if fraction >= 0.6 else "green"
+    return Text.assemble("▕", (body.ljust(width), style), "▏")
+
+
+def sparkline(values: Sequence[float | None], width: int, top: float = 100.0) -> Text:
+    """The newest `width` values as ▁..█ (0..top); unknown samples are blank."""
+    chars = []
+    for value in list(values)[-width:]:
+        if value is None or value != value:
+            chars.append(" ")
+        else:
+            chars.append(SPARK[min(len(SPARK) - 1, max(0, int(value / top * len(SPARK))))])
+    return Text("".join(chars).rjust(width), style="cyan")
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None or value != value else f"{value:3.0f}%"
+
+
+def _gib(mib: float | None) -> str:
+    return "n/a" if mib is None or mib != mib else f"{mib / 1024:.1f}"
+
+
+def _memory(used: float | None, total: float | None) -> str:
+    """`29.3/80.0G`; `29.3G used` where the total is not known (a worker's recorded samples)."""
+    if total is None and used is not None:
+        return f"{_gib(used)}G used"
+    return f"{_gib(used)}/{_gib(total)}G"
+
+
+def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
+    """One device: compact under 70 columns (bars and percentages), with name and GiB above."""
+    label = terminal_text(gpu.name or "GPU")[:20]
+    if gpu.error:
+        error = terminal_text(gpu.error, 200)
+        return Text(f"{gpu.index} {label}: {error}", style="red", no_wrap=True, overflow="crop")
+    mem = (
+        gpu.memory_used_mib / gpu.memory_total_mib
+        if gpu.memory_used_mib is not None and gpu.memory_total_mib
+        else None
+    )
+    util = None if gpu.utilization_gpu is None else gpu.utilization_gpu / 100
+    temp = "n/a" if gpu.temperature_c is None else f"{gpu.temperature_c:.0f}°C"
+    power = "n/a" if gpu.power_w is None else f"{gpu.power_w:.0f}W"
+    mem_pct = _pct(None if mem is None else mem * 100)
+    line = Text(no_wrap=True, overflow="crop")
+    line.append(f"{gpu.index} ", style="bold")
+    if width >= 70:
+        line.append(f"{label} ")
+    bars = 6 if width < 70 else 10
+    line.append_text(bar(util, bars))
+    line.append(f"{_pct(gpu.utilization_gpu)} m")
+    line.append_text(bar(mem, bars))
+    line.append(mem_pct if width < 70 else _memory(gpu.memory_used_mib, gpu.memory_total_mib))
+    line.append(f" {temp} {power} ")
+    room = width - line.cell_len
+    if room >= 4:
+        line.append_text(sparkline(history(names.gpu_tag(gpu.index, "utilization")), room))
+    return line
+
+
+def host_line(host: Host, history: History, width: int) -> Text:
+    load = "" if host.load_avg_1m is None else f" load {host.load_avg_1m:.1f}"
+    cores = f" ({host.cpu_cores} cores){load}" if width >= 70 and host.cpu_cores else ""
+    line = Text.assemble(
+        ("host ", "bold"),
+        f"cpu {_pct(host.cpu_percent)}{cores} ",
+        f"mem {_memory(host.memory_used_mib, host.memory_total_mib)} ",
+        no_wrap=True,
+        overflow="crop",
+    )
+    room = width - line.cell_len
+    if room >= 4:
+        line.append_text(sparkline(history(names.HOST_CPU_PERCENT), room))
+    return line
+
+
+def _heading(host: Host, now: float) -> Text:
+    """`gpu7 · worker 1 · job quickstart · 12 s ago [stale]`."""
+    bits = [terminal_text(host.name, 40)]
+    if host.worker is not None and not host.name.endswith(f"worker {host.worker}"):
+        bits.append(f"worker {host.worker}")
+    if host.job is not None and host.job not in host.name:
+        bits.append(f"job {terminal_text(host.job, 30)}")
+    if host.simulated:
+        bits.append("simulated")
+    age = host_age(host, now)
+    bits.append("never sampled" if age is None else f"{age:.0f} s ago")
+    stale = is_stale(host, now)
+    line = Text(" · ".join(bits), style="dim" if stale else "bold", no_wrap=True, overflow="crop")
+    if stale:
+        line.append(" stale", style="yellow")
+    return line
+
+
+def _local_lines(host: Host, history: History, width: int) -> list[Text]:
+    lines: list[Text] = []
+    if not host.gpus:
+        lines.append(Text(f"no GPU: {host.gpu_reason or 'unknown reason'}", style="yellow"))
+    lines += [gpu_line(g, history, width) for g in host.gpus]
+    if host.cpu_percent is not None:
+        lines.append(host_line(host, history, width))
+    return lines
+
+
+def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int) -> Text:
+    """Local first (with its history), then each other host under a heading with its age."""
+    if not hosts:
+        return Text("sampling GPUs…", style="dim")
+    lines: list[Text] = []
+    for host in hosts:
+        if host.source == "local":
+            lines += _local_lines(host, history, width)
+            continue
+        lines.append(_heading(host, now))
+        if host.error:
+            lines.append(Text(terminal_text(host.error, 200), style="red"))
+        lines += [gpu_line(g, no_history, width) for g in host.gpus]
+        if host.cpu_percent is not None or host.memory_used_mib is not None:
+            lines.append(host_line(host, no_history, width))
+    return Text("\n").join(lines)
+
+
+def gpus_title(hosts: Sequence[Host]) -> str:
+    local = next((h for h in hosts if h.source == "local"), None)
+    others = len(hosts) - (local is not None)
+    title = "GPUs (simulated)" if local is not None and local.simulated else "GPUs"
+    return f"{title} · {others} more host{'s' if others != 1 else ''}" if others else title
