@@ -20,8 +20,10 @@ def keep_indices(steps: I64, values: npt.NDArray[np.float64], target: int) -> I6
         return np.arange(n, dtype=np.int64)
     buckets = max(1, (target - 2) // 2)
     first, last = int(steps[0]), int(steps[-1])
-    span = max(1, last - first + 1)
-    bucket = ((steps[1:-1] - first).astype(np.float64) * buckets / span).astype(np.int64)
+    span = float(max(1, last - first + 1))
+    # In floats: steps near +-2**63 would overflow an int64 difference.
+    offset = steps[1:-1].astype(np.float64) - float(first)
+    bucket = np.clip(offset * buckets / span, 0, buckets - 1).astype(np.int64)
     order = np.lexsort((values[1:-1], bucket))
     grouped = bucket[order]
     starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])

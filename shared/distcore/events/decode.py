@@ -48,15 +48,18 @@ class Decoded:
     hparams: dict[str, Any] | None = None
 
 
-def decode_event(data: bytes, plugins: dict[str, str]) -> Decoded:
-    """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated."""
+def decode_event(
+    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]] | None = None
+) -> Decoded:
+    """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated, and each
+    update is also appended to `updates` (kept even when the record then proves undecodable)."""
     try:
-        return _decode(data, plugins)
+        return _decode(data, plugins, updates if updates is not None else [])
     except (WireError, DecodeError, ValueError) as err:
         raise UndecodableError(str(err) or type(err).__name__) from err
 
 
-def _decode(data: bytes, plugins: dict[str, str]) -> Decoded:
+def _decode(data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]]) -> Decoded:
     out = Decoded()
     summary: bytes | None = None
     for number, _, raw in fields(data):
@@ -72,18 +75,20 @@ def _decode(data: bytes, plugins: dict[str, str]) -> Decoded:
     if summary is not None:
         for number, _, raw in fields(summary):
             if number == s.SUMMARY_VALUE:
-                _value(as_bytes(raw), plugins, out)
+                _value(as_bytes(raw), plugins, updates, out)
     return out
 
 
-def _value(data: bytes, plugins: dict[str, str], out: Decoded) -> None:
+def _value(
+    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]], out: Decoded
+) -> None:
     tag = ""
     simple: float | None = None
     metadata: bytes | None = None
     tensor: bytes | None = None
     for number, _, raw in fields(data):
         if number == s.VALUE_TAG:
-            tag = as_bytes(raw).decode("utf-8", "replace")
+            tag = as_bytes(raw).decode("utf-8", "surrogateescape")
         elif number == s.VALUE_SIMPLE:
             simple = as_float(raw)
         elif number == s.VALUE_METADATA:
@@ -97,6 +102,7 @@ def _value(data: bytes, plugins: dict[str, str], out: Decoded) -> None:
         meta = summary_pb2.SummaryMetadata.FromString(metadata)
         if meta.plugin_data.plugin_name:
             plugins[tag] = meta.plugin_data.plugin_name
+            updates.append((tag, meta.plugin_data.plugin_name))
         content = meta.plugin_data.content
     plugin = plugins.get(tag)
     if simple is not None:

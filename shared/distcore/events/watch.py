@@ -4,6 +4,10 @@ inotify (through watchdog) wakes the worker thread; changes are debounced, and a
 re-scan is the safety net for anything a notification missed. Polling is used when asked,
 when the root's filesystem never sends inotify events (NFS, CIFS, SSHFS and other FUSE,
 Lustre, GPFS), or when inotify cannot be set up (e.g. the watch limit is reached).
+
+The thread never dies: a failure reading one file is that file's problem in its run (the other
+files and runs go on); a failure of a whole pass is kept in `errors()` and the loop backs off and
+tries again. What cannot be listed under the roots is in `problems()`.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from typing import Any, Literal
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from distcore.events.batch import Batch
 from distcore.events.discovery import EVENT_MARKER, RunDir, discover
 from distcore.events.fstype import mount_fs_type, needs_polling
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
+from distcore.jobs.model import ProducerError
 
 Mode = Literal["inotify", "poll"]
+_MAX_BACKOFF = 30.0
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 
 
@@ -75,6 +82,9 @@ class LogdirWatcher:
         self._thread: threading.Thread | None = None
         self._observer: Any = None
         self._mode, self._reason = self._choose_mode(poll, fs_type)
+        self._problems: tuple[str, ...] = ()
+        self._error: ProducerError | None = None
+        self._wall_clock: Callable[[], float] = time.time
 
     @property
     def mode(self) -> Mode:
@@ -92,6 +102,15 @@ class LogdirWatcher:
             if needs_polling(kind):
                 return "poll", f"{root} is on {kind}, where inotify sees no remote changes"
         return "inotify", "inotify through watchdog"
+
+    def problems(self) -> tuple[str, ...]:
+        """Paths under the roots that could not be listed or are not regular files (one line
+        each, from the latest scan)."""
+        return self._problems
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        """The watcher loop's failure, while it lasts (the loop keeps trying)."""
+        return (self._error,) if self._error is not None else ()
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
@@ -152,31 +171,48 @@ class LogdirWatcher:
         self._wake.set()
 
     def _loop(self) -> None:
-        self.scan_once()
-        next_rescan = self._clock() + self._rescan_interval
+        backoff = 0.0
+        next_rescan = self._clock()  # the first pass scans everything
         while not self._stop.is_set():
-            if self._mode == "poll":
-                self._stop.wait(self._poll_interval)
-                if not self._stop.is_set():
-                    self.scan_once()
-                continue
-            woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
-            if self._stop.is_set():
-                break
-            if woke:
-                self._wake.clear()
-                self._stop.wait(self._debounce)  # let a burst of writes settle
-            with self._dirty_lock:
-                dirty, self._dirty = self._dirty, set()
-                rescan, self._rescan_needed = self._rescan_needed, False
-            if rescan or self._clock() >= next_rescan:
-                next_rescan = self._clock() + self._rescan_interval
+            try:
+                next_rescan = self._step(next_rescan)
+                self._error, backoff = None, 0.0
+            except Exception as err:  # never die: show it, back off, retry
+                message = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else repr(err)
+                since = self._error.since if self._error is not None else self._wall_clock()
+                self._error = ProducerError("watcher", message, since)
+                backoff = min(_MAX_BACKOFF, max(0.5, backoff * 2))
+                with self._dirty_lock:
+                    self._rescan_needed = True
+                self._stop.wait(backoff)
+
+    def _step(self, next_rescan: float) -> float:
+        """One turn of the loop; returns when the next full rescan is due."""
+        if self._mode == "poll":
+            if self._clock() >= next_rescan:
                 self.scan_once()
-            else:
-                self._store.notify(self._read_files(dirty))
+                return self._clock() + self._poll_interval
+            self._stop.wait(max(0.0, next_rescan - self._clock()))
+            return next_rescan
+        woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
+        if self._stop.is_set():
+            return next_rescan
+        if woke:
+            self._wake.clear()
+            self._stop.wait(self._debounce)  # let a burst of writes settle
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+            rescan, self._rescan_needed = self._rescan_needed, False
+        if rescan or self._clock() >= next_rescan:
+            self.scan_once()
+            return self._clock() + self._rescan_interval
+        self._store.notify(self._read_files(dirty))
+        return next_rescan
 
     def _rescan(self) -> frozenset[str]:
-        found = discover(self._roots)
+        problems: list[str] = []
+        found = discover(self._roots, problems)
+        self._problems = tuple(problems)
         changed: set[str] = set()
         for name, run in found.items():
             if self._stop.is_set():  # close() during a long first read
@@ -198,6 +234,7 @@ class LogdirWatcher:
         old = self._runs.get(run.name)
         for path in set(old.files if old else ()) - set(run.files):
             self._files.pop(path, None)
+            self._store.set_file_error(run.name, run.path, path.name, None)
         changed = old is None or old.files != run.files
         for path in run.files:
             changed |= self._read_file(run, path)
@@ -213,9 +250,16 @@ class LogdirWatcher:
         if state is None:
             state = self._files[path] = FileState(path)
         plugins = self._plugins.setdefault(run.name, {})
-        return read_new(
-            state, plugins, lambda batch: self._store.apply(run.name, run.path, batch, path.name)
-        )
+        try:
+            changed = read_new(state, plugins, lambda batch: self._apply(run, path, batch))
+        except Exception as err:  # one file's failure is that file's problem
+            state.error = f"reader failed: {type(err).__name__}: {err}".splitlines()[0]
+            changed = True
+        self._store.set_file_error(run.name, run.path, path.name, state.error)
+        return changed
+
+    def _apply(self, run: RunDir, path: Path, batch: Batch) -> None:
+        self._store.apply(run.name, run.path, batch, path.name)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
         changed = set()
