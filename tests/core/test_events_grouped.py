@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.core.events_helpers import assert_files_decode_alike, assert_grouped_equals_per_record
-from tests.core.wire_builder import event_file, events
+from tests.core.wire_builder import event_file, events, run_file
 
 WILD = Path("/work/shared/wild")
 
@@ -23,6 +23,12 @@ WILD = Path("/work/shared/wild")
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(event_file())
 def test_grouped_equals_per_record_on_generated_files(data: bytes) -> None:
+    assert_grouped_equals_per_record(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run_file())
+def test_grouped_equals_per_record_on_long_runs_of_one_shape(data: bytes) -> None:
     assert_grouped_equals_per_record(data)
 
 

@@ -157,3 +157,32 @@ def record_header_crc(length: bytes) -> bytes:
     from distcore.events.crc import masked_crc
 
     return struct.pack("<I", masked_crc(length))
+
+
+RUN_KINDS = ["simple", "f32", "f32+md", "f64+md", "f32+other", "i64+md"]
+
+
+@st.composite
+def run_file(draw: st.DrawFn) -> bytes:
+    """A writer's long stretches: a few tags in turn for many steps (crossing varint widths),
+    each of one kind, with odd records and damage mixed in: what group decoding works on."""
+    tags = draw(st.lists(NAMES, min_size=1, max_size=4))
+    kinds = [draw(st.sampled_from(RUN_KINDS)) for _ in tags]
+    first = draw(st.sampled_from([0, 100, 16_000, 2**21 - 40, 2**63 - 200, -(2**63), -50])
+                 | st.integers(-(2**63), 2**63 - 300))
+    count = draw(st.integers(20, 120))
+    wall = draw(st.sampled_from([1.7e9, float("nan"), 0.0]))
+    out = []
+    for step in range(first, first + count):
+        for tag, kind in zip(tags, kinds, strict=True):
+            number = float(np.float32(np.sin(step % 1000)))
+            summary = field(s.K_VALUE, value(tag, kind, number, (1, 1)))
+            step_field = bytes([s.K_STEP]) + varint(step) if step else b""
+            wall_field = bytes([s.K_WALL]) + struct.pack("<d", wall + (step % 7))
+            out.append(record(wall_field + step_field + field(s.K_SUMMARY, summary)))
+    for _ in range(draw(st.integers(0, 3))):  # odd records in between
+        out.insert(draw(st.integers(0, len(out))), record(draw(events(tags))))
+    data = bytearray(b"".join(out))
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
+    return bytes(data)

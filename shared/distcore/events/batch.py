@@ -15,6 +15,7 @@ from distcore.events.buffers import I64, U8
 from distcore.events.decode import Decoded, UndecodableError, decode_event
 from distcore.events.fastpath import FastScalars, decode_scalars
 from distcore.events.framing import Frames
+from distcore.events.groups import decode_grouped
 from distcore.events.schema import SCALARS_PLUGIN
 
 F64 = npt.NDArray[np.float64]
@@ -60,7 +61,7 @@ def decode_frames(
     the vectorised path is tested against (it must yield exactly the same batch)."""
     batch = Batch(problems=list(frames.problems))
     if grouped:
-        fast = decode_scalars(buf, frames.starts, frames.lengths)
+        fast = decode_grouped(buf, frames.starts, frames.lengths)
     else:
         fast = decode_scalars(buf, frames.starts[:0], frames.lengths[:0])
     slow = np.ones(len(frames.starts), dtype=bool)

@@ -12,9 +12,11 @@ tries again. What cannot be listed under the roots is in `problems()`.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -62,6 +64,7 @@ class LogdirWatcher:
         fs_type: Callable[[Path], str | None] = mount_fs_type,
         clock: Callable[[], float] = time.monotonic,
         observer_factory: Callable[[], Any] = Observer,
+        workers: int | None = None,
     ) -> None:
         self._roots = tuple(Path(r) for r in roots)
         self._store = store
@@ -82,6 +85,7 @@ class LogdirWatcher:
         self._thread: threading.Thread | None = None
         self._observer: Any = None
         self._mode, self._reason = self._choose_mode(poll, fs_type)
+        self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._problems: tuple[str, ...] = ()
         self._error: ProducerError | None = None
         self._wall_clock: Callable[[], float] = time.time
@@ -214,10 +218,11 @@ class LogdirWatcher:
         found = discover(self._roots, problems)
         self._problems = tuple(problems)
         changed: set[str] = set()
-        for name, run in found.items():
-            if self._stop.is_set():  # close() during a long first read
-                return frozenset(changed)
-            if self._sync_run(run) or name in self._gone:
+        synced = self._sync_runs(list(found.values()))
+        if self._stop.is_set():  # close() during a long first read
+            return frozenset(name for name, hit in synced.items() if hit)
+        for name in found:
+            if synced[name] or name in self._gone:
                 changed.add(name)
             self._gone.discard(name)
         for name, old in self._runs.items():
@@ -229,6 +234,15 @@ class LogdirWatcher:
                 changed.add(name)
         self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
         return frozenset(changed)
+
+    def _sync_runs(self, runs: list[RunDir]) -> dict[str, bool]:
+        """Read the runs, several at once where there are cores for it: the decoding is numpy
+        work that releases the GIL, so threads share the cores without copying any state."""
+        if self._workers <= 1 or len(runs) <= 1:
+            return {run.name: not self._stop.is_set() and self._sync_run(run) for run in runs}
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="distmon-reader") as pool:
+            hits = list(pool.map(lambda r: not self._stop.is_set() and self._sync_run(r), runs))
+        return {run.name: hit for run, hit in zip(runs, hits, strict=True)}
 
     def _sync_run(self, run: RunDir) -> bool:
         old = self._runs.get(run.name)
