@@ -28,8 +28,10 @@ FOOTER: Final = 4
 MAX_RECORD: Final = 256 << 20
 _RESYNC_WINDOW: Final = 1 << 20
 _HEAD = struct.Struct("<QI")
-# The vectorised chain looks at this much at a time: its arrays are a few bytes per byte.
-_WINDOW: Final = 8 << 20
+# The vectorised chain looks at this much at a time (its arrays are a few bytes per byte), then
+# the stretch follower gets another go.
+_WINDOW: Final = 256 << 10
+_MIN_RUN: Final = 16
 
 BAD_LENGTH_CRC: Final = "bad length CRC"
 BAD_DATA_CRC: Final = "bad data CRC"
@@ -60,6 +62,44 @@ def _chain(raw: bytes | bytearray, pos: int, size: int) -> tuple[array[int], int
         push(pos)
         pos = end
     return heads, pos
+
+
+def _chain_runs(buf: U8, pos: int, size: int) -> tuple[list[I64], int]:
+    """Follow stretches of back-to-back records of one length (a writer's usual output) with
+    strided views: the headers of a stretch are byte-identical, so one CRC check and two
+    strided comparisons cover all of them. Stops where stretches get shorter than _MIN_RUN."""
+    kept: list[I64] = []
+    while size - pos >= HEADER:
+        length = int(at(buf, "<u8")[pos])
+        stride = length + HEADER + FOOTER
+        fits = (size - pos) // stride if length <= MAX_RECORD else 0
+        if fits < _MIN_RUN or not _header_plausible(buf, pos):
+            break
+        count = _same_headers(buf, pos, stride, fits)
+        if count < _MIN_RUN:
+            break
+        kept.append(pos + stride * np.arange(count, dtype=np.int64))
+        pos += stride * count
+    return kept, pos
+
+
+def _same_headers(buf: U8, pos: int, stride: int, fits: int) -> int:
+    """How many records from pos, `stride` apart, have the header at pos (checked in blocks
+    that double, so a short stretch costs little)."""
+    head = bytes(buf[pos : pos + HEADER])
+    want_len, want_crc = _HEAD.unpack(head)
+    done, block = 0, _MIN_RUN
+    while done < fits:
+        count = min(block, fits - done)
+        at_pos = pos + done * stride
+        lengths = np.ndarray((count,), "<u8", buffer=buf, offset=at_pos, strides=(stride,))
+        crcs = np.ndarray((count,), "<u4", buffer=buf, offset=at_pos + 8, strides=(stride,))
+        same = (lengths == want_len) & (crcs == want_crc)
+        if not same.all():
+            return done + int(np.argmin(same))
+        done += count
+        block *= 4
+    return done
 
 
 def _chain_vectorised(buf: U8, pos: int, size: int) -> tuple[I64, int] | None:
@@ -162,6 +202,11 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
                 break  # zeros to the end: preallocated space not written yet
             problems.append((ZERO_BYTES, pos))
             pos = _resync(buf, pos, size)
+            continue
+        runs, stop = _chain_runs(buf, pos, size)
+        if runs:
+            kept.extend(runs)
+            pos = stop
             continue
         fast = _chain_vectorised(buf, pos, min(size, pos + _WINDOW))
         if fast is not None and fast[1] == pos and size - pos > _WINDOW:
