@@ -35,6 +35,7 @@ class FileState:
     head: bytes = b""  # the file's first bytes, as read
     tail: bytes = b""  # the bytes just before `offset`, as read
     error: str | None = None  # why the file could not be read, if it could not
+    resets: int = 0  # times bytes already read changed (replaced, truncated, rewritten)
 
     def stat(self) -> os.stat_result | None:
         try:
@@ -74,11 +75,13 @@ def _read_open(
     identity = (st.st_dev, st.st_ino)
     if identity != state.identity or st.st_size < state.offset:
         # Replaced or truncated: read again from the start.
+        state.resets += state.identity is not None
         _restart(state)
         state.identity = identity
     if st.st_size == state.size and st.st_mtime == state.mtime:
         return False
     if state.offset and _rewritten(fd, state):
+        state.resets += 1
         _restart(state)
     state.size, state.mtime = st.st_size, st.st_mtime
     _read_from(fd, state, st.st_size, plugins, emit)

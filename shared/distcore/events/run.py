@@ -53,6 +53,14 @@ class RunState:
             self._frozen = None
         self.files, self.last_modified, self.gone = count, last_modified, count == 0
 
+    def reset(self) -> None:
+        """Back to nothing read (files, status and file errors stay: they are not read data)."""
+        self._frozen = None
+        self.series = {}
+        self.hparams = {}
+        self.problems = {}
+        self.last_update = None
+
     def set_file_error(self, file_name: str, error: str | None) -> None:
         if self.file_errors.get(file_name) == error:
             return

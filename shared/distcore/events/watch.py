@@ -246,23 +246,56 @@ class LogdirWatcher:
 
     def _sync_run(self, run: RunDir) -> bool:
         old = self._runs.get(run.name)
-        for path in set(old.files if old else ()) - set(run.files):
+        removed = set(old.files if old else ()) - set(run.files)
+        for path in removed:
             self._files.pop(path, None)
             self._store.set_file_error(run.name, run.path, path.name, None)
         changed = old is None or old.files != run.files
-        for path in run.files:
-            changed |= self._read_file(run, path)
+        read = [p for p in (old.files if old else ()) if p in self._files and self._files[p].offset]
+        # A file gone, or a new one that sorts before one already read: the run is no longer
+        # what its files say; read it afresh (the restart rule depends on the order of files).
+        last = max(read, default=None)
+        added = set(run.files) - set(old.files if old else ())
+        inserted = last is not None and any(p < last for p in added)
+        if removed or inserted:
+            self._reread(run)
+            changed = True
+        else:
+            changed |= self._read_run_files(run, list(run.files))
         self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
         return changed
+
+    def _read_run_files(self, run: RunDir, paths: list[Path]) -> bool:
+        """Read new bytes of the run's files; when bytes already read changed, the whole run
+        is read afresh, so its state is always what a fresh read of its files gives."""
+        changed = False
+        for path in paths:
+            hit, reset = self._read_file(run, path)
+            changed |= hit
+            if reset:
+                self._reread(run)
+                return True
+        return changed
+
+    def _reread(self, run: RunDir) -> None:
+        for _ in range(3):  # a file rewritten again during the pass: once more
+            self._store.reset_run(run.name, run.path)
+            self._plugins[run.name] = {}
+            for path in run.files:
+                self._files[path] = FileState(path)
+            if not any([self._read_file(run, path)[1] for path in run.files]):
+                return
 
     def _newest(self, run: RunDir) -> float | None:
         mtimes = [self._files[p].mtime for p in run.files if p in self._files]
         return max((m for m in mtimes if m), default=None)
 
-    def _read_file(self, run: RunDir, path: Path) -> bool:
+    def _read_file(self, run: RunDir, path: Path) -> tuple[bool, bool]:
+        """(anything new, bytes already read changed)."""
         state = self._files.get(path)
         if state is None:
             state = self._files[path] = FileState(path)
+        resets = state.resets
         plugins = self._plugins.setdefault(run.name, {})
         try:
             changed = read_new(state, plugins, lambda batch: self._apply(run, path, batch))
@@ -270,7 +303,7 @@ class LogdirWatcher:
             state.error = f"reader failed: {type(err).__name__}: {err}".splitlines()[0]
             changed = True
         self._store.set_file_error(run.name, run.path, path.name, state.error)
-        return changed
+        return changed, state.resets != resets
 
     def _apply(self, run: RunDir, path: Path, batch: Batch) -> None:
         self._store.apply(run.name, run.path, batch, path.name)
@@ -279,7 +312,7 @@ class LogdirWatcher:
         changed = set()
         for name, run in self._runs.items():
             hits = [p for p in run.files if p in paths]
-            if hits and name not in self._gone and any([self._read_file(run, p) for p in hits]):
+            if hits and name not in self._gone and self._read_run_files(run, hits):
                 self._store.set_files(name, run.path, len(run.files), self._newest(run))
                 changed.add(name)
         return frozenset(changed)
