@@ -266,3 +266,40 @@ def test_a_length_past_the_end_in_mid_file_is_reported_once(tmp_path: Path) -> N
     run = only_run(tmp_path)
     assert [s for s, _ in steps_values(run, "loss")] == list(range(10))
     assert any(LENGTH_TOO_LARGE in p for p in run.problems), run.problems
+
+
+def _hparams_record(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """An hparams session-start event whose names and string values are any bytes."""
+    start = b"".join(
+        field(0x0A, field(0x0A, name) + field(0x12, value)) for name, value in entries
+    )  # SessionStartInfo.hparams: map entries (key = 1, value = 2)
+    content = field(0x1A, start)  # HParamsPluginData.session_start_info = 3
+    plugin = field(0x0A, b"hparams") + field(0x12, content)
+    metadata = field(0x0A, plugin)  # SummaryMetadata.plugin_data = 1
+    val = field(s.K_TAG, b"_hparams_/session_start_info") + field(s.K_METADATA, metadata)
+    return bytes([s.K_WALL]) + struct.pack("<d", 1.0) + field(s.K_SUMMARY, field(s.K_VALUE, val))
+
+
+def test_hparams_names_and_values_keep_their_bytes(tmp_path: Path) -> None:
+    entries = [
+        (b"lr\xff", b"\x11" + struct.pack("<d", 0.5)),  # number_value (fixed64, field 2)
+        (b"lr\xfe", field(0x1A, b"adam\xfe")),  # string_value (field 3)
+        (b"ok", b"\x20\x01"),  # bool_value (varint, field 4)
+        (b"none", b"\x08\x00"),  # null_value
+    ]
+    _write(tmp_path, record(_hparams_record(entries)) + record(_raw_scalar(b"loss", 1, 1.0)))
+    run = only_run(tmp_path)
+    raw = [b"lr\xff", b"lr\xfe", b"adam\xfe"]
+    lr_ff, lr_fe, adam = (b.decode("utf-8", "surrogateescape") for b in raw)
+    assert dict(run.hparams) == {lr_ff: 0.5, lr_fe: adam, "ok": True, "none": None}
+    hparams = run_to_json(run)["hparams"]
+    assert hparams == {"lr\\xff": 0.5, "lr\\xfe": "adam\\xfe", "ok": True, "none": None}
+    assert run.problems == ()
+
+
+def test_run_directories_that_are_not_utf8(tmp_path: Path) -> None:
+    name = os.fsdecode(b"run-\xff")
+    _write(tmp_path / name, scalar_records("loss", [(0, 1.0)]))
+    (run,) = load_once([tmp_path])
+    assert run.name == name
+    assert json.loads(json.dumps(run_to_json(run)))["name"] == "run-\\xff"

@@ -13,7 +13,6 @@ from typing import Any, Final
 import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
-from tensorboard.plugins.hparams import plugin_data_pb2
 
 from distcore.events import schema as s
 from distcore.events.wire import WireError, as_bytes, as_double, as_float, as_int64, fields
@@ -132,19 +131,41 @@ def tensor_scalar(data: bytes) -> float:
 
 
 def session_hparams(content: bytes) -> dict[str, Any] | None:
-    """The hparams of an HParams plugin session-start record, as plain Python values."""
-    data = plugin_data_pb2.HParamsPluginData.FromString(content)
-    if not data.HasField("session_start_info"):
+    """The hparams of an HParams plugin session-start record, as plain Python values.
+
+    Walked on the wire rather than parsed with the proto: its names are proto3 strings, which
+    protobuf refuses when they are not UTF-8; here they keep their bytes (surrogateescape),
+    like tags."""
+    start: bytes | None = None
+    for number, _, raw in fields(content):
+        if number == s.HPARAMS_SESSION_START:
+            start = as_bytes(raw)
+    if start is None:
         return None
     result: dict[str, Any] = {}
-    for name, value in data.session_start_info.hparams.items():
-        kind = value.WhichOneof("kind")
-        if kind == "number_value":
-            result[name] = value.number_value
-        elif kind == "string_value":
-            result[name] = value.string_value
-        elif kind == "bool_value":
-            result[name] = value.bool_value
-        else:
-            result[name] = None
+    for number, _, raw in fields(start):
+        if number == s.SESSION_START_HPARAMS:
+            name, value = "", None
+            for entry_number, _, entry in fields(as_bytes(raw)):
+                if entry_number == s.MAP_KEY:
+                    name = as_bytes(entry).decode("utf-8", "surrogateescape")
+                elif entry_number == s.MAP_VALUE:
+                    value = _hparam_value(as_bytes(entry))
+            result[name] = value
     return result
+
+
+def _hparam_value(data: bytes) -> Any:
+    """A google.protobuf.Value: number, string or bool; anything else (null, struct, list) is
+    None. The last kind on the wire wins, as in a oneof."""
+    value: Any = None
+    for number, _, raw in fields(data):
+        if number == s.VALUE_NUMBER:
+            value = as_double(raw)
+        elif number == s.VALUE_STRING:
+            value = as_bytes(raw).decode("utf-8", "surrogateescape")
+        elif number == s.VALUE_BOOL:
+            value = bool(as_int64(raw))
+        else:
+            value = None
+    return value
