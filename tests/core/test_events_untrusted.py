@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import struct
+import tempfile
 import threading
 import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events import schema as s
@@ -20,7 +23,7 @@ from distcore.events.framing import LENGTH_PAST_END, LENGTH_TOO_LARGE, MAX_RECOR
 from distcore.events.jsonify import run_to_json
 from distcore.events.reader import CHUNK, FileState, read_new
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
-from tests.core.wire_builder import field, varint
+from tests.core.wire_builder import event_file, field, run_file, varint
 
 EVENT_FILE = "events.out.tfevents.1.host"
 
@@ -303,3 +306,15 @@ def test_run_directories_that_are_not_utf8(tmp_path: Path) -> None:
     (run,) = load_once([tmp_path])
     assert run.name == name
     assert json.loads(json.dumps(run_to_json(run)))["name"] == "run-\\xff"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(max_size=3000) | event_file() | run_file(), min_size=1, max_size=3))
+def test_any_bytes_in_a_logdir_read_and_jsonify(contents: list[bytes]) -> None:
+    """Whatever the files hold: no exception, and valid JSON (no NaN, no lone surrogate)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for i, data in enumerate(contents):
+            _write(root / f"run{i}", data)
+        for run in load_once([root]):
+            json.dumps(run_to_json(run), allow_nan=False, ensure_ascii=False).encode()
