@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
+from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
 from distcore.textsafe import json_text
 
@@ -29,7 +30,7 @@ def series_to_json(series: Series) -> dict[str, Any]:
 def run_to_json(run: RunSnapshot) -> dict[str, Any]:
     return {
         "name": json_text(run.name),
-        "path": json_text(str(run.path.absolute())),
+        "path": json_text(run_path_text(run.path)),
         "status": run.status,
         "files": run.files,
         "problems": [json_text(p) for p in run.problems],
