@@ -1,11 +1,16 @@
-"""Ingest speed and memory: distcore vs TensorBoard's EventAccumulator, tbparse and the Rust
-data server, on one logdir of 8 runs x 10 tags x 20,000 steps (1.6M scalar events), written once
-by tf.summary (TF2 tensors) and once by tensorboardX (simple_value), cached under --cache.
+"""Ingest speed and memory on one logdir of 8 runs x 10 tags x 20,000 steps (1.6M scalar events),
+written once by tf.summary (TF2 tensors) and once by tensorboardX (simple_value), and on 10M
+points (the same bytes as tensorboardX, built directly); cached under --cache.
 
-Each loader runs in a fresh subprocess (its own peak RSS, no shared caches in Python); the
-script prints seconds, events/s, MB/s and peak RSS (medians of --repeats) and distcore's
-speed-up over each. Then distcore's peak RSS with the default bound (2,000 points per series)
-on a 10M-point logdir, against the 1.6M one: memory must not grow with the number of points.
+Loaders, each in a fresh process (its own peak RSS, nothing cached in Python):
+  distcore         load_once() in process, imports excluded
+  distmon_once     the whole `distmon --once --json LOGDIR` process, start to exit
+  rustboard        TensorBoard's Rust data server (`--load_fast`), every point kept
+                   (`--samples-per-plugin=scalars=all`, the same work as the others), timed by
+                   its own "Finished load cycle (...)" line (start-up is ~10 ms)
+  event_accumulator, tbparse   the Python readers (slow: --slow-repeats times only)
+Rounds alternate the loaders (A B C A B C ...), so machine load hits them alike; each figure
+is the median of --repeats rounds, with its spread, and each loader's ratio to rustboard.
 
 Run: .venv/bin/python bench/ingest.py [--quick] [--repeats 3] [--cache DIR]
 """
@@ -16,18 +21,21 @@ import argparse
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-ingest"))
-LOADERS = ("distcore", "event_accumulator", "tbparse", "rust_data_server")
+LOADERS = ("rustboard", "distcore", "distmon_once", "event_accumulator", "tbparse")
+SLOW = frozenset({"event_accumulator", "tbparse"})
 FLAVOURS = ("tf2", "tensorboardx")
 
 
@@ -148,23 +156,56 @@ def load_tbparse(root: Path) -> int:
     return len(reader.scalars) + len(reader.tensors)
 
 
+IN_PROCESS = {"distcore": load_distcore, "event_accumulator": load_event_accumulator,
+              "tbparse": load_tbparse}
+
+
 def run_loader(name: str, root: Path) -> dict[str, Any]:
     """Time one load in this process (imports excluded), report peak RSS."""
     if name == "event_accumulator":
         import tensorflow  # noqa: F401  (import cost is not load cost)
     if name == "tbparse":
         import tbparse  # noqa: F401
-    loader = {"distcore": load_distcore, "event_accumulator": load_event_accumulator,
-              "tbparse": load_tbparse}[name]
     start = time.perf_counter()
-    events = loader(root)
+    events = IN_PROCESS[name](root)
     seconds = time.perf_counter() - start
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"seconds": seconds, "events": events, "rss_mib": rss_mib}
 
 
-def run_rust_server(root: Path) -> dict[str, Any] | None:
-    """`tensorboard_data_server --reload once`: time to "Finished load cycle", peak RSS."""
+def run_in_subprocess(name: str, root: Path) -> dict[str, Any] | None:
+    out = subprocess.run(
+        [sys.executable, __file__, "--load", name, str(root)],
+        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    if out.returncode != 0:
+        print(f"  {name} failed: {out.stderr.strip().splitlines()[-1:]}", flush=True)
+        return None
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_distmon_once(root: Path) -> dict[str, Any] | None:
+    """The whole `distmon --once --json` process: spawn to exit, and its own peak RSS."""
+    distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen([distmon, "--once", "--json", str(root)], stdout=out)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        data = out.read()
+    if proc.returncode != 0 or not data:
+        print(f"  distmon --once failed: exit {proc.returncode}", flush=True)
+        return None
+    report = json.loads(data)
+    events = sum(s["count"] for run in report["runs"] for s in run["scalars"].values())
+    return {"seconds": seconds, "events": events, "rss_mib": usage.ru_maxrss / 1024}
+
+
+def run_rustboard(root: Path) -> dict[str, Any] | None:
+    """`tensorboard_data_server --reload once`, every point kept: its own load-cycle time."""
     try:
         from tensorboard_data_server import server_binary  # type: ignore[import-untyped]
 
@@ -173,16 +214,18 @@ def run_rust_server(root: Path) -> dict[str, Any] | None:
         return None
     if not binary or not os.path.exists(binary):
         return None
-    start = time.perf_counter()
     proc = subprocess.Popen(
-        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v"],
+        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v",
+         "--samples-per-plugin=scalars=all"],
         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     seconds = None
     assert proc.stderr is not None
     for line in proc.stderr:
-        if "Finished load cycle" in line:
-            seconds = time.perf_counter() - start
+        match = LOAD_CYCLE.search(line)
+        if match:
+            value, unit = float(match.group(1)), match.group(2)
+            seconds = value / {"s": 1, "ms": 1e3, "µs": 1e6, "us": 1e6}[unit]
             break
     rss_kib = _vm_hwm_kib(proc.pid)
     proc.kill()
@@ -190,6 +233,9 @@ def run_rust_server(root: Path) -> dict[str, Any] | None:
     if seconds is None:
         return None
     return {"seconds": seconds, "events": None, "rss_mib": rss_kib / 1024}
+
+
+LOAD_CYCLE = re.compile(r"Finished load cycle \(([0-9.]+)(s|ms|µs|us)\)")
 
 
 def _vm_hwm_kib(pid: int) -> float:
@@ -203,29 +249,36 @@ def _vm_hwm_kib(pid: int) -> float:
 
 
 def measure(name: str, root: Path) -> dict[str, Any] | None:
-    if name == "rust_data_server":
-        return run_rust_server(root)
-    out = subprocess.run(
-        [sys.executable, __file__, "--load", name, str(root)],
-        capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    if out.returncode != 0:
-        print(f"  {name} failed: {out.stderr.strip().splitlines()[-1:]}", flush=True)
-        return None
-    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    if name == "rustboard":
+        return run_rustboard(root)
+    if name == "distmon_once":
+        return run_distmon_once(root)
+    return run_in_subprocess(name, root)
 
 
-def median_of(name: str, root: Path, repeats: int) -> dict[str, Any] | None:
-    results = []
-    for _ in range(repeats):
-        result = measure(name, root)
-        if result is None:
-            return None
-        results.append(result)
+def alternating(
+    loaders: list[str], root: Path, repeats: int, slow_repeats: int
+) -> dict[str, dict[str, Any] | None]:
+    """Rounds of every loader in turn; the Python readers only in the first `slow_repeats`."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in loaders}
+    failed: set[str] = set()
+    for round_ in range(repeats):
+        for name in loaders:
+            if name in failed or (name in SLOW and round_ >= slow_repeats):
+                continue
+            result = measure(name, root)
+            if result is None:
+                failed.add(name)
+            else:
+                runs[name].append(result)
+    return {name: _summary(results) if results else None for name, results in runs.items()}
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    seconds = [r["seconds"] for r in results]
     return {
-        "seconds": statistics.median(r["seconds"] for r in results),
-        "rss_mib": statistics.median(r["rss_mib"] for r in results),
+        "seconds": statistics.median(seconds), "low": min(seconds), "high": max(seconds),
+        "n": len(seconds), "rss_mib": statistics.median(r["rss_mib"] for r in results),
         "events": results[0]["events"],
     }
 
@@ -234,33 +287,38 @@ def logdir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*tfevents*"))
 
 
-def bench_flavour(
-    flavour: str, root: Path, expected: int, repeats: int, loaders: list[str]
+def bench_logdir(
+    title: str, root: Path, expected: int, loaders: list[str], repeats: int, slow: int
 ) -> None:
     size_mb = logdir_bytes(root) / 1e6
-    print(f"\n== {flavour}: {root} ({expected:,} events, {size_mb:.0f} MB), medians of {repeats}")
-    print(f"{'loader':<20}{'seconds':>9}{'events/s':>14}{'MB/s':>9}{'peak RSS':>11}"
-          f"{'distcore speed-up':>19}")
-    results = {name: median_of(name, root, repeats) for name in loaders}
-    base = results.get("distcore")
+    load = os.getloadavg()[0]
+    print(f"\n== {title}: {root} ({expected:,} events, {size_mb:.0f} MB); alternating rounds, "
+          f"load average {load:.1f} on {os.cpu_count()} cores", flush=True)
+    results = alternating(loaders, root, repeats, slow)
+    print(f"{'loader':<19}{'median s':>9}{'(min-max, n)':>18}{'events/s':>12}{'peak RSS':>10}"
+          f"{'time / rustboard':>18}")
+    rust = results.get("rustboard")
     for name, r in results.items():
         if r is None:
-            print(f"{name:<20}{'unavailable':>9}")
+            print(f"{name:<19}{'unavailable':>9}")
             continue
-        ratio = f"{r['seconds'] / base['seconds']:.1f}x" if base and name != "distcore" else ""
+        ratio = f"{r['seconds'] / rust['seconds']:.2f}x" if rust else "-"
         note = "" if r["events"] in (None, expected) else f"  (read {r['events']:,} events!)"
-        print(f"{name:<20}{r['seconds']:>9.2f}{expected / r['seconds']:>14,.0f}"
-              f"{size_mb / r['seconds']:>9.1f}{r['rss_mib']:>8.0f} MB{ratio:>19}{note}")
+        spread = f"({r['low']:.2f}-{r['high']:.2f}, {r['n']})"
+        print(f"{name:<19}{r['seconds']:>9.2f}{spread:>18}{expected / r['seconds']:>12,.0f}"
+              f"{r['rss_mib']:>7.0f} MB{ratio:>18}{note}", flush=True)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1/10 of the steps (160k events)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--slow-repeats", type=int, default=1,
+                        help="rounds for event_accumulator and tbparse (minutes each)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--loaders", default=",".join(LOADERS))
     parser.add_argument("--flavours", default=",".join(FLAVOURS))
-    parser.add_argument("--skip-10m", action="store_true", help="skip the 10M-point memory check")
+    parser.add_argument("--skip-10m", action="store_true", help="skip the 10M-point logdir")
     parser.add_argument("--generate-only", action="store_true", help="only build the logdirs")
     parser.add_argument("--generate", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--load", nargs=2, help=argparse.SUPPRESS)
@@ -277,23 +335,17 @@ def main() -> int:
     if args.generate_only:
         for flavour in args.flavours.split(","):
             ensure_logdir(args.cache, flavour, runs, tags, steps)
-        for n in (big_steps // 10, big_steps):
-            ensure_logdir(args.cache, "synthetic", runs, tags, n)
+        ensure_logdir(args.cache, "synthetic", runs, tags, big_steps)
         return 0
     loaders = args.loaders.split(",")
     for flavour in args.flavours.split(","):
         root = ensure_logdir(args.cache, flavour, runs, tags, steps)
-        bench_flavour(flavour, root, runs * tags * steps, args.repeats, loaders)
+        bench_logdir(flavour, root, runs * tags * steps, loaders, args.repeats, args.slow_repeats)
     if not args.skip_10m:
         big = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps)
-        small = ensure_logdir(args.cache, "synthetic", runs, tags, big_steps // 10)
-        print("\n== distcore memory, default bound (2,000 points per series), "
-              f"medians of {args.repeats}")
-        for root in (small, big):
-            r = median_of("distcore", root, args.repeats)
-            if r is not None:
-                print(f"{r['events']:>12,} points: peak RSS {r['rss_mib']:.0f} MB, "
-                      f"{r['seconds']:.2f} s ({r['events'] / r['seconds']:,.0f} events/s)")
+        fast = [name for name in loaders if name not in SLOW]
+        bench_logdir(f"{runs * tags * big_steps:,} points (tensorboardX bytes)", big,
+                     runs * tags * big_steps, fast, args.repeats, 0)
     return 0
 
 

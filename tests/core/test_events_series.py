@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distcore.events.decimate import keep_indices
 from distcore.events.series import SeriesBuffer, survivors
@@ -119,3 +121,38 @@ def test_decimation_keeps_first_last_min_max(target: int) -> None:
     assert keep[0] == 0 and keep[-1] == len(steps) - 1
     assert 321 in keep and 777 in keep
     assert np.all(np.diff(keep) > 0)
+
+
+def _reference_keep(steps: np.ndarray, values: np.ndarray, target: int) -> np.ndarray:
+    """The rule written plainly: sort each bucket by value (NaN highest, ties by index)."""
+    n = len(steps)
+    if n <= target:
+        return np.arange(n)
+    buckets = max(1, (target - 2) // 2)
+    span = float(max(1, int(steps[-1]) - int(steps[0]) + 1))
+    offset = steps[1:-1].astype(np.float64) - float(steps[0])
+    bucket = np.clip(offset * buckets / span, 0, buckets - 1).astype(np.int64)
+    kept = {0, n - 1}
+    for b in np.unique(bucket):
+        members = np.flatnonzero(bucket == b)
+        order = members[np.lexsort((values[1:-1][members],))]
+        kept |= {int(order[0]) + 1, int(order[-1]) + 1}
+    return np.array(sorted(kept))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=3, max_size=300),
+    st.integers(-(2**62), 2**62),
+    st.data(),
+    st.integers(2, 60),
+)
+def test_decimation_matches_the_plain_rule(
+    gaps: list[int], first: int, data: st.DataObject, target: int
+) -> None:
+    steps = first + np.cumsum(np.array(gaps, dtype=np.int64))
+    pool = st.sampled_from([0.0, -0.0, 1.0, 2.0, math.nan, math.inf, -math.inf]) | st.floats()
+    values = np.array(data.draw(st.lists(pool, min_size=len(gaps), max_size=len(gaps))))
+    assert keep_indices(steps, values, target).tolist() == _reference_keep(
+        steps, values, target
+    ).tolist()

@@ -10,7 +10,7 @@ import pytest
 
 from distcore.events import load_once
 from distcore.events.model import RunSnapshot
-from tests.core.events_helpers import only_run, steps_values
+from tests.core.events_helpers import assert_files_decode_alike, only_run, steps_values
 
 
 def _f32(value: float) -> float:
@@ -18,6 +18,7 @@ def _f32(value: float) -> float:
 
 
 def _by_name(root: Path) -> dict[str, RunSnapshot]:
+    assert_files_decode_alike(root)  # grouped decoding == per-record, on real writers' files
     return {run.name: run for run in load_once([root])}
 
 

@@ -181,7 +181,8 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     (run,) = doc["runs"]
     assert run["name"] == f"{HOST_ALIAS}:runs/a" and run["scalars"]["loss"]["last_step"] == 1
     assert run["path"] == f"{HOST_ALIAS}:{tmp_path}/runs/a"
-    assert [e["message"] for e in doc["errors"]] == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
+    messages = [e["message"] for e in doc["errors"]]
+    assert messages == [f"{HOST_ALIAS}:/no/such/dir: no such directory"]
     text = distmon(
         "--once", "--no-gpu", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:/nope",
         str(tmp_path / "missing"),

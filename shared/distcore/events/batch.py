@@ -15,6 +15,7 @@ from distcore.events.buffers import I64, U8
 from distcore.events.decode import Decoded, UndecodableError, decode_event
 from distcore.events.fastpath import FastScalars, decode_scalars
 from distcore.events.framing import Frames
+from distcore.events.groups import decode_grouped
 from distcore.events.schema import SCALARS_PLUGIN
 
 F64 = npt.NDArray[np.float64]
@@ -47,28 +48,46 @@ class _Columns:
 
 
 def decode_frames(
-    raw: bytes | bytearray, buf: U8, frames: Frames, plugins: dict[str, str]
+    raw: bytes | bytearray,
+    buf: U8,
+    frames: Frames,
+    plugins: dict[str, str],
+    *,
+    grouped: bool = True,
 ) -> Batch:
-    """Decode every intact record; `plugins` (tag -> plugin of this run) is read and updated."""
+    """Decode every intact record; `plugins` (tag -> plugin of this run) is read and updated.
+
+    `grouped=False` decodes every record one by one with the general decoder: the reference
+    the vectorised path is tested against (it must yield exactly the same batch)."""
     batch = Batch(problems=list(frames.problems))
-    fast = decode_scalars(buf, frames.starts, frames.lengths)
+    if grouped:
+        fast = decode_grouped(buf, frames.starts, frames.lengths)
+    else:
+        fast = decode_scalars(buf, frames.starts[:0], frames.lengths[:0])
     slow = np.ones(len(frames.starts), dtype=bool)
     slow[fast.index] = False
+    before = dict(plugins)
+    timeline = _Timeline(fast)
     restarts: list[tuple[int, int]] = []
     columns = _Columns()
     for i in np.flatnonzero(slow).tolist():
         start, size = int(frames.starts[i]), int(frames.lengths[i])
+        timeline.replay_fast_until(i, plugins)
+        updates: list[tuple[str, str]] = []
         try:
-            event = decode_event(bytes(raw[start : start + size]), plugins)
+            event = decode_event(bytes(raw[start : start + size]), plugins, updates)
         except UndecodableError:
             batch.problems.append((UNDECODABLE, start - 12))
             continue
+        finally:
+            timeline.add_slow(i, updates)
         _collect(i, event, columns, restarts, batch)
-    keep = _fast_keep(fast, plugins)
+    timeline.replay_fast_until(len(frames.starts), plugins)
+    keep = timeline.fast_keep(before)
     batch.segments = _segments(fast, keep, columns, restarts)
-    walls = [float(fast.wall_times[keep].max())] if keep.any() else []
-    walls += columns.walls
-    batch.newest_wall_time = max(walls) if walls else None
+    walls = np.concatenate([fast.wall_times[keep], np.asarray(columns.walls, dtype=np.float64)])
+    walls = walls[np.isfinite(walls)]
+    batch.newest_wall_time = float(walls.max()) if len(walls) else None
     return batch
 
 
@@ -87,14 +106,64 @@ def _collect(
         batch.hparams.update(event.hparams)
 
 
-def _fast_keep(fast: FastScalars, plugins: dict[str, str]) -> npt.NDArray[np.bool_]:
-    """simple_value always counts; a tensor only where the tag's plugin is "scalars"."""
-    for tag_id in np.unique(fast.tag_ids[fast.has_metadata]).tolist():
-        plugins[fast.tags[tag_id]] = SCALARS_PLUGIN
-    scalar_tags = np.array([plugins.get(t) == SCALARS_PLUGIN for t in fast.tags], dtype=bool)
-    if len(scalar_tags) == 0:
-        return np.zeros(len(fast.index), dtype=bool)
-    return np.asarray(~fast.is_tensor | scalar_tags[fast.tag_ids])
+class _Timeline:
+    """Which plugin each tag had at each record, as the per-record decoder would have seen it.
+
+    A record's metadata sets its tag's plugin from that record on; a TF2 tensor without
+    metadata counts as a scalar only where the tag's plugin is "scalars" at that point. The fast
+    path's records with the scalars metadata are replayed into `plugins` in record order,
+    between the records the general decoder reads, so both paths see the same state.
+    """
+
+    def __init__(self, fast: FastScalars) -> None:
+        self.fast = fast
+        md = np.flatnonzero(fast.has_metadata)
+        self._md_index = fast.index[md]  # ascending, as fast.index is
+        self._md_tag_ids = fast.tag_ids[md]
+        self._next = 0
+        self._slow: list[tuple[int, str, str]] = []  # (record, tag, plugin)
+
+    def replay_fast_until(self, record: int, plugins: dict[str, str]) -> None:
+        """Apply the fast records' metadata before `record`: each sets "scalars" (TF2 writers
+        attach it to every record, so only the distinct tags of the stretch are applied)."""
+        stop = int(np.searchsorted(self._md_index, record, side="left"))
+        if stop > self._next:
+            for tag_id in np.unique(self._md_tag_ids[self._next : stop]).tolist():
+                plugins[self.fast.tags[tag_id]] = SCALARS_PLUGIN
+            self._next = stop
+
+    def add_slow(self, record: int, updates: list[tuple[str, str]]) -> None:
+        self._slow.extend((record, tag, plugin) for tag, plugin in updates)
+
+    def fast_keep(self, before: dict[str, str]) -> npt.NDArray[np.bool_]:
+        """simple_value always counts; a tensor where its tag's plugin there is "scalars"."""
+        fast = self.fast
+        keep = ~fast.is_tensor | fast.has_metadata
+        query = np.flatnonzero(~keep)
+        if len(query) == 0:
+            return np.asarray(keep)
+        names = {t: i for i, t in enumerate(fast.tags)}
+        slow_tags = [names.setdefault(tag, len(names)) for _, tag, _ in self._slow]
+        upd_tag = np.concatenate([fast.tag_ids[fast.has_metadata], np.array(slow_tags, np.int64)])
+        upd_at = np.concatenate([self._md_index, np.array([r for r, _, _ in self._slow], np.int64)])
+        upd_scalars = np.concatenate(
+            [np.ones(len(self._md_index), bool),
+             np.array([p == SCALARS_PLUGIN for _, _, p in self._slow], bool)]
+        )
+        initial = np.array([before.get(t) == SCALARS_PLUGIN for t in fast.tags], dtype=bool)
+        q_tag = fast.tag_ids[query]
+        if len(upd_tag) == 0:
+            keep[query] = initial[q_tag]
+            return np.asarray(keep)
+        # The latest update of the same tag before each queried record, by (tag, record) keys.
+        span = int(max(upd_at.max(initial=0), fast.index.max(initial=0))) + 1
+        order = np.argsort(upd_tag * span + upd_at, kind="stable")
+        keys = (upd_tag * span + upd_at)[order]
+        found = np.searchsorted(keys, q_tag * span + fast.index[query], side="left") - 1
+        safe = np.maximum(found, 0)
+        has_update = (found >= 0) & (upd_tag[order][safe] == q_tag)
+        keep[query] = np.where(has_update, upd_scalars[order][safe], initial[q_tag])
+        return np.asarray(keep)
 
 
 def _segments(
@@ -103,12 +172,16 @@ def _segments(
     columns: _Columns,
     restarts: list[tuple[int, int]],
 ) -> list[Segment]:
-    names = list(fast.tags)
-    ids = {t: i for i, t in enumerate(names)}
+    # One id per distinct name. The fast path's ids are remapped rather than trusted to be
+    # distinct names: were two of its tags equal as strings, ids and names would drift apart
+    # and one tag's values would be filed under another's name.
+    ids: dict[str, int] = {}
+    fast_ids = np.array([ids.setdefault(t, len(ids)) for t in fast.tags], dtype=np.int64)
     slow_ids = [ids.setdefault(t, len(ids)) for t in columns.tags]
-    names = sorted(ids, key=ids.__getitem__)
+    names = list(ids)
+    fast_tag_ids = fast_ids[fast.tag_ids[keep]] if len(fast_ids) else fast.tag_ids[keep]
     records = np.concatenate([fast.index[keep], np.asarray(columns.records, dtype=np.int64)])
-    tag_ids = np.concatenate([fast.tag_ids[keep], np.asarray(slow_ids, dtype=np.int64)])
+    tag_ids = np.concatenate([fast_tag_ids, np.asarray(slow_ids, dtype=np.int64)])
     steps = np.concatenate([fast.steps[keep], np.asarray(columns.steps, dtype=np.int64)])
     walls = np.concatenate([fast.wall_times[keep], np.asarray(columns.walls, dtype=np.float64)])
     values = np.concatenate([fast.values[keep], np.asarray(columns.values, dtype=np.float64)])

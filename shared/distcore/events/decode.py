@@ -13,7 +13,6 @@ from typing import Any, Final
 import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
-from tensorboard.plugins.hparams import plugin_data_pb2
 
 from distcore.events import schema as s
 from distcore.events.wire import WireError, as_bytes, as_double, as_float, as_int64, fields
@@ -48,15 +47,18 @@ class Decoded:
     hparams: dict[str, Any] | None = None
 
 
-def decode_event(data: bytes, plugins: dict[str, str]) -> Decoded:
-    """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated."""
+def decode_event(
+    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]] | None = None
+) -> Decoded:
+    """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated, and each
+    update is also appended to `updates` (kept even when the record then proves undecodable)."""
     try:
-        return _decode(data, plugins)
+        return _decode(data, plugins, updates if updates is not None else [])
     except (WireError, DecodeError, ValueError) as err:
         raise UndecodableError(str(err) or type(err).__name__) from err
 
 
-def _decode(data: bytes, plugins: dict[str, str]) -> Decoded:
+def _decode(data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]]) -> Decoded:
     out = Decoded()
     summary: bytes | None = None
     for number, _, raw in fields(data):
@@ -72,18 +74,20 @@ def _decode(data: bytes, plugins: dict[str, str]) -> Decoded:
     if summary is not None:
         for number, _, raw in fields(summary):
             if number == s.SUMMARY_VALUE:
-                _value(as_bytes(raw), plugins, out)
+                _value(as_bytes(raw), plugins, updates, out)
     return out
 
 
-def _value(data: bytes, plugins: dict[str, str], out: Decoded) -> None:
+def _value(
+    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]], out: Decoded
+) -> None:
     tag = ""
     simple: float | None = None
     metadata: bytes | None = None
     tensor: bytes | None = None
     for number, _, raw in fields(data):
         if number == s.VALUE_TAG:
-            tag = as_bytes(raw).decode("utf-8", "replace")
+            tag = as_bytes(raw).decode("utf-8", "surrogateescape")
         elif number == s.VALUE_SIMPLE:
             simple = as_float(raw)
         elif number == s.VALUE_METADATA:
@@ -97,6 +101,7 @@ def _value(data: bytes, plugins: dict[str, str], out: Decoded) -> None:
         meta = summary_pb2.SummaryMetadata.FromString(metadata)
         if meta.plugin_data.plugin_name:
             plugins[tag] = meta.plugin_data.plugin_name
+            updates.append((tag, meta.plugin_data.plugin_name))
         content = meta.plugin_data.content
     plugin = plugins.get(tag)
     if simple is not None:
@@ -126,19 +131,41 @@ def tensor_scalar(data: bytes) -> float:
 
 
 def session_hparams(content: bytes) -> dict[str, Any] | None:
-    """The hparams of an HParams plugin session-start record, as plain Python values."""
-    data = plugin_data_pb2.HParamsPluginData.FromString(content)
-    if not data.HasField("session_start_info"):
+    """The hparams of an HParams plugin session-start record, as plain Python values.
+
+    Walked on the wire rather than parsed with the proto: its names are proto3 strings, which
+    protobuf refuses when they are not UTF-8; here they keep their bytes (surrogateescape),
+    like tags."""
+    start: bytes | None = None
+    for number, _, raw in fields(content):
+        if number == s.HPARAMS_SESSION_START:
+            start = as_bytes(raw)
+    if start is None:
         return None
     result: dict[str, Any] = {}
-    for name, value in data.session_start_info.hparams.items():
-        kind = value.WhichOneof("kind")
-        if kind == "number_value":
-            result[name] = value.number_value
-        elif kind == "string_value":
-            result[name] = value.string_value
-        elif kind == "bool_value":
-            result[name] = value.bool_value
-        else:
-            result[name] = None
+    for number, _, raw in fields(start):
+        if number == s.SESSION_START_HPARAMS:
+            name, value = "", None
+            for entry_number, _, entry in fields(as_bytes(raw)):
+                if entry_number == s.MAP_KEY:
+                    name = as_bytes(entry).decode("utf-8", "surrogateescape")
+                elif entry_number == s.MAP_VALUE:
+                    value = _hparam_value(as_bytes(entry))
+            result[name] = value
     return result
+
+
+def _hparam_value(data: bytes) -> Any:
+    """A google.protobuf.Value: number, string or bool; anything else (null, struct, list) is
+    None. The last kind on the wire wins, as in a oneof."""
+    value: Any = None
+    for number, _, raw in fields(data):
+        if number == s.VALUE_NUMBER:
+            value = as_double(raw)
+        elif number == s.VALUE_STRING:
+            value = as_bytes(raw).decode("utf-8", "surrogateescape")
+        elif number == s.VALUE_BOOL:
+            value = bool(as_int64(raw))
+        else:
+            value = None
+    return value

@@ -38,8 +38,9 @@ def run_name(prefix: str, root: Path, directory: Path) -> str:
     return prefix if rel == "." else f"{prefix}/{rel}"
 
 
-def _walk(root: Path) -> Iterator[tuple[Path, list[Path]]]:
-    """(directory, event files) below root; symlinks followed, each real directory once."""
+def _walk(root: Path, problems: list[str]) -> Iterator[tuple[Path, list[Path]]]:
+    """(directory, event files) below root; symlinks followed, each real directory once.
+    What cannot be listed, and event-file names that are not regular files, go to `problems`."""
     seen: set[tuple[int, int]] = set()
     stack = [root]
     while stack:
@@ -50,25 +51,33 @@ def _walk(root: Path) -> Iterator[tuple[Path, list[Path]]]:
                 continue
             seen.add((st.st_dev, st.st_ino))
             entries = list(os.scandir(directory))
-        except OSError:
+        except OSError as err:
+            problems.append(f"{directory}: cannot list: {err.strerror or err}")
             continue
         files = []
         for entry in entries:
             try:
                 if entry.is_dir():
                     stack.append(Path(entry.path))
-                elif EVENT_MARKER in entry.name and entry.is_file():
-                    files.append(Path(entry.path))
-            except OSError:
-                continue
+                elif EVENT_MARKER in entry.name:
+                    if entry.is_file():
+                        files.append(Path(entry.path))
+                    else:
+                        problems.append(f"{entry.path}: not a regular file (or a broken link)")
+            except OSError as err:
+                problems.append(f"{entry.path}: {err.strerror or err}")
         yield directory, sorted(files)
 
 
-def discover(roots: Sequence[Path]) -> dict[str, RunDir]:
+def discover(roots: Sequence[Path], problems: list[str] | None = None) -> dict[str, RunDir]:
+    """Every run under the roots; what could not be looked at is added to `problems`."""
+    found: list[str] = []
     runs: dict[str, RunDir] = {}
     for prefix, root in zip(root_prefixes(roots), roots, strict=True):
-        for directory, files in _walk(root):
+        for directory, files in _walk(root, found):
             if files:
                 name = run_name(prefix, root, directory)
                 runs[name] = RunDir(name, directory.absolute(), tuple(files))
+    if problems is not None:
+        problems.extend(found)
     return runs

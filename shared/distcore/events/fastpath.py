@@ -93,7 +93,8 @@ def _value(buf: U8, pos: I64, ends: I64, ok: Bools, limit: int) -> tuple[F64, Bo
     has_md &= md_size == len(_SCALARS_MD)
     has_md[has_md] = equals(buf, np.minimum(md_body[has_md], limit), _SCALARS_MD)
     tensor_ok = (f32 | f64) & (no_md | has_md)
-    values = at(buf, "<f4")[np.minimum(pos + 1, limit)].astype(np.float64)
+    with np.errstate(invalid="ignore"):  # a signalling NaN is quieted, as struct.unpack does
+        values = at(buf, "<f4")[np.minimum(pos + 1, limit)].astype(np.float64)
     values[f32] = at(buf, "<f4")[body[f32] + len(_F32_PREFIX)]
     values[f64] = at(buf, "<f8")[body[f64] + len(_F64_PREFIX)]
     return values, tensor_ok, has_md, simple | tensor_ok
@@ -111,7 +112,7 @@ def _tag_ids(buf: U8, starts: I64, lengths: I64) -> tuple[I64, list[str], Bools]
     inverse = inverse.ravel()
     same = (words == words[first][inverse]).all(axis=1) & (lengths == lengths[first][inverse])
     tags = [
-        bytes(buf[s : s + n]).decode("utf-8", "replace")
+        bytes(buf[s : s + n]).decode("utf-8", "surrogateescape")
         for s, n in zip(starts[first].tolist(), lengths[first].tolist(), strict=True)
     ]
     return inverse.astype(np.int64), tags, same

@@ -3,7 +3,11 @@
 `frame()` finds the intact records in a buffer. A truncated last record is "not yet": `end` stops
 before it, so the caller reads it again once the file grows. A bad length CRC means the framing
 is lost: the reader searches forward for the next header whose CRC checks out (it only ever moves
-forward, so it terminates). A bad data CRC drops that record only.
+forward, so it terminates). A bad data CRC drops that record only. A header whose record would
+run past the data is "not yet" only while nothing valid follows it: when a complete, valid
+record starts after it, its length was a lie (damage, or a writer that died mid-record and was
+followed by another), so the reader resyncs there instead of waiting forever. Zero-filled
+stretches (preallocated or sparse files) are skipped with one vectorised search.
 """
 
 from __future__ import annotations
@@ -20,12 +24,20 @@ from distcore.events.crc import crc_ok, masked_crcs
 
 HEADER: Final = 12
 FOOTER: Final = 4
-MAX_RECORD: Final = 1 << 30
+# No scalar, image or audio record comes near this; a larger length is damage, never allocated.
+MAX_RECORD: Final = 256 << 20
 _RESYNC_WINDOW: Final = 1 << 20
-_U64 = struct.Struct("<Q")
+_HEAD = struct.Struct("<QI")
+# The vectorised chain looks at this much at a time (its arrays are a few bytes per byte), then
+# the stretch follower gets another go.
+_WINDOW: Final = 256 << 10
+_MIN_RUN: Final = 16
 
 BAD_LENGTH_CRC: Final = "bad length CRC"
 BAD_DATA_CRC: Final = "bad data CRC"
+LENGTH_PAST_END: Final = "record length past the end of the file"
+LENGTH_TOO_LARGE: Final = "record length over 256 MiB"
+ZERO_BYTES: Final = "zero bytes skipped"
 
 
 @dataclass
@@ -38,18 +50,56 @@ class Frames:
 
 def _chain(raw: bytes | bytearray, pos: int, size: int) -> tuple[array[int], int]:
     """Follow the lengths from `pos` while whole records fit; trusts them (checked after)."""
-    unpack = _U64.unpack_from
+    unpack = _HEAD.unpack_from
     heads = array("q")
     push = heads.append
     last = size - HEADER
     while pos <= last:
-        (length,) = unpack(raw, pos)
+        length, crc = unpack(raw, pos)
         end = pos + length + HEADER + FOOTER
-        if end > size or length > MAX_RECORD:
-            break
+        if end > size or length > MAX_RECORD or not (length or crc):
+            break  # (a zero header is never valid: zero-filled space is skipped elsewhere)
         push(pos)
         pos = end
     return heads, pos
+
+
+def _chain_runs(buf: U8, pos: int, size: int) -> tuple[list[I64], int]:
+    """Follow stretches of back-to-back records of one length (a writer's usual output) with
+    strided views: the headers of a stretch are byte-identical, so one CRC check and two
+    strided comparisons cover all of them. Stops where stretches get shorter than _MIN_RUN."""
+    kept: list[I64] = []
+    while size - pos >= HEADER:
+        length = int(at(buf, "<u8")[pos])
+        stride = length + HEADER + FOOTER
+        fits = (size - pos) // stride if length <= MAX_RECORD else 0
+        if fits < _MIN_RUN or not _header_plausible(buf, pos):
+            break
+        count = _same_headers(buf, pos, stride, fits)
+        if count < _MIN_RUN:
+            break
+        kept.append(pos + stride * np.arange(count, dtype=np.int64))
+        pos += stride * count
+    return kept, pos
+
+
+def _same_headers(buf: U8, pos: int, stride: int, fits: int) -> int:
+    """How many records from pos, `stride` apart, have the header at pos (checked in blocks
+    that double, so a short stretch costs little)."""
+    head = bytes(buf[pos : pos + HEADER])
+    want_len, want_crc = _HEAD.unpack(head)
+    done, block = 0, _MIN_RUN
+    while done < fits:
+        count = min(block, fits - done)
+        at_pos = pos + done * stride
+        lengths = np.ndarray((count,), "<u8", buffer=buf, offset=at_pos, strides=(stride,))
+        crcs = np.ndarray((count,), "<u4", buffer=buf, offset=at_pos + 8, strides=(stride,))
+        same = (lengths == want_len) & (crcs == want_crc)
+        if not same.all():
+            return done + int(np.argmin(same))
+        done += count
+        block *= 4
+    return done
 
 
 def _chain_vectorised(buf: U8, pos: int, size: int) -> tuple[I64, int] | None:
@@ -68,9 +118,9 @@ def _chain_vectorised(buf: U8, pos: int, size: int) -> tuple[I64, int] | None:
     if len(cand) == 0 or cand[0] != pos:
         return None
     ends = cand + at(buf, "<u4")[cand].astype(np.int64) + HEADER + FOOTER
-    is_cand = np.zeros(last + 2, dtype=bool)
-    is_cand[cand] = True
-    linked = is_cand[np.minimum(ends, last + 1)]
+    is_cand = np.zeros(last + 2 - pos, dtype=bool)
+    is_cand[cand - pos] = True
+    linked = is_cand[np.minimum(ends, last + 1) - pos]
     chain = np.r_[cand[linked], ends[linked][-1:]] if linked.any() else cand[:1]
     chain = chain[_headers_ok(buf, chain)]
     if len(chain) == 0 or chain[0] != pos:
@@ -93,8 +143,12 @@ def _resync(buf: U8, start: int, size: int) -> int:
     lengths = at(buf, "<u8")
     last = size - HEADER
     while start <= last:
+        start = _skip_zeros(buf, start, size)
         stop = min(last + 1, start + _RESYNC_WINDOW)
+        if start >= stop:
+            break
         cand = np.arange(start, stop, dtype=np.int64)
+        cand = cand[at(buf, "<u4")[cand + 4] == 0]  # lengths below 4 GiB: cheap, most go
         cand = cand[lengths[cand] <= MAX_RECORD]
         good = cand[_headers_ok(buf, cand)] if len(cand) else cand
         if len(good):
@@ -103,13 +157,60 @@ def _resync(buf: U8, start: int, size: int) -> int:
     return max(start, size - HEADER + 1)
 
 
+def find_header(buf: U8, start: int, size: int) -> int:
+    """The first offset >= start holding a valid header (> size - HEADER if none)."""
+    return _resync(buf, start, size)
+
+
+def _skip_zeros(buf: U8, start: int, size: int) -> int:
+    """Where a header could next begin: a valid header always has a nonzero byte (a zero
+    length's CRC is not zero), so none starts more than HEADER - 1 bytes before the next one."""
+    step = _RESYNC_WINDOW
+    pos = start
+    while pos < size:
+        nonzero = np.flatnonzero(buf[pos : min(size, pos + step)])
+        if len(nonzero):
+            return max(start, pos + int(nonzero[0]) - (HEADER - 1))
+        pos += step
+        step = min(step * 2, 64 << 20)
+    return max(start, size - HEADER + 1)
+
+
+def _zero_header(buf: U8, pos: int, size: int) -> bool:
+    return size - pos >= HEADER and not buf[pos : pos + HEADER].any()
+
+
+def _fits(buf: U8, pos: int, size: int) -> bool:
+    return pos + HEADER + int(at(buf, "<u8")[pos]) + FOOTER <= size
+
+
+def _lied_about_length(buf: U8, pos: int, size: int) -> int | None:
+    """For a valid header whose record runs past the data: where a complete record with a
+    valid header starts after it, if one does (then this header's length was a lie)."""
+    after = _resync(buf, pos + 1, size)
+    return after if after <= size - HEADER and _fits(buf, after, size) else None
+
+
 def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
     """Split raw[:size] into records; `buf` is the same bytes as uint8, padded past `size`."""
     pos = 0
     kept: list[I64] = []
     problems: list[tuple[str, int]] = []
     while True:
-        fast = _chain_vectorised(buf, pos, size)
+        if _zero_header(buf, pos, size):
+            if _skip_zeros(buf, pos, size) > size - HEADER:
+                break  # zeros to the end: preallocated space not written yet
+            problems.append((ZERO_BYTES, pos))
+            pos = _resync(buf, pos, size)
+            continue
+        runs, stop = _chain_runs(buf, pos, size)
+        if runs:
+            kept.extend(runs)
+            pos = stop
+            continue
+        fast = _chain_vectorised(buf, pos, min(size, pos + _WINDOW))
+        if fast is not None and fast[1] == pos and size - pos > _WINDOW:
+            fast = None  # one record larger than the window: follow it one by one
         if fast is not None:
             heads, stop = fast
             bad = np.zeros(0, np.int64)  # every header was checked already
@@ -119,15 +220,28 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
             bad = np.flatnonzero(~_headers_ok(buf, heads)) if len(heads) else heads
         if len(bad):
             kept.append(heads[: bad[0]])
-            problems.append((BAD_LENGTH_CRC, int(heads[bad[0]])))
-            pos = _resync(buf, int(heads[bad[0]]) + 1, size)
+            pos = int(heads[bad[0]])
+            if not _zero_header(buf, pos, size):  # zeros are handled at the top
+                problems.append((BAD_LENGTH_CRC, pos))
+                pos = _resync(buf, pos + 1, size)
             continue
         kept.append(heads)
-        pos = stop
+        moved, pos = stop > pos, stop
+        if _zero_header(buf, pos, size):
+            continue  # handled at the top
+        if moved and size - pos >= HEADER and _header_plausible(buf, pos) and _fits(buf, pos, size):
+            continue  # the window ended inside the data
         if size - pos >= HEADER and not _header_plausible(buf, pos):
-            problems.append((BAD_LENGTH_CRC, pos))
+            crc_ok = bool(_headers_ok(buf, np.array([pos], dtype=np.int64))[0])
+            problems.append((LENGTH_TOO_LARGE if crc_ok else BAD_LENGTH_CRC, pos))
             pos = _resync(buf, pos + 1, size)
             continue
+        if size - pos >= HEADER and not _fits(buf, pos, size):
+            after = _lied_about_length(buf, pos, size)
+            if after is not None:
+                problems.append((LENGTH_PAST_END, pos))
+                pos = after
+                continue
         break
     heads = np.concatenate(kept) if kept else np.zeros(0, np.int64)
     return _check_data(raw, buf, heads, pos, problems)

@@ -7,17 +7,20 @@ from typing import Any
 from distcore.events.model import RunSnapshot, Series
 from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
+from distcore.textsafe import json_text
 
 
 def _json_value(value: Any) -> Any:
-    return json_float(value) if isinstance(value, float) else value
+    if isinstance(value, float):
+        return json_float(value)
+    return json_text(value) if isinstance(value, str) else value
 
 
 def series_to_json(series: Series) -> dict[str, Any]:
     return {
         "last_step": series.last_step,
         "last_value": json_float(series.last_value),
-        "last_wall_time": series.last_wall_time,
+        "last_wall_time": json_float(series.last_wall_time),
         "count": series.count,
         "min": json_float(series.min),
         "max": json_float(series.max),
@@ -26,11 +29,11 @@ def series_to_json(series: Series) -> dict[str, Any]:
 
 def run_to_json(run: RunSnapshot) -> dict[str, Any]:
     return {
-        "name": run.name,
-        "path": run_path_text(run.path),
+        "name": json_text(run.name),
+        "path": json_text(run_path_text(run.path)),
         "status": run.status,
         "files": run.files,
-        "problems": list(run.problems),
-        "hparams": {k: _json_value(v) for k, v in run.hparams.items()},
-        "scalars": {tag: series_to_json(s) for tag, s in run.scalars.items()},
+        "problems": [json_text(p) for p in run.problems],
+        "hparams": {json_text(k): _json_value(v) for k, v in run.hparams.items()},
+        "scalars": {json_text(tag): series_to_json(s) for tag, s in run.scalars.items()},
     }

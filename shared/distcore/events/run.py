@@ -26,6 +26,7 @@ class RunState:
         self.last_modified: float | None = None  # newest mtime among its files
         # (file name, kind) -> [count, first offset]
         self.problems: dict[tuple[str, str], list[int]] = {}
+        self.file_errors: dict[str, str] = {}  # file name -> why it cannot be read now
         self._frozen: RunSnapshot | None = None
         self.version = 0  # bumped by every change, so consumers can skip unchanged runs
 
@@ -55,6 +56,23 @@ class RunState:
             self.version += 1
         self.files, self.last_modified, self.gone = count, last_modified, count == 0
 
+    def reset(self) -> None:
+        """Back to nothing read (files, status and file errors stay: they are not read data)."""
+        self._frozen = None
+        self.series = {}
+        self.hparams = {}
+        self.problems = {}
+        self.last_update = None
+
+    def set_file_error(self, file_name: str, error: str | None) -> None:
+        if self.file_errors.get(file_name) == error:
+            return
+        self._frozen = None
+        if error is None:
+            self.file_errors.pop(file_name, None)
+        else:
+            self.file_errors[file_name] = error
+
     def status(self, now: float, live_seconds: float) -> RunStatus:
         if self.gone:
             return "gone"
@@ -63,7 +81,8 @@ class RunState:
         return "idle"
 
     def problem_lines(self) -> tuple[str, ...]:
-        lines = [
+        lines = [f"{name}: {error}" for name, error in sorted(self.file_errors.items())]
+        lines += [
             f"{name}: {kind} x{count} (first at byte {first})"
             for (name, kind), (count, first) in sorted(self.problems.items())
         ]

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 # Protobuf wire types.
 VARINT: Final = 0
@@ -41,6 +43,18 @@ VALUE_TAG: Final = number(_VALUE, "tag")
 VALUE_SIMPLE: Final = number(_VALUE, "simple_value")
 VALUE_METADATA: Final = number(_VALUE, "metadata")
 VALUE_TENSOR: Final = number(_VALUE, "tensor")
+# The hparams plugin's session start: map<string, google.protobuf.Value> hparams.
+_HP = plugin_data_pb2.HParamsPluginData.DESCRIPTOR
+_START = plugin_data_pb2.SessionStartInfo.DESCRIPTOR
+_STRUCT_VALUE = struct_pb2.Value.DESCRIPTOR
+HPARAMS_SESSION_START: Final = number(_HP, "session_start_info")
+SESSION_START_HPARAMS: Final = number(_START, "hparams")
+_MAP_ENTRY = _START.fields_by_name["hparams"].message_type
+MAP_KEY: Final = number(_MAP_ENTRY, "key")
+MAP_VALUE: Final = number(_MAP_ENTRY, "value")
+VALUE_NUMBER: Final = number(_STRUCT_VALUE, "number_value")
+VALUE_STRING: Final = number(_STRUCT_VALUE, "string_value")
+VALUE_BOOL: Final = number(_STRUCT_VALUE, "bool_value")
 # Payloads skipped without being parsed.
 VALUE_SKIPPED: Final = frozenset(
     number(_VALUE, f) for f in ("obsolete_old_style_histogram", "image", "histo", "audio")

@@ -103,7 +103,7 @@ class SeriesBuffer:
         keep = keep_indices(self.steps, self.values, max(2, self.max_points // 2))
         # A dropped point's weight moves to the next kept point.
         totals = np.cumsum(self.weights)[keep]
-        self.weights = np.diff(np.r_[0, totals]).astype(np.int64)
+        self.weights = np.diff(totals, prepend=0).astype(np.int64)
         self.steps, self.values, self.walls = self.steps[keep], self.values[keep], self.walls[keep]
 
     def snapshot(self) -> Series:

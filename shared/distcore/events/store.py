@@ -62,6 +62,15 @@ class RunStore:
         with self._lock:
             self._run(name, path).apply(batch, file_name)
 
+    def reset_run(self, name: str, path: Path) -> None:
+        """Forget what was read of a run (its files are about to be read afresh)."""
+        with self._lock:
+            self._run(name, path).reset()
+
+    def set_file_error(self, name: str, path: Path, file_name: str, error: str | None) -> None:
+        with self._lock:
+            self._run(name, path).set_file_error(file_name, error)
+
     def set_files(self, name: str, path: Path, count: int, last_modified: float | None) -> None:
         with self._lock:
             self._run(name, path).set_files(count, last_modified)

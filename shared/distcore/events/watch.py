@@ -4,25 +4,34 @@ inotify (through watchdog) wakes the worker thread; changes are debounced, and a
 re-scan is the safety net for anything a notification missed. Polling is used when asked,
 when the root's filesystem never sends inotify events (NFS, CIFS, SSHFS and other FUSE,
 Lustre, GPFS), or when inotify cannot be set up (e.g. the watch limit is reached).
+
+The thread never dies: a failure reading one file is that file's problem in its run (the other
+files and runs go on); a failure of a whole pass is kept in `errors()` and the loop backs off and
+tries again. What cannot be listed under the roots is in `problems()`.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
+from distcore.events.batch import Batch
 from distcore.events.discovery import EVENT_MARKER, RunDir, discover
 from distcore.events.fstype import mount_fs_type, needs_polling
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
+from distcore.jobs.model import ProducerError
 
 Mode = Literal["inotify", "poll"]
+_MAX_BACKOFF = 30.0
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 
 
@@ -55,6 +64,7 @@ class LogdirWatcher:
         fs_type: Callable[[Path], str | None] = mount_fs_type,
         clock: Callable[[], float] = time.monotonic,
         observer_factory: Callable[[], Any] = Observer,
+        workers: int | None = None,
     ) -> None:
         self._roots = tuple(Path(r) for r in roots)
         self._store = store
@@ -75,6 +85,10 @@ class LogdirWatcher:
         self._thread: threading.Thread | None = None
         self._observer: Any = None
         self._mode, self._reason = self._choose_mode(poll, fs_type)
+        self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self._problems: tuple[str, ...] = ()
+        self._error: ProducerError | None = None
+        self._wall_clock: Callable[[], float] = time.time
 
     @property
     def mode(self) -> Mode:
@@ -92,6 +106,15 @@ class LogdirWatcher:
             if needs_polling(kind):
                 return "poll", f"{root} is on {kind}, where inotify sees no remote changes"
         return "inotify", "inotify through watchdog"
+
+    def problems(self) -> tuple[str, ...]:
+        """Paths under the roots that could not be listed or are not regular files (one line
+        each, from the latest scan)."""
+        return self._problems
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        """The watcher loop's failure, while it lasts (the loop keeps trying)."""
+        return (self._error,) if self._error is not None else ()
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
@@ -152,36 +175,54 @@ class LogdirWatcher:
         self._wake.set()
 
     def _loop(self) -> None:
-        self.scan_once()
-        next_rescan = self._clock() + self._rescan_interval
+        backoff = 0.0
+        next_rescan = self._clock()  # the first pass scans everything
         while not self._stop.is_set():
-            if self._mode == "poll":
-                self._stop.wait(self._poll_interval)
-                if not self._stop.is_set():
-                    self.scan_once()
-                continue
-            woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
-            if self._stop.is_set():
-                break
-            if woke:
-                self._wake.clear()
-                self._stop.wait(self._debounce)  # let a burst of writes settle
-            with self._dirty_lock:
-                dirty, self._dirty = self._dirty, set()
-                rescan, self._rescan_needed = self._rescan_needed, False
-            if rescan or self._clock() >= next_rescan:
-                next_rescan = self._clock() + self._rescan_interval
+            try:
+                next_rescan = self._step(next_rescan)
+                self._error, backoff = None, 0.0
+            except Exception as err:  # never die: show it, back off, retry
+                message = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else repr(err)
+                since = self._error.since if self._error is not None else self._wall_clock()
+                self._error = ProducerError("watcher", message, since)
+                backoff = min(_MAX_BACKOFF, max(0.5, backoff * 2))
+                with self._dirty_lock:
+                    self._rescan_needed = True
+                self._stop.wait(backoff)
+
+    def _step(self, next_rescan: float) -> float:
+        """One turn of the loop; returns when the next full rescan is due."""
+        if self._mode == "poll":
+            if self._clock() >= next_rescan:
                 self.scan_once()
-            else:
-                self._store.notify(self._read_files(dirty))
+                return self._clock() + self._poll_interval
+            self._stop.wait(max(0.0, next_rescan - self._clock()))
+            return next_rescan
+        woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
+        if self._stop.is_set():
+            return next_rescan
+        if woke:
+            self._wake.clear()
+            self._stop.wait(self._debounce)  # let a burst of writes settle
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+            rescan, self._rescan_needed = self._rescan_needed, False
+        if rescan or self._clock() >= next_rescan:
+            self.scan_once()
+            return self._clock() + self._rescan_interval
+        self._store.notify(self._read_files(dirty))
+        return next_rescan
 
     def _rescan(self) -> frozenset[str]:
-        found = discover(self._roots)
+        problems: list[str] = []
+        found = discover(self._roots, problems)
+        self._problems = tuple(problems)
         changed: set[str] = set()
-        for name, run in found.items():
-            if self._stop.is_set():  # close() during a long first read
-                return frozenset(changed)
-            if self._sync_run(run) or name in self._gone:
+        synced = self._sync_runs(list(found.values()))
+        if self._stop.is_set():  # close() during a long first read
+            return frozenset(name for name, hit in synced.items() if hit)
+        for name in found:
+            if synced[name] or name in self._gone:
                 changed.add(name)
             self._gone.discard(name)
         for name, old in self._runs.items():
@@ -194,34 +235,84 @@ class LogdirWatcher:
         self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
         return frozenset(changed)
 
+    def _sync_runs(self, runs: list[RunDir]) -> dict[str, bool]:
+        """Read the runs, several at once where there are cores for it: the decoding is numpy
+        work that releases the GIL, so threads share the cores without copying any state."""
+        if self._workers <= 1 or len(runs) <= 1:
+            return {run.name: not self._stop.is_set() and self._sync_run(run) for run in runs}
+        with ThreadPoolExecutor(self._workers, thread_name_prefix="distmon-reader") as pool:
+            hits = list(pool.map(lambda r: not self._stop.is_set() and self._sync_run(r), runs))
+        return {run.name: hit for run, hit in zip(runs, hits, strict=True)}
+
     def _sync_run(self, run: RunDir) -> bool:
         old = self._runs.get(run.name)
-        for path in set(old.files if old else ()) - set(run.files):
+        removed = set(old.files if old else ()) - set(run.files)
+        for path in removed:
             self._files.pop(path, None)
+            self._store.set_file_error(run.name, run.path, path.name, None)
         changed = old is None or old.files != run.files
-        for path in run.files:
-            changed |= self._read_file(run, path)
+        read = [p for p in (old.files if old else ()) if p in self._files and self._files[p].offset]
+        # A file gone, or a new one that sorts before one already read: the run is no longer
+        # what its files say; read it afresh (the restart rule depends on the order of files).
+        last = max(read, default=None)
+        added = set(run.files) - set(old.files if old else ())
+        inserted = last is not None and any(p < last for p in added)
+        if removed or inserted:
+            self._reread(run)
+            changed = True
+        else:
+            changed |= self._read_run_files(run, list(run.files))
         self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
         return changed
+
+    def _read_run_files(self, run: RunDir, paths: list[Path]) -> bool:
+        """Read new bytes of the run's files; when bytes already read changed, the whole run
+        is read afresh, so its state is always what a fresh read of its files gives."""
+        changed = False
+        for path in paths:
+            hit, reset = self._read_file(run, path)
+            changed |= hit
+            if reset:
+                self._reread(run)
+                return True
+        return changed
+
+    def _reread(self, run: RunDir) -> None:
+        for _ in range(3):  # a file rewritten again during the pass: once more
+            self._store.reset_run(run.name, run.path)
+            self._plugins[run.name] = {}
+            for path in run.files:
+                self._files[path] = FileState(path)
+            if not any([self._read_file(run, path)[1] for path in run.files]):
+                return
 
     def _newest(self, run: RunDir) -> float | None:
         mtimes = [self._files[p].mtime for p in run.files if p in self._files]
         return max((m for m in mtimes if m), default=None)
 
-    def _read_file(self, run: RunDir, path: Path) -> bool:
+    def _read_file(self, run: RunDir, path: Path) -> tuple[bool, bool]:
+        """(anything new, bytes already read changed)."""
         state = self._files.get(path)
         if state is None:
             state = self._files[path] = FileState(path)
+        resets = state.resets
         plugins = self._plugins.setdefault(run.name, {})
-        return read_new(
-            state, plugins, lambda batch: self._store.apply(run.name, run.path, batch, path.name)
-        )
+        try:
+            changed = read_new(state, plugins, lambda batch: self._apply(run, path, batch))
+        except Exception as err:  # one file's failure is that file's problem
+            state.error = f"reader failed: {type(err).__name__}: {err}".splitlines()[0]
+            changed = True
+        self._store.set_file_error(run.name, run.path, path.name, state.error)
+        return changed, state.resets != resets
+
+    def _apply(self, run: RunDir, path: Path, batch: Batch) -> None:
+        self._store.apply(run.name, run.path, batch, path.name)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
         changed = set()
         for name, run in self._runs.items():
             hits = [p for p in run.files if p in paths]
-            if hits and name not in self._gone and any([self._read_file(run, p) for p in hits]):
+            if hits and name not in self._gone and self._read_run_files(run, hits):
                 self._store.set_files(name, run.path, len(run.files), self._newest(run))
                 changed.add(name)
         return frozenset(changed)

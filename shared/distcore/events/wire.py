@@ -66,6 +66,7 @@ def as_float(raw: int | bytes) -> float:
 def as_int64(raw: int | bytes) -> int:
     if isinstance(raw, bytes):
         raise WireError("expected a varint")
+    raw &= (1 << 64) - 1  # a 10-byte varint may carry bits past 64: protobuf drops them
     return raw - (1 << 64) if raw >= 1 << 63 else raw
 
 

@@ -1,0 +1,54 @@
+"""The grouped (vectorised) decoder yields exactly what the per-record decoder yields.
+
+Per-record decoding (`grouped=False`) runs every record through the general decoder with
+TensorBoard's protos; the grouped path must agree on every point, restart, hparam, problem and
+plugin, bit for bit, whatever the bytes: writers mixed, tags of any length and bytes, varints of
+1-10 bytes, restarts, damage and records that are not scalars.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.core.events_helpers import assert_files_decode_alike, assert_grouped_equals_per_record
+from tests.core.wire_builder import event_file, events, run_file
+
+WILD = Path("/work/shared/wild")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(event_file())
+def test_grouped_equals_per_record_on_generated_files(data: bytes) -> None:
+    assert_grouped_equals_per_record(data)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(run_file())
+def test_grouped_equals_per_record_on_long_runs_of_one_shape(data: bytes) -> None:
+    assert_grouped_equals_per_record(data)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from([b"loss", b"\xff", b"\xfe"]), min_size=1, max_size=3).flatmap(
+    lambda tags: st.lists(events(tags), min_size=1, max_size=60)
+), st.sampled_from([{}, {"loss": "scalars"}, {"\udcff": "histograms"}]))
+def test_grouped_equals_per_record_with_plugins_from_earlier_reads(
+    records: list[bytes], plugins: dict[str, str]
+) -> None:
+    from tests.core.events_helpers import record
+
+    assert_grouped_equals_per_record(b"".join(record(r) for r in records), plugins)
+
+
+def _wild_dirs() -> list[Path]:
+    return sorted(p for p in WILD.iterdir() if p.is_dir()) if WILD.is_dir() else []
+
+
+@pytest.mark.skipif(not WILD.is_dir(), reason="no /work/shared/wild")
+@pytest.mark.parametrize("root", _wild_dirs(), ids=lambda p: p.name)
+def test_grouped_equals_per_record_on_wild_files(root: Path) -> None:
+    assert_files_decode_alike(root)

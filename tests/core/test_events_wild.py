@@ -1,0 +1,144 @@
+"""Every file of /work/shared/wild read by distcore, against what TensorBoard shows.
+
+Two references, both TensorBoard's own code on the same files:
+- the Rust data server (`tensorboard --load_fast`, TensorBoard's default loader when the
+  `tensorboard-data-server` package is installed), asked over its gRPC data-provider API with
+  every point kept: it must equal ours exactly, point for point, wall times included;
+- the Python EventAccumulator (TensorBoard's loader without the data server). It keeps points
+  whose step repeats or goes back, where the data server (and distcore) apply the restart rule
+  "a point at step s drops the tag's kept points at steps >= s". That is the one deliberate
+  difference: EventAccumulator's points with that rule applied must equal ours. The runs where
+  it matters are listed in EVENT_ACCUMULATOR_KEEPS_RESTARTED_POINTS, so a new difference fails.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distcore.events import load_once
+
+WILD = Path("/work/shared/wild")
+Points = list[tuple[int, float, float]]
+
+pytestmark = pytest.mark.skipif(not WILD.is_dir(), reason="no /work/shared/wild")
+
+# Runs where EventAccumulator shows points the restart rule drops (steps repeated or going back
+# within a file, or a second file of the run starting again from step 0).
+EVENT_ACCUMULATOR_KEEPS_RESTARTED_POINTS = {
+    "determined-ai__determined/harness/tests/experiment/pytorch/runs/Apr14_21-11-43_dbb671e12fce",
+    "janosh__tensorboard-reducer/tests/runs/duplicate_steps/run_1",
+    "tensorflow__agents/tf_agents/benchmark/test_data/event_log_too_many",
+    "tensorflow__agents/tools/test_data/event_log_ant_eval02",
+    "tensorflow__tensorboard/tensorboard/plugins/profile",
+}
+
+
+def _ours() -> dict[str, dict[str, Points]]:
+    runs = load_once([WILD], max_points=10**7)  # keep every point
+    return {
+        run.name: {
+            tag: list(zip(s.steps, s.values, s.wall_times, strict=True))
+            for tag, s in run.scalars.items()
+        }
+        for run in runs
+    }
+
+
+def _same(a: Points, b: Points) -> bool:
+    return len(a) == len(b) and all(
+        x[0] == y[0] and x[2] == y[2] and (x[1] == y[1] or (math.isnan(x[1]) and math.isnan(y[1])))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def _rust_data_server() -> dict[str, dict[str, Points]]:
+    grpc = pytest.importorskip("grpc")
+    server = pytest.importorskip("tensorboard_data_server")
+    from tensorboard import context
+    from tensorboard.data import grpc_provider
+    from tensorboard.data.proto import data_provider_pb2_grpc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        proc = subprocess.Popen(
+            [server.server_binary(), "--logdir", str(WILD), "--host", "127.0.0.1", "--port", "0",
+             "--port-file", str(port_file), "--reload", "once", "-v",
+             "--samples-per-plugin=scalars=all"],
+            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if "Finished load cycle" in line:
+                    break
+            address = f"127.0.0.1:{int(port_file.read_text())}"
+            with grpc.insecure_channel(address) as channel:
+                stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(channel)
+                data = grpc_provider.GrpcDataProvider(address, stub).read_scalars(
+                    context.RequestContext(), experiment_id="", plugin_name="scalars",
+                    downsample=10**9,
+                )
+        finally:
+            proc.kill()
+            proc.wait()
+    return {
+        run: {tag: [(p.step, p.value, p.wall_time) for p in points] for tag, points in tags.items()}
+        for run, tags in data.items()
+    }
+
+
+def test_wild_scalars_equal_tensorboards_data_server() -> None:
+    ours, theirs = _ours(), _rust_data_server()
+    assert sorted(ours) == sorted(theirs)
+    for run, tags in theirs.items():
+        assert sorted(ours[run]) == sorted(tags), run
+        for tag, points in tags.items():
+            assert _same(ours[run][tag], points), (run, tag)
+
+
+def _event_accumulator(run_dir: Path) -> dict[str, Points]:
+    from tensorboard.backend.event_processing import event_accumulator as ea
+    from tensorboard.util import tensor_util
+
+    acc = ea.EventAccumulator(str(run_dir), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
+    acc.Reload()
+    out: dict[str, Points] = {}
+    tags: dict[str, Any] = acc.Tags()
+    for tag in tags["scalars"]:
+        out[tag] = [(e.step, e.value, e.wall_time) for e in acc.Scalars(tag)]
+    for tag in tags["tensors"]:
+        meta = acc.summary_metadata.get(tag)
+        if meta is not None and meta.plugin_data.plugin_name == "scalars":
+            out[tag] = [
+                (e.step, float(tensor_util.make_ndarray(e.tensor_proto).item()), e.wall_time)
+                for e in acc.Tensors(tag)
+            ]
+    return out
+
+
+def _restart_rule(points: Points) -> Points:
+    kept: Points = []
+    for point in points:
+        while kept and kept[-1][0] >= point[0]:
+            kept.pop()
+        kept.append(point)
+    return kept
+
+
+def test_wild_scalars_equal_event_accumulator_but_for_the_restart_rule() -> None:
+    ours = _ours()
+    differs = set()
+    for run, tags in ours.items():
+        theirs = _event_accumulator(WILD / run)
+        assert sorted(tags) == sorted(theirs), run
+        for tag, points in theirs.items():
+            assert _same(tags[tag], _restart_rule(points)), (run, tag)
+            if not _same(tags[tag], points):
+                differs.add(run)
+    assert differs == EVENT_ACCUMULATOR_KEEPS_RESTARTED_POINTS
