@@ -105,6 +105,10 @@ def check_rules(cfg: JobConfig) -> list[Problem]:
     ]
     problems.extend(_required_by_source(cfg))
     problems.extend(_strategy_problems(cfg))
+    if cfg.model.sync_batchnorm and cfg.train.jit_compile:
+        problems.append(Problem("model.sync_batchnorm", "cannot be combined with train.jit_compile "
+                                "(XLA compiles each replica's maths alone; synchronized "
+                                "BatchNorm all-reduces inside it)"))
     return problems
 
 
