@@ -48,6 +48,8 @@ def _cluster_for(args: argparse.Namespace) -> Any:
 
 def child_command(args: argparse.Namespace) -> list[str]:
     command = [sys.executable, "-m", "distagent", "start", str(args.config)]
+    if getattr(args, "verbose", False):
+        command.append("--verbose")
     for override in args.overrides:
         command += ["--set", override]
     if getattr(args, "task_index", None) is not None:
