@@ -84,11 +84,11 @@ def test_decode_runs_once_per_example_when_cached(tf: Any, folder: Path, optimiz
         for _ in data.validation:
             pass
     # Optimized: the train split's 72 and the validation split's 24, decoded once each. Naive:
-    # every pass decodes again (a full shuffle buffer also refills from the next pass ahead).
+    # every pass decodes again (and the shuffle buffer refills from the next pass ahead).
     if passes == 1:
         assert len(calls) == 96
     else:
-        assert 3 * 96 <= len(calls) <= 4 * 72 + 3 * 24
+        assert len(calls) >= 3 * 96
 
 
 def _epoch(data: Any, steps: int) -> list[tuple[int, bytes]]:
