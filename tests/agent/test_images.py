@@ -175,3 +175,23 @@ def test_a_keras_application_trains_on_images_under_two_replicas(
     assert record["plan"]["replicas"] == 2 and record["last_step"] == 3
     assert np.isfinite(record["metrics"]["loss"])
     assert record["config"]["model"]["name"] == "MobileNetV2"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("sample_configs/tfrecord.toml",
+         "python -m distagent.data.tfrecord sample_configs/quickstart.toml data/synthetic/train"),
+        ("sample_configs/images.toml", "python -m distagent.data.samples data/images"),
+    ],
+)
+def test_a_sample_without_its_files_says_how_to_make_them(tmp_path: Path, source: str,
+                                                          message: str) -> None:
+    import subprocess
+    import sys
+
+    config = Path(__file__).resolve().parents[2] / source
+    done = subprocess.run([sys.executable, "-m", "distagent", "plan", str(config)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr
