@@ -86,14 +86,16 @@ def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
 
 
 def _decoded(tf: Any, cfg: JobConfig, source: Source, read: Any) -> Any:
-    """The deterministic per-example work, in the order the source reads (the validation split
-    is the first examples): parallel when optimized, and cached after this by the caller."""
+    """The deterministic per-example work, after the split: parallel when optimized, and cached
+    after this by the caller. Its order is free unless data.deterministic (the split is already
+    made and a shuffle follows), so an image that decodes slowly does not hold up the rest."""
     if source.decode is None:
         return read
     if not cfg.data.optimize:
         return read.map(source.decode)
     calls = _tunable(tf, cfg.data.parallel_calls)
-    return read.map(source.decode, num_parallel_calls=calls, deterministic=True)
+    return read.map(source.decode, num_parallel_calls=calls,
+                    deterministic=cfg.data.deterministic)
 
 
 def _cached(cfg: JobConfig, ds: Any, plan: Plan, part: str) -> Any:
