@@ -51,7 +51,15 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1) -
         num_examples=source.num_examples,
         num_files=source.num_files,
         example_bytes=source.example_bytes,
+        cache_budget_bytes=cache_budget(),
     )
+
+
+def cache_budget() -> int:
+    """Half of the memory available now: the in-memory cache must leave room for the rest."""
+    import psutil
+
+    return int(psutil.virtual_memory().available // 2)
 
 
 def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,

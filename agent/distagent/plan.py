@@ -25,7 +25,8 @@ LARGE_GLOBAL_BATCH = 8192
 FILE_SOURCES = ("tfrecord", "images")
 """Sources read from files that tf.data can shard by file across workers."""
 CACHE_BUDGET_BYTES = 2 * 1024**3
-"""Above this estimated size the dataset is not cached in memory."""
+"""Above this estimated size the dataset is not cached in memory (the default budget; the
+pipeline passes half of the memory available when it plans)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ def make_plan(
     num_examples: int | None,
     num_files: int | None = None,
     example_bytes: int | None = None,
+    cache_budget_bytes: int = CACHE_BUDGET_BYTES,
 ) -> Plan:
     """The plan for `cfg` on `replicas` replicas in all (over `workers` workers)."""
     data, opt, train = cfg.data, cfg.optimizer, cfg.train
@@ -153,11 +155,12 @@ def make_plan(
     policy, warnings = shard_policy(data.source, num_files, workers)
     cache = bool(data.optimize and data.cache)
     in_memory = data.cache is True
-    if cache and in_memory and _too_big(num_examples, example_bytes):
+    if cache and in_memory and _too_big(num_examples, example_bytes, cache_budget_bytes):
         cache = False
-        warnings.append(f"the dataset (~{_gib(num_examples, example_bytes)} GiB) is too big to "
-                        "cache in memory: not cached; set data.cache to a file path to cache "
-                        "it on disk")
+        warnings.append(f"the dataset (~{_gib(num_examples, example_bytes)} GiB decoded) is too "
+                        f"big to cache in memory (budget {cache_budget_bytes / 1024**3:.1f} GiB, "
+                        "half of what is free): not cached; set data.cache to a file path to "
+                        "cache it on disk")
     warnings.extend(_scaling_warnings(cfg, rate, global_batch))
     warnings.extend(_data_warnings(train_examples, validation_examples, global_batch, replicas))
     return Plan(
@@ -201,9 +204,10 @@ def _steps_per_epoch(configured: int, train_examples: int | None, global_batch: 
     return max(1, train_examples // global_batch)
 
 
-def _too_big(num_examples: int | None, example_bytes: int | None) -> bool:
+def _too_big(num_examples: int | None, example_bytes: int | None,
+             budget: int = CACHE_BUDGET_BYTES) -> bool:
     size = (num_examples or 0) * (example_bytes or 0)
-    return size > CACHE_BUDGET_BYTES
+    return size > budget
 
 
 def _gib(num_examples: int | None, example_bytes: int | None) -> str:

@@ -195,3 +195,18 @@ def test_a_sample_without_its_files_says_how_to_make_them(tmp_path: Path, source
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and message in done.stderr
+
+
+def test_the_plan_warns_when_the_decoded_images_would_not_fit_in_memory(folder: Path) -> None:
+    from distagent.plan import make_plan, warning_kind
+
+    cfg = _cfg(directory=folder)
+    budget = 96 * (SIZE * SIZE * 3 + 4) - 1  # one byte short of the decoded set
+    tight = make_plan(cfg, replicas=2, devices=("a", "b"), num_examples=96,
+                      example_bytes=SIZE * SIZE * 3 + 4, cache_budget_bytes=budget)
+    assert not tight.cache and "cache" in [warning_kind(w) for w in tight.warnings]
+    assert any("data.cache to a file path" in w for w in tight.warnings)
+    on_disk = make_plan(_cfg("data.cache=/tmp/x", directory=folder), replicas=2,
+                        devices=("a", "b"), num_examples=96, example_bytes=SIZE * SIZE * 3 + 4,
+                        cache_budget_bytes=budget)
+    assert on_disk.cache and "cache" not in [warning_kind(w) for w in on_disk.warnings]
