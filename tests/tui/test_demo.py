@@ -17,7 +17,7 @@ import pytest
 
 # A short version of the demo: 40 steps each, on a smaller set of the same images.
 SMALL = ["--set", "train.epochs=1", "--set", "train.steps_per_epoch=40",
-         "--set", "train.log_every_steps=10"]
+         "--set", "train.log_every_steps=10", "--set", "data.per_replica_batch_size=64"]
 
 
 def status(logdir: Path, job: str) -> str:
