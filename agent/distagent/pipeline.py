@@ -64,7 +64,8 @@ def cache_budget() -> int:
 
 def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
                 source: Source | None = None) -> InputData:
-    """The train and validation datasets for `plan` (strategy: unused, kept for the contract)."""
+    """The train and validation datasets for `plan`; `strategy` names this worker's cache files
+    when several workers cache into `data.cache` files."""
     import tensorflow as tf
 
     source = source or open_source(cfg)
@@ -73,11 +74,12 @@ def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
     validation_examples = plan.validation_examples if plan.validation_steps else 0
     # Split before decoding: skipped examples would otherwise be decoded only to be dropped.
     train = _train_stages(tf, cfg, plan, source,
-                          _decoded(tf, cfg, source, read.skip(validation_examples)))
+                          _decoded(tf, cfg, source, read.skip(validation_examples)),
+                          "train" + _worker_suffix(plan, strategy))
     validation = None
     if validation_examples:
         held_out = _decoded(tf, cfg, source, read.take(validation_examples))
-        held_out = _cached(cfg, held_out, plan, "validation")
+        held_out = _cached(cfg, held_out, plan, "validation" + _worker_suffix(plan, strategy))
         validation = _batch_stages(tf, cfg, plan, _mapped(tf, cfg, held_out, source.preprocess))
     options = _options(tf, cfg, plan, source, plan.shard_policy)
     # Validation is finite: file sharding would give workers with bigger files more batches,
@@ -129,8 +131,17 @@ def _mapped(tf: Any, cfg: JobConfig, ds: Any, *functions: Preprocess | None) -> 
     return ds.map(apply, num_parallel_calls=calls)
 
 
-def _train_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any) -> Any:
-    ds = _cached(cfg, ds, plan, "train")
+def _worker_suffix(plan: Plan, strategy: Any) -> str:
+    """Workers sharing a filesystem must not write the same cache files."""
+    if plan.workers <= 1:
+        return ""
+    task = getattr(getattr(strategy, "cluster_resolver", None), "task_id", None)
+    return f"-worker{int(task or 0)}"
+
+
+def _train_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any,
+                  cache_part: str) -> Any:
+    ds = _cached(cfg, ds, plan, cache_part)
     if cfg.data.shuffle_buffer > 0:
         buffer = min(cfg.data.shuffle_buffer, plan.train_examples or cfg.data.shuffle_buffer)
         ds = ds.shuffle(max(buffer, 1), seed=cfg.run.seed, reshuffle_each_iteration=True)
