@@ -24,7 +24,7 @@ CPU_REPLICAS = 4
 # nothing off this machine: point it at a closed loopback port, which refuses at once.
 os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
 # Threads that libraries start once per process and keep by design.
-_PERSISTENT_THREAD_PREFIXES = ("asyncio_", "ThreadPoolExecutor", "pydevd", "Dummy-")
+_PERSISTENT_THREAD_PREFIXES = ("asyncio_", "ThreadPoolExecutor", "pydevd", "Dummy-", "fsspecIO")
 
 
 def configure_tensorflow(replicas: int = CPU_REPLICAS) -> Any:

@@ -3,11 +3,17 @@
 Each subcommand's handler lives in its own module and is imported only when that subcommand
 runs, so `distagent --help` answers without loading TensorFlow. Handlers take the parsed
 arguments and return the exit code; user errors (`DistmonError`) end as one line on stderr.
+
+Every command writes safely to any terminal or pipe: error lines go through
+`distcore.textsafe.terminal_text`, stdout and stderr never raise on characters their encoding
+lacks (backslashreplace), and a reader that closes the pipe early (`distagent status | head -1`)
+ends the command quietly, with the shell's status for SIGPIPE (141).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -16,9 +22,12 @@ from typing import cast
 
 from distagent.quiet import QuietStderr
 from distcore import __version__
-from distcore.errors import DistmonError
+from distcore.errors import ConfigErrors, DistmonError
+from distcore.textsafe import terminal_text
 
 Handler = Callable[[argparse.Namespace], int]
+BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a command killed by SIGPIPE
+ERROR_LINE_LIMIT = 2000  # characters per error line: a 10,000-character name is elided
 
 
 VERBOSE_HELP = "show TensorFlow's start-up messages (hidden by default; errors always show)"
@@ -98,25 +107,64 @@ def _resolve(spec: str) -> Handler:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _never_raise_on_encoding()
+    try:
+        try:
+            return _dispatch(argv)
+        finally:  # on SystemExit too (--help): a closed pipe shows here, not at interpreter exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_closed_pipe()
+        return BROKEN_PIPE_EXIT
+
+
+def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    # Only a real command line may re-execute itself (`start` does, to record its identity).
+    args.from_command_line = argv is None
     quiet = None
     if not args.verbose:
         # TensorFlow's C++ INFO and WARNING lines (CPU features, CUDA probing) drown the agent's
         # own output; errors still show. Lines logged before absl starts ignore this setting:
         # a process started from the command line filters them (distagent.quiet).
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        if argv is None:
+        if argv is None and not QuietStderr.inherited():
             quiet = QuietStderr().start()
     try:
         return _resolve(args.handler)(args)
     except DistmonError as err:
-        print(f"distagent: {err}", file=sys.stderr)
+        print(error_text(err), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
     finally:
         if quiet is not None:
             quiet.close()
+
+
+def error_text(err: DistmonError) -> str:
+    """`distagent: ` and the error, every outside string in it escaped; one line per problem."""
+    lines = [str(e) for e in err.errors] if isinstance(err, ConfigErrors) else str(err).split("\n")
+    return "\n".join(terminal_text(line, ERROR_LINE_LIMIT) for line in (f"distagent: {lines[0]}",
+                                                                         *lines[1:]))
+
+
+def _never_raise_on_encoding() -> None:
+    """A strict or non-UTF-8 stdout (LANG=C, PYTHONIOENCODING=ascii) writes \\xNN, never raises."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def _silence_closed_pipe() -> None:
+    """Python's advice for SIGPIPE: point the closed streams at /dev/null, so that the flush at
+    interpreter exit does not report the same broken pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # no descriptor (captured in tests)
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -68,24 +68,48 @@ def _located(problem: Problem, label: str, override_keys: set[str]) -> ConfigErr
     return ConfigError(f"{label} (--set)" if from_override else label, problem.key, problem.message)
 
 
+MAX_CONFIG_BYTES = 1 << 20
+"""A job config is a few KiB; anything past 1 MiB is the wrong file (or a hostile one)."""
+
+
 def _read_toml(path: Path, label: str) -> dict[str, Any]:
+    """Parse the file, refusing (one line, before parsing) what cannot be a config: too big,
+    not UTF-8, binary, or nested deeper than tomllib's recursion allows."""
+    def refuse(message: str, where: str = label) -> ConfigErrors:
+        return ConfigErrors([ConfigError(where, "", message)])
+
     try:
         with path.open("rb") as handle:
-            return tomllib.load(handle)
+            # The size is checked on what is read, not on stat(): a FIFO or /dev/zero has none.
+            data = handle.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        raise ConfigErrors([ConfigError(str(path), "", "no such file")]) from None
+        raise refuse("no such file", str(path)) from None
     except IsADirectoryError:
-        message = "is a directory, not a TOML file"
-        raise ConfigErrors([ConfigError(str(path), "", message)]) from None
+        raise refuse("is a directory, not a TOML file", str(path)) from None
+    except OSError as err:
+        raise refuse(f"cannot read: {err.strerror or err}", str(path)) from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise refuse(f"larger than {MAX_CONFIG_BYTES >> 20} MiB: not a job config")
+    if b"\0" in data:
+        raise refuse("not a text file (it contains NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        where = f"byte 0x{data[err.start]:02x} at offset {err.start}"
+        raise refuse(f"not UTF-8 text ({where})") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigErrors([ConfigError(label, "", f"not valid TOML: {err}")]) from None
+        raise refuse(f"not valid TOML: {err}") from None
+    except RecursionError:
+        raise refuse("not a job config: values nested too deep") from None
 
 
 def parse_override_value(text: str) -> Any:
     """A `--set` value is TOML (3, 0.1, true, [28,28,1], "x"); anything else is a plain string."""
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return text
 
 

@@ -34,6 +34,7 @@ class _Invalid:
 
 
 INVALID: Any = _Invalid()
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def convert_dataclass(cls: type, raw: Any, prefix: str, problems: list[Problem]) -> Any:
@@ -74,7 +75,29 @@ def _convert(hint: Any, value: Any, key: str, problems: list[Problem]) -> Any:
         return _convert_union(get_args(hint), value)
     if origin is tuple:
         return _convert_tuple(get_args(hint), value, key, problems)
+    if hint is int and _beyond_int64(value):
+        # TOML integers are 64-bit, but tomllib returns any size; TensorFlow takes int64 at most.
+        message = f"expected an integer within int64 (±2^63), got {show(value)}"
+        problems.append(Problem(key, message))
+        return INVALID
+    if hint is str and isinstance(value, str) and not _is_utf8(value):
+        # Only `--set` can bring these (argv bytes that are not UTF-8; the file is checked):
+        # the run directory, run.json and the resolved TOML are all written as UTF-8.
+        problems.append(Problem(key, f"expected UTF-8 text, got {show(value)}"))
+        return INVALID
     return _convert_scalar(hint, value)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _beyond_int64(value: Any) -> bool:
+    return isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX
 
 
 def _is_choice(value: Any, choices: tuple[Any, ...]) -> bool:

@@ -15,6 +15,7 @@ from distagent.config_convert import Problem, show
 from distagent.model_names import MODEL_CHOICES, is_known_model
 from distagent.schema import JobConfig
 
+MAX_SIMULATED_GPUS = 64
 _FEATURE_SPEC = re.compile(
     r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
 )
@@ -87,6 +88,43 @@ RULES: tuple[Rule, ...] = (
     Rule("train.steps_per_execution", _positive, "an integer > 0"),
     Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
+    Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
+    Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
+         f"an integer from 0 to {MAX_SIMULATED_GPUS}"),
+)
+
+# Upper bounds: values no machine can run, refused before TensorFlow loads (where they would
+# fail deep inside it, or allocate without end). Separate from RULES so each message stays one.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+SEED_MAX = 2**32 - 1
+MAX_CPU_REPLICAS = 256
+_INT32 = "at most 2147483647 (int32)"
+
+
+def _at_most(high: int) -> Callable[[Any], bool]:
+    return lambda v: bool(v <= high)
+
+
+def _each_at_most(high: int) -> Callable[[Any], bool]:
+    return lambda v: all(d <= high for d in v)
+
+
+LIMITS: tuple[Rule, ...] = (
+    Rule("run.seed", _at_most(SEED_MAX), f"at most {SEED_MAX} (the largest seed NumPy takes)"),
+    Rule("strategy.cpu_replicas", _at_most(MAX_CPU_REPLICAS),
+         f"at most {MAX_CPU_REPLICAS} logical CPU devices"),
+    Rule("data.per_replica_batch_size", _at_most(INT32_MAX), _INT32),
+    Rule("optimizer.base_batch_size", _at_most(INT32_MAX), _INT32),
+    Rule("data.synthetic.num_classes", _at_most(INT32_MAX), _INT32),
+    Rule("data.tfrecord.num_classes", _at_most(INT32_MAX), _INT32),
+    Rule("data.images.num_classes", _at_most(INT32_MAX), _INT32),
+    Rule("data.synthetic.input_shape", lambda v: math.prod(v) <= INT32_MAX,
+         "dimensions whose product is " + _INT32),
+    Rule("model.hidden_units", _each_at_most(INT32_MAX), f"widths {_INT32}"),
+    Rule("train.steps_per_execution", _at_most(INT32_MAX), _INT32),
+    Rule("train.epochs", _at_most(INT32_MAX), _INT32),
+    Rule("data.autotune_ram_budget_mib", _at_most(INT64_MAX >> 20), "a budget within int64 bytes"),
 )
 
 
@@ -100,9 +138,10 @@ def check_rules(cfg: JobConfig) -> list[Problem]:
     """Every broken rule as a problem; an empty list means the config can run."""
     problems = [
         Problem(rule.key, f"expected {rule.expected}, got {show(_lookup(cfg, rule.key))}")
-        for rule in RULES
+        for rule in RULES + LIMITS
         if not rule.ok(_lookup(cfg, rule.key))
     ]
+    problems.extend(_products(cfg))
     problems.extend(_required_by_source(cfg))
     problems.extend(_strategy_problems(cfg))
     if cfg.model.sync_batchnorm and cfg.train.jit_compile:
@@ -139,3 +178,19 @@ def _strategy_problems(cfg: JobConfig) -> Iterator[Problem]:
     bad = [d for d in strategy.devices if not re.fullmatch(r"(/.*)?(GPU|CPU|gpu|cpu):\d+", d)]
     if bad:
         yield Problem("strategy.devices", f'expected names like "GPU:0", got {show(bad[0])}')
+
+
+def _products(cfg: JobConfig) -> Iterator[Problem]:
+    """Limits on products of keys: each key may be sane while their product is not."""
+    train, syn = cfg.train, cfg.data.synthetic
+    # steps_per_epoch = 0 is one pass over the data: at most one step per synthetic example.
+    synthetic = cfg.data.source == "synthetic"
+    per_epoch = train.steps_per_epoch or (syn.num_examples if synthetic else 0)
+    if train.epochs > 0 and per_epoch > 0 and train.epochs * per_epoch > INT64_MAX:
+        yield Problem("train.epochs",
+                      "expected epochs × steps_per_epoch within int64 (the step counter)")
+    size = math.prod(syn.input_shape)
+    if synthetic and syn.num_classes > 0 and size > 0 and \
+            syn.num_classes * size > INT32_MAX:
+        yield Problem("data.synthetic.num_classes",
+                      "expected num_classes × the input size " + _INT32 + " (class prototypes)")

@@ -52,6 +52,11 @@ def _pump(read_fd: int, out_fd: int) -> None:
                     os.write(out_fd, line)
 
 
+FILTER_PID_ENV = "_DISTAGENT_STDERR_FILTERED_PID"
+"""Set to the pid whose fd 2 is filtered: `distagent start` re-executes itself (same pid, same
+descriptors), and the re-executed program finds its stderr already filtered."""
+
+
 class QuietStderr:
     """Route this process's fd 2 through a forked filter; `close()` restores it and waits for
     the filter to forward what is left (briefly: children may still hold the pipe)."""
@@ -60,8 +65,14 @@ class QuietStderr:
         self._saved: int | None = None
         self._child: int | None = None
 
+    @staticmethod
+    def inherited() -> bool:
+        """Whether this very process (before an exec) already filters its stderr."""
+        return os.environ.get(FILTER_PID_ENV) == str(os.getpid())
+
     def start(self) -> QuietStderr:
         sys.stderr.flush()
+        os.environ[FILTER_PID_ENV] = str(os.getpid())
         read_fd, write_fd = os.pipe()
         saved = os.dup(2)
         child = os.fork()
@@ -87,6 +98,7 @@ class QuietStderr:
             sys.stderr.flush()
         os.dup2(self._saved, 2)  # our write end of the pipe closes here
         os.close(self._saved)
+        os.environ.pop(FILTER_PID_ENV, None)
         deadline = time.monotonic() + wait_seconds
         while time.monotonic() < deadline:
             pid, _ = os.waitpid(self._child, os.WNOHANG)

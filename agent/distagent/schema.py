@@ -210,6 +210,18 @@ class ClusterConfig:
 
 
 @dataclass(frozen=True)
+class TelemetryConfig:
+    """The agent's system recorder: GPU and host samples into `system/` (per worker of a
+    multi-worker job, `system/worker-<i>/`), which distmon shows for every host."""
+
+    interval_seconds: float = 5.0
+    """Seconds between samples."""
+    simulate_gpus: int = 0
+    """>0: record N simulated GPUs instead of NVML's (labelled simulated everywhere), for demos
+    and tests on machines without GPUs."""
+
+
+@dataclass(frozen=True)
 class JobConfig:
     run: RunConfig = field(default_factory=RunConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -218,3 +230,4 @@ class JobConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)

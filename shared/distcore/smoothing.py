@@ -22,6 +22,13 @@ def debiased_ema(values: Sequence[float], weight: float = DEFAULT_WEIGHT) -> lis
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
     if not values or all(v == values[0] for v in values):
         return list(values)
+    smoothed = _ema(values, weight)
+    if math.inf in smoothed or -math.inf in smoothed:  # an input, or an overflow: make sure
+        return _bounded_ema(values, weight)
+    return smoothed
+
+
+def _ema(values: Sequence[float], weight: float) -> list[float]:
     last = 0.0
     accumulated = 0
     smoothed: list[float] = []
@@ -32,6 +39,27 @@ def debiased_ema(values: Sequence[float], weight: float = DEFAULT_WEIGHT) -> lis
         last = last * weight + (1.0 - weight) * value
         accumulated += 1
         smoothed.append(last / (1.0 - weight**accumulated))
+    return smoothed
+
+
+def _bounded_ema(values: Sequence[float], weight: float) -> list[float]:
+    """The same, safe near the largest floats (1.7e308), where rounding in the sum or in the
+    debiasing division would smooth a finite series to infinity: the average runs at half
+    scale, and each output, a weighted mean of the finite values so far, is kept within their
+    range."""
+    last = 0.0
+    accumulated = 0
+    low, high = math.inf, -math.inf
+    smoothed: list[float] = []
+    for value in values:
+        if not math.isfinite(value):
+            smoothed.append(value)
+            continue
+        low, high = min(low, value), max(high, value)
+        last = last * weight + (1.0 - weight) * (value * 0.5)
+        accumulated += 1
+        mean = last / (1.0 - weight**accumulated) * 2.0
+        smoothed.append(min(high, max(low, mean)))
     return smoothed
 
 

@@ -6,20 +6,32 @@ out they take one documented, deterministic form everywhere, terminal and JSON a
 undecodable byte is written `\\xNN` (two lowercase hex digits), as Python's "backslashreplace".
 
 For a terminal, control characters (C0, DEL, C1 — which carry ANSI/OSC escape sequences —,
-line and paragraph separators and the bidirectional overrides) are escaped too, and long text is
-elided to fit. JSON needs only the byte form: the encoder escapes control characters itself.
+line and paragraph separators, the bidirectional overrides and the invisible format characters)
+are escaped too (`\\n`, `\\t`, `\\x1b`, `\\u202e`, `\\U000e0041`), and long text is elided to
+fit. JSON needs only the byte form (and any other lone surrogate, which no encoder can write as
+UTF-8, as the six characters `\\udNNN`): the encoder escapes control characters itself.
+`json_safe` applies that to a whole document and writes NaN and infinities as "nan", "inf",
+"-inf", so that `json.dumps(json_safe(doc), allow_nan=False)` cannot fail, whatever the input
+held. Keys that become equal once shown stay apart with " #2", " #3" appended.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 ELLIPSIS: Final = "…"
-# Control characters a terminal would act on, plus the invisible bidi controls ("Trojan Source").
+# Control characters a terminal would act on, the bidi controls ("Trojan Source") and other
+# invisible format characters (zero-width spaces and joiners, word joiners, the BOM,
+# interlinear annotations, Unicode "tag" characters) that can make two names look alike.
 _UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+    "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff\U000e0000-\U000e007f]"
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -32,14 +44,59 @@ def _escape(match: re.Match[str]) -> str:
         return f"\\x{code - 0xDC00:02x}"
     if code <= 0xFF:
         return f"\\x{code:02x}"
-    return f"\\u{code:04x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def json_text(text: str) -> str:
-    """The JSON form of an outside string: undecodable bytes as `\\xNN`; nothing else changes."""
+    """The JSON form of an outside string: undecodable bytes as `\\xNN`, other lone surrogates
+    as `\\uNNNN`; nothing else changes."""
     if text.isascii():
         return text
-    return re.sub("[\udc80-\udcff]", _escape, text)
+    return _SURROGATE.sub(_escape, text)
+
+
+def json_float(value: float) -> float | str:
+    """JSON has no NaN or infinity: the strings "nan", "inf", "-inf" stand for them."""
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def json_safe(value: Any) -> Any:
+    """`value` (dicts, lists, tuples, strings, numbers, None) as JSON-ready data: strings through
+    `json_text` (keys too), floats through `json_float`, anything else as its `str()`."""
+    if isinstance(value, str):
+        return json_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):  # numpy's integers too
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return json_float(float(value))
+    if isinstance(value, Mapping):
+        return _distinct_keys(value, json_text, json_safe)
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return json_text(str(value))
+
+
+def _distinct_keys(
+    value: Mapping[Any, Any], key: Callable[[str], str], item: Callable[[Any], Any]
+) -> dict[str, Any]:
+    """`value` with its keys through `key`: keys that become equal (a name holding the text
+    `\\xff` and one holding the byte 0xFF; two long names elided alike) stay apart, " #2" and
+    so on appended, so that no entry is lost."""
+    out: dict[str, Any] = {}
+    for raw, entry in value.items():
+        shown = base = key(str(raw))
+        number = 1
+        while shown in out:
+            number += 1
+            shown = f"{base} #{number}"
+        out[shown] = item(entry)
+    return out
 
 
 def elide(text: str, limit: int) -> str:
@@ -50,7 +107,7 @@ def elide(text: str, limit: int) -> str:
         return text
     if limit == 1:
         return ELLIPSIS
-    head = (limit - 1) * 2 // 3
+    head = ((limit - 1) * 2 + 2) // 3  # the start says more about a name: it gets the rounding
     tail = limit - 1 - head
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
@@ -62,3 +119,17 @@ def terminal_text(text: object, limit: int | None = None) -> str:
     if not out.isprintable() or not out.isascii():
         out = _UNSAFE.sub(_escape, out)
     return out if limit is None else elide(out, limit)
+
+
+def terminal_safe(value: Any, limit: int | None = None) -> Any:
+    """`value` (a JSON-ready document) with every string, keys too, through `terminal_text`:
+    for a renderer that prints the document's fields. Keys stay distinct (see json_safe)."""
+    if isinstance(value, str):
+        return terminal_text(value, limit)
+    if isinstance(value, Mapping):
+        return _distinct_keys(
+            value, lambda k: terminal_text(k, limit), lambda v: terminal_safe(v, limit)
+        )
+    if isinstance(value, list | tuple):
+        return [terminal_safe(v, limit) for v in value]
+    return value

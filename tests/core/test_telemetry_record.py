@@ -50,6 +50,7 @@ def read_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {
         tag: [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)]
         for tag in acc.Tags()["tensors"]
+        if acc.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"  # not the hparams
     }
 
 

@@ -1,3 +1,5 @@
+"""`python -m distmon`: the same entry point as the `distmon` script."""
+
 import sys
 
 from distmon.cli import main

@@ -19,12 +19,14 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from distcore.alerts import Alert, evaluate, keep_since
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
+from distcore.textsafe import terminal_text
 from distmon.messages import (
     Producers,
     RunsChanged,
@@ -370,7 +372,8 @@ class DistmonApp(App[int]):
         text = "  ·  ".join(parts)
         if text != self._status_text:  # an update re-lays the screen out: only when it changed
             self._status_text = text
-            self._main.query_one("#status", Static).update(text)
+            # Content(str) is plain text: a typed filter or a path is never read as markup.
+            self._main.query_one("#status", Static).update(Content(terminal_text(text)))
 
     # --- events from widgets ----------------------------------------------------------------------
 
@@ -455,8 +458,9 @@ def _no_history(key: str) -> Sequence[float | None]:
 
 
 def run_app(options: Options) -> int:
-    app = DistmonApp(options, producers=lambda: make_producers(options))
-    return app.run() or 0
+    from distmon.crash import run_guarded  # a crash: non-zero exit, traceback in a log file
+
+    return run_guarded(DistmonApp(options, producers=lambda: make_producers(options)))
 
 
 __all__ = ["DistmonApp", "Producers", "run_app"]

@@ -1,38 +1,107 @@
-"""`distmon [LOGDIR ...]`: the dashboard, or with `--once` a one-shot report."""
+"""`distmon [LOGDIR ...]`: the dashboard, or with `--once` a one-shot report.
+
+The edge where outside input meets the terminal: every user error is one line and exit 2, a
+crash is one line, a log file and a non-zero exit, a closed pipe ends quietly, and a strict or
+non-UTF-8 stdout never raises.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
+import math
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from distcore import __version__
 from distcore.errors import DistmonError
-from distmon.options import Options
+from distcore.textsafe import terminal_text
+from distmon.options import MAX_POINTS, MAX_REFRESH, MAX_SIMULATED_GPUS, MIN_REFRESH, Options
+
+USAGE_EXIT = 2
+BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
+INTERRUPTED_EXIT = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as one line (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_EXIT, f"{self.prog}: {terminal_text(message, 300)} (see --help)\n")
+
+
+def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of `kind` in [low, high]."""
+
+    def shown(x: float) -> str:
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+    what = f"{'a count' if kind is int else 'seconds'} from {shown(low)} to {shown(high)}"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        # NaN compares false both ways: refused with the infinities and the out-of-range.
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="distmon",
-        description="Watch TensorBoard logdirs and GPUs live in the terminal.",
+        description="Watch TensorBoard logdirs and GPUs live in the terminal. When standard output "
+        "(or standard error, where the dashboard draws) is not a terminal, distmon prints the "
+        "--once report instead.",
     )
     parser.add_argument(
-        "logdirs", nargs="*", metavar="LOGDIR", help="log directories (default: ./runs, else .)"
+        "logdirs",
+        nargs="*",
+        metavar="LOGDIR",
+        help="log directories, [user@]host:PATH over ssh, or s3://, gs://... URLs"
+        " (default: ./runs, else .)",
+    )
+    parser.add_argument(
+        "--ssh-config", type=Path, metavar="FILE", help="ssh config file for host:PATH (ssh -F)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec option for URLs (e.g. endpoint_url=http://127.0.0.1:9000)",
     )
     parser.add_argument("--poll", action="store_true", help="poll files instead of inotify")
     parser.add_argument(
-        "--refresh", type=float, default=1.0, metavar="SECONDS", help="refresh interval (default 1)"
+        "--refresh",
+        type=_bounded(float, MIN_REFRESH, MAX_REFRESH),
+        default=1.0,
+        metavar="SECONDS",
+        help=f"refresh interval, {MIN_REFRESH}-{MAX_REFRESH:g} (default 1)",
     )
     parser.add_argument("--no-gpu", action="store_true", help="do not query NVML")
     parser.add_argument(
-        "--simulate-gpus", type=int, default=0, metavar="N", help="show N simulated GPUs (demo)"
+        "--simulate-gpus",
+        type=_bounded(int, 0, MAX_SIMULATED_GPUS),
+        default=0,
+        metavar="N",
+        help="show N simulated GPUs (demo)",
     )
-    parser.add_argument("--once", action="store_true", help="read everything once, print, exit")
+    parser.add_argument(
+        "--once", action="store_true", help="read everything once, print a report, exit"
+    )
     parser.add_argument("--json", action="store_true", help="with --once: print JSON")
     parser.add_argument(
         "--max-points",
-        type=int,
+        type=_bounded(int, 2, MAX_POINTS),
         default=2000,
         metavar="N",
         help="points kept per series (default 2000)",
@@ -51,11 +120,19 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
     args = parser.parse_args(argv)
     if args.json and not args.once:
         parser.error("--json needs --once")
-    if args.refresh <= 0:
-        parser.error("--refresh must be positive")
-    if args.simulate_gpus < 0 or args.max_points < 2:
-        parser.error("--simulate-gpus must be >= 0 and --max-points >= 2")
-    logdirs = tuple(Path(p) for p in args.logdirs) or _default_logdirs()
+    from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
+
+    try:
+        specs = parse_sources(args.logdirs)
+        storage_options = parse_storage_options(args.storage_option)
+    except DistmonError as err:
+        parser.error(str(err))
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        parser.error(f"--ssh-config: no such file: {args.ssh_config}")
+    remotes = tuple(s for s in specs if not isinstance(s, LocalSpec))
+    logdirs = tuple(s.path for s in specs if isinstance(s, LocalSpec))
+    if not specs:
+        logdirs = _default_logdirs()
     return Options(
         logdirs=logdirs,
         poll=args.poll,
@@ -65,15 +142,51 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         once=args.once,
         json=args.json,
         max_points=args.max_points,
+        remotes=remotes,
+        ssh_config=args.ssh_config,
+        storage_options=storage_options,
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def check_logdir(path: Path) -> None:
+    """A LOGDIR named on the command line must be a directory we can list."""
+    try:
+        with os.scandir(path):
+            return
+    except FileNotFoundError:
+        problem = "no such log directory"
+    except NotADirectoryError:
+        problem = "not a directory"
+    except OSError as err:
+        problem = f"cannot read log directory ({err.strerror or type(err).__name__})"
+    raise DistmonError(f"{problem}: {terminal_text(path, 300)}")
+
+
+def _tolerant_streams() -> None:
+    """A non-UTF-8 locale or PYTHONIOENCODING=ascii:strict: write what cannot be encoded as
+    backslash escapes instead of raising UnicodeEncodeError halfway through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _is_terminal(stream: object) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed
+        return False
+
+
+def _run(argv: Sequence[str] | None) -> int:
     options = parse_options(argv)
     try:
-        missing = [str(p) for p in options.logdirs if not p.is_dir()]
-        if missing:
-            raise DistmonError(f"no such log directory: {missing[0]}")
+        if not options.remotes:  # with remote sources: one line among the others (--once)
+            for logdir in options.logdirs:
+                check_logdir(logdir)
+        # Textual draws on stderr: both must be terminals, or escape codes go into a file.
+        if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
+            options = dataclasses.replace(options, once=True)
         if options.once:
             from distmon.once import run_once
 
@@ -81,11 +194,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         from distmon.app import run_app
 
         return run_app(options)
-    except DistmonError as err:
-        print(f"distmon: {err}", file=sys.stderr)
+    except DistmonError as err:  # messages may quote outside strings (paths, hosts, keys)
+        for line in str(err).splitlines() or [""]:
+            print(f"distmon: {terminal_text(line, 500)}", file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        return 130
+
+
+def _quiet_after_broken_pipe() -> None:
+    """The reader went away: send what is still buffered nowhere, so that the interpreter's own
+    flush at exit does not print 'Exception ignored ... BrokenPipeError'."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _tolerant_streams()
+    try:
+        try:
+            code = _run(argv)
+        except SystemExit as done:  # argparse: --help, --version and usage errors
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        except KeyboardInterrupt:
+            code = INTERRUPTED_EXIT
+        except BrokenPipeError:
+            raise
+        except Exception as err:  # a bug: never a bare traceback, never exit 0
+            from distmon.crash import report_crash
+
+            code = report_crash(err)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _quiet_after_broken_pipe()
+        return BROKEN_PIPE_EXIT
 
 
 if __name__ == "__main__":

@@ -55,7 +55,16 @@ def make_producers(options: Options) -> Producers:
     from distcore.telemetry.sampler import TelemetrySampler
 
     store = RunStore(max_points=options.max_points)
-    watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
+    watcher: Watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
+    if options.remotes:  # issue 14: host:PATH and URLs fill the same store
+        from distcore.remote import make_remote_producers
+        from distcore.remote.wiring import WatcherWithRemote
+
+        remote = make_remote_producers(
+            options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
+            storage_options=options.storage_options, gpus=not options.no_gpu,
+        )  # fmt: skip
+        watcher = WatcherWithRemote(watcher, remote)
     source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
     return Producers(store, watcher, TelemetrySampler(source, interval=options.refresh))
 

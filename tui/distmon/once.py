@@ -13,12 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from distcore.errors import DistmonError
 from distcore.snapshot import build_snapshot
+from distcore.textsafe import json_safe, terminal_safe
 from distmon.gpus_text import render_gpus_text
 from distmon.options import Options
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
+    from distcore.remote.spec import SshSpec, UrlSpec
+    from distcore.remote.wiring import RemoteOnce
     from distmon.widgets.model import Plan
 
 
@@ -73,8 +77,11 @@ def collect(options: Options) -> dict[str, Any]:
     from distcore.events.jsonify import run_to_json
 
     runs = _runs(options)
+    remote = _remote(options)
+    if remote is not None:
+        runs = (*runs, *remote.runs)
     gpus, host = _telemetry(options)
-    return build_snapshot(
+    doc = build_snapshot(
         generated_at=time.time(),
         logdirs=[str(p.resolve()) for p in options.logdirs],
         runs=[run_to_json(run) for run in runs],
@@ -82,6 +89,33 @@ def collect(options: Options) -> dict[str, Any]:
         host=host,
         alerts=_alerts(runs, gpus),
     )
+    if remote is not None:  # issue 14: remote hosts' GPUs, and one line per failed source
+        from distcore.remote.wiring import host_to_json
+
+        doc["logdirs"] += [_spec_text(s) for s in options.remotes]
+        doc["hosts"] = [host_to_json(h) for h in remote.hosts]
+        missing = [f"{p}: no such log directory" for p in options.logdirs if not p.is_dir()]
+        doc["errors"] = [*missing, *remote.errors]
+        if not remote.readable and len(missing) == len(options.logdirs):
+            raise DistmonError("\n".join(doc["errors"]) or "no source could be read")
+    return doc
+
+
+def _remote(options: Options) -> RemoteOnce | None:
+    if not options.remotes:
+        return None
+    from distcore.remote.wiring import read_remote_once
+
+    return read_remote_once(
+        options.remotes, max_points=options.max_points, ssh_config=options.ssh_config,
+        storage_options=options.storage_options, gpus=not options.no_gpu,
+    )  # fmt: skip
+
+
+def _spec_text(spec: SshSpec | UrlSpec) -> str:
+    from distcore.remote.spec import UrlSpec
+
+    return spec.url if isinstance(spec, UrlSpec) else f"{spec.host}:{spec.path}"
 
 
 def render_text(doc: dict[str, Any], out: TextIO) -> None:
@@ -107,9 +141,25 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
             out.write(f"  problem: {problem}\n")
     out.write("\n")
     render_gpus_text(doc, out)
+    _render_remote(doc, out)
     _render_alerts(doc["alerts"], out)
 
 
+def _render_remote(doc: dict[str, Any], out: TextIO) -> None:
+    """Remote hosts' GPUs and the sources that could not be read (issue 14). The document is
+    already terminal-safe (run_once escapes it whole)."""
+    from distmon.gpus_text import gpu_line
+
+    for host in doc.get("hosts", []):
+        state = host["error"] or host["gpu_reason"] or f"{len(host['gpus'])} GPU(s)"
+        out.write(f"Host {host['name']} (ssh): {state}\n")
+        for dev in host["gpus"]:
+            out.write(gpu_line(dev) + "\n")
+    for line in doc.get("errors", []):
+        out.write(f"error: {line}\n")
+
+
+NAME_LIMIT = 160  # characters of one name or message in the text report
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
 
 
@@ -123,9 +173,9 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
 def run_once(options: Options, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     doc = collect(options)
-    if options.json:
-        json.dump(doc, out, indent=2, allow_nan=False)
+    if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
+        json.dump(json_safe(doc), out, indent=2, allow_nan=False)
         out.write("\n")
-    else:
-        render_text(doc, out)
+    else:  # every outside string escaped (control characters, ANSI) and elided
+        render_text(terminal_safe(json_safe(doc), NAME_LIMIT), out)
     return 0

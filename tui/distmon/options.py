@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distcore.remote.spec import SshSpec, UrlSpec
+
+# Sane ranges: a refresh below 0.1 s only burns CPU, above an hour is no monitor; a bound on
+# simulated GPUs and kept points keeps a typo from eating the machine's memory.
+MIN_REFRESH = 0.1
+MAX_REFRESH = 3600.0
+MAX_SIMULATED_GPUS = 64
+MAX_POINTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -16,3 +28,7 @@ class Options:
     once: bool = False
     json: bool = False
     max_points: int = 2000
+    # Remote sources (issue 14): `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
+    remotes: tuple[SshSpec | UrlSpec, ...] = ()
+    ssh_config: Path | None = None
+    storage_options: Mapping[str, Any] = field(default_factory=dict)

@@ -1,5 +1,9 @@
 """`distagent plan CONFIG [--set k=v] [--json]`: the devices, batch, learning rate and input
-pipeline a job would use, and the warnings, without training."""
+pipeline a job would use, and the warnings, without training.
+
+Config values (names, paths, model specs) are outside strings: the text form escapes them with
+`distcore.textsafe.terminal_text`; the JSON form is ASCII, so no control character or
+undecodable byte reaches the terminal raw either."""
 
 from __future__ import annotations
 
@@ -11,13 +15,16 @@ from typing import Any
 from distagent.config import load_config
 from distagent.plan import Plan
 from distagent.schema import JobConfig
+from distcore.textsafe import terminal_text
+
+VALUE_WIDTH = 400  # characters of one row: a 10,000-character run name is elided
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(Path(args.config), args.overrides)
     plan = resolve_plan(cfg)
     if args.json:
-        print(json.dumps(plan.to_json(), ensure_ascii=False))
+        print(json.dumps(plan.to_json()))
     else:
         print(format_plan(cfg, plan))
     return 0
@@ -58,8 +65,8 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
                     f"jit_compile={str(plan.jit_compile).lower()}"),
     ]
     width = max(len(k) for k, _ in rows)
-    lines = [f"{k:<{width}}  {v}" for k, v in rows]
-    lines.extend(f"warning: {w}" for w in plan.warnings)
+    lines = [f"{k:<{width}}  {terminal_text(v, VALUE_WIDTH)}" for k, v in rows]
+    lines.extend(f"warning: {terminal_text(w, VALUE_WIDTH)}" for w in plan.warnings)
     return "\n".join(lines)
 
 

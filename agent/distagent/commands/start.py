@@ -4,11 +4,18 @@ Foreground: a progress line on a terminal, plain log lines otherwise; exit 0 whe
 finished or was stopped by a signal, 1 when it diverged. `--detach` re-runs the same command in a
 new session with its output in `<run dir>/output.log`, waits until the job has written its
 run.json, and prints the run directory.
+
+Before TensorFlow loads, a job proves who it is: its environment must name its run directory
+(`rundir.RUN_DIR_ENV`, read back by `stop` and `status` from /proc), and a process's environment
+there is fixed at exec, so `start` re-executes itself once with it (same pid, same start time).
+A user model ("module:function") is imported from the current directory first, then PYTHONPATH
+and installed packages, in the foreground and with `--detach` alike (see `_user_code_path`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -16,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from distagent.config import load_config
-from distagent.train.rundir import read_run_json, run_dir_for
+from distagent.train.rundir import RUN_DIR_ENV, read_run_json, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
 
 OUTPUT_LOG = "output.log"
 DETACH_WAIT_SECONDS = 120.0
@@ -29,6 +37,9 @@ def run(args: argparse.Namespace) -> int:
     run_dir = run_dir_for(cfg.run.logdir, cfg.run.name)
     if args.detach:
         return _detach(args, run_dir)
+    if getattr(args, "from_command_line", False):
+        _exec_with_identity(run_dir)
+    _user_code_path(cfg.model.name)
     from distagent.train import run_job
     from distagent.train.progress import Progress
 
@@ -41,13 +52,48 @@ def run(args: argparse.Namespace) -> int:
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
 
 
+REEXEC_MARK_ENV = "_DISTAGENT_REEXECUTED_PID"
+
+
+def _exec_with_identity(run_dir: Path) -> None:
+    """Unless RUN_DIR_ENV already names `run_dir`, re-execute this command (same pid) with it
+    set; returns only when nothing had to be done, or when exec failed (with a warning)."""
+    want = str(run_dir.resolve())
+    # Once per process at most, even if the config changed under us between the two reads
+    # (the pid survives exec; a child inherits the mark but has another pid).
+    if os.environ.get(RUN_DIR_ENV) == want or os.environ.get(REEXEC_MARK_ENV) == str(os.getpid()):
+        return
+    env = {**os.environ, RUN_DIR_ENV: want, REEXEC_MARK_ENV: str(os.getpid())}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    except OSError as err:  # the job still runs; `stop` and `status` just cannot prove it
+        print(f"distagent: warning: cannot re-execute with {RUN_DIR_ENV} ({err.strerror}); "
+              "`distagent stop` will not recognise this run", file=sys.stderr)
+
+
+def _user_code_path(model_name: str) -> None:
+    """A "module:function" model is user code, imported from the current directory first.
+
+    The console script does not put the current directory on sys.path and `python -m` does;
+    the detached child runs with -P (no implicit entry), so this is the one rule for all."""
+    if ":" not in model_name:
+        return
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def _cluster_for(args: argparse.Namespace) -> Any:
     """What `run_job` hands to the multi-worker resolver: this worker's --task-index, if any."""
     return getattr(args, "task_index", None)
 
 
 def child_command(args: argparse.Namespace) -> list[str]:
-    command = [sys.executable, "-m", "distagent", "start", str(args.config)]
+    # -P: no implicit sys.path entry; `_user_code_path` adds the current directory, as it does
+    # in the foreground.
+    command = [sys.executable, "-P", "-m", "distagent", "start", str(args.config)]
     if getattr(args, "verbose", False):
         command.append("--verbose")
     for override in args.overrides:
@@ -63,20 +109,22 @@ def _detach(args: argparse.Namespace, run_dir: Path) -> int:
     with open(log_path, "ab") as log:
         child = subprocess.Popen(
             child_command(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, RUN_DIR_ENV: str(run_dir.resolve())},
             start_new_session=True,  # a Ctrl-C in this terminal must not reach the job
         )
     deadline = time.monotonic() + DETACH_WAIT_SECONDS
     while time.monotonic() < deadline:
         record = read_run_json(run_dir)
         if record and record.get("pid") == child.pid:
-            print(run_dir)
+            print(terminal_text(run_dir))
             return 0
         code = child.poll()
         if code is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             raise DistmonError(f"the job exited with code {code} before starting: {tail[0]}")
         time.sleep(0.2)
-    print(run_dir)
-    print(f"distagent: pid {child.pid} has not written {names.RUN_JSON} yet; see {log_path}",
+    print(terminal_text(run_dir))
+    print(terminal_text(f"distagent: pid {child.pid} has not written {names.RUN_JSON} yet; "
+                        f"see {log_path}"),
           file=sys.stderr)
     return 0

@@ -1,14 +1,19 @@
 """`distagent status [LOGDIR] [--json]`: the runs under LOGDIR, from their run.json files.
 
-A run recorded as running whose process is gone (killed with SIGKILL, or its machine rebooted)
-shows as `running (dead)`: `distagent start` on the same config resumes it from its checkpoint.
-No TensorFlow is loaded.
+A run recorded as running whose process is not proven to be the run (killed with SIGKILL, its
+machine rebooted, or a pid that was never its own) shows as `running (dead)`: `distagent start`
+on the same config resumes it from its checkpoint. No TensorFlow is loaded.
+
+Anyone who can write the logdir can write run.json, so every value in it is shown through
+`distcore.textsafe` (escaped and elided in the table, undecodable bytes as \\xNN in JSON) and a
+value of the wrong type shows as "-", never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,19 +21,23 @@ from typing import Any
 from distagent.train.rundir import find_runs, is_same_process, read_run_json
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.textsafe import json_text, terminal_text
 
 COLUMNS = ("RUN", "STATUS", "STEP", "LOSS", "EX/S", "INPUT WAIT")
+NAME_WIDTH = 60
+STATUS_WIDTH = 24
+NUMBER_WIDTH = 20
 
 
 def run(args: argparse.Namespace) -> int:
     logdir = Path(args.logdir)
     if not logdir.is_dir():
-        raise DistmonError(f"{logdir}: no such directory")
+        raise DistmonError(f"{terminal_text(logdir, 200)}: no such directory")
     rows = [run_summary(logdir, run_dir) for run_dir in find_runs(logdir)]
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps([_json_ready(r) for r in rows]))
     elif not rows:
-        print(f"no runs under {logdir}")
+        print(f"no runs under {terminal_text(logdir, 200)}")
     else:
         print(format_table([table_row(r) for r in rows]))
     return 0
@@ -37,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
     record = read_run_json(run_dir) or {}
     status = record.get("status")
-    alive = is_same_process(record) if status == names.STATUS_RUNNING else False
+    alive = is_same_process(record, run_dir) if status == names.STATUS_RUNNING else False
+    metrics = record.get("metrics")
     return {
         "name": str(run_dir.relative_to(logdir)) if run_dir != logdir else run_dir.name,
         "run_dir": str(run_dir),
@@ -46,25 +56,46 @@ def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
         "pid": record.get("pid"),
         "last_step": record.get("last_step"),
         "total_steps": record.get("total_steps"),
-        "metrics": record.get("metrics") or {},
+        "metrics": metrics if isinstance(metrics, dict) else {},
         "error": record.get("error"),
         "message": record.get("message"),
     }
 
 
+def _json_ready(value: Any) -> Any:
+    """Names from the filesystem keep undecodable bytes as surrogates: written \\xNN, as every
+    distmon JSON output writes them. Non-finite numbers are written null (strict JSON)."""
+    if isinstance(value, str):
+        return json_text(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {json_text(str(k)): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_ready(v) for v in value]
+    return value
+
+
 def _number(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, int | float) else "-"
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    try:
+        return terminal_text(format(value, spec), NUMBER_WIDTH)
+    except (ValueError, OverflowError):  # NaN for an integer column, ...
+        return terminal_text(value, NUMBER_WIDTH)
 
 
 def table_row(summary: Mapping[str, Any]) -> tuple[str, ...]:
-    status = str(summary.get("status") or "unknown")
+    status = summary.get("status")
+    shown = terminal_text(status, STATUS_WIDTH) if isinstance(status, str) and status else "unknown"
     if status == names.STATUS_RUNNING and not summary.get("alive"):
-        status = "running (dead)"
-    metrics = summary.get("metrics") or {}
+        shown = "running (dead)"
+    metrics = summary.get("metrics")
+    metrics = metrics if isinstance(metrics, Mapping) else {}
     step = f"{_number(summary.get('last_step'), 'd')}/{_number(summary.get('total_steps'), 'd')}"
     return (
-        str(summary["name"]),
-        status,
+        terminal_text(summary["name"], NAME_WIDTH),
+        shown,
         step,
         _number(metrics.get(names.LOSS), ".4f"),
         _number(metrics.get(names.EXAMPLES_PER_SECOND), ",.0f"),

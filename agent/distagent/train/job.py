@@ -39,7 +39,7 @@ from distagent.devices import StrategySetup, resolve_strategy
 from distagent.models import build_model
 from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
-from distagent.schema import JobConfig
+from distagent.schema import JobConfig, TelemetryConfig
 from distagent.train.checkpoint import Checkpointer
 from distagent.train.loop import LoopSettings, Outcome, Trainer
 from distagent.train.progress import Progress, Quiet
@@ -56,8 +56,7 @@ from distagent.train.steps import EvalStep, TrainState, TrainStep
 from distagent.train.summaries import Writers
 from distcore import names
 from distcore.errors import DistmonError
-
-SYSTEM_INTERVAL_SECONDS = 5.0
+from distcore.textsafe import terminal_text
 
 
 def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -> Any:
@@ -76,7 +75,8 @@ def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -
 
 def refuse_if_running(run_dir: Path) -> None:
     record = read_run_json(run_dir)
-    if record and record.get("status") == names.STATUS_RUNNING and is_same_process(record):
+    if record and record.get("status") == names.STATUS_RUNNING and \
+            is_same_process(record, run_dir):
         raise DistmonError(
             f"{run_dir} is in use by a running job (pid {record['pid']}); "
             f"stop it with `distagent stop {run_dir}`"
@@ -97,15 +97,19 @@ def _precision(mixed: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _system_recorder(run_dir: Path, setup: StrategySetup) -> Iterator[None]:
+def _system_recorder(
+    run_dir: Path, setup: StrategySetup, telemetry: TelemetryConfig
+) -> Iterator[None]:
     from distcore.telemetry.record import SystemRecorder
 
-    subdir = names.SYSTEM_DIR if setup.workers <= 1 else names.worker_system_dir(setup.task_index)
+    several = setup.workers > 1
+    subdir = names.worker_system_dir(setup.task_index) if several else names.SYSTEM_DIR
     # A resumed run keeps counting from its first start, so earlier samples are not superseded.
     origin = (read_run_json(run_dir) or {}).get("first_start_time")
     recorder = SystemRecorder(
-        run_dir, interval=SYSTEM_INTERVAL_SECONDS, subdir=subdir, pids=[os.getpid()],
+        run_dir, interval=telemetry.interval_seconds, subdir=subdir, pids=[os.getpid()],
         origin=origin if isinstance(origin, int | float) else None,
+        simulate_gpus=telemetry.simulate_gpus, worker=setup.task_index if several else None,
     )
     recorder.start()
     try:
@@ -135,6 +139,7 @@ def _initial_record(
         "total_steps": plan.total_steps,
         "resumed_from": resumed,
         "error": None,
+        "error_step": None,  # diverged: the first non-finite loss; failed: the step reached
         "message": None,
     }
 
@@ -179,14 +184,14 @@ def run_job(
     is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
     progress = progress if progress is not None and is_chief else Quiet()
     for warning in setup.warnings:
-        progress.message(f"warning: {warning}")
+        progress.message(terminal_text(f"warning: {warning}"))
     if is_chief:
         refuse_if_running(run_dir)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
     for warning in plan.warnings:
-        progress.message(f"warning: {warning}")
+        progress.message(terminal_text(f"warning: {warning}"))
     keras.utils.set_random_seed(cfg.run.seed)
-    with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup), \
+    with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
             stop or StopRequest() as stop_request:
         job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
                    steps_per_call or cfg.train.steps_per_execution, make_step_hook)
@@ -221,12 +226,13 @@ def _train(job: _Job) -> str:
     if job.is_chief:
         write_resolved(cfg, run_dir)
     record.update(last_step=start_step)
-    progress.message(
+    # Names and paths come from the config: escaped, like every outside string on a terminal.
+    progress.message(terminal_text(
         f"{cfg.run.name}: {plan.total_steps} steps of {plan.global_batch_size} examples on "
         f"{plan.replicas} replica(s), learning rate {plan.learning_rate_provenance}; {run_dir}"
-    )
+    ))
     if resumed:
-        progress.message(f"resuming {run_dir} from step {start_step} ({resumed})")
+        progress.message(terminal_text(f"resuming {run_dir} from step {start_step} ({resumed})"))
     writers = Writers(run_dir, enabled=job.is_chief)
     trainer = Trainer(
         strategy=strategy,
@@ -249,19 +255,22 @@ def _train(job: _Job) -> str:
     try:
         outcome = trainer.run(start_step)
     except BaseException as err:
-        _finish(record, Outcome(names.STATUS_FAILED, int(state.step.numpy()), None),
+        at = int(state.step.numpy())
+        _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
                 error=f"{type(err).__name__}: {err}", trace=traceback.format_exc())
         raise
     finally:
         writers.close()
     _finish(record, outcome,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
-    progress.message(f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
-                     + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})")
+    progress.message(terminal_text(
+        f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
+        + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
     return outcome.status
 
 
 def _finish(record: RunRecord, outcome: Outcome, *, error: str | None = None,
             trace: str | None = None) -> None:
     record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
-                  message=outcome.message, error=error, traceback=trace)
+                  message=outcome.message, error=error, error_step=outcome.error_step,
+                  traceback=trace)

@@ -65,6 +65,8 @@ class Outcome:
     status: str
     step: int
     message: str | None = None
+    error_step: int | None = None
+    """The step the error happened at (diverged: the first non-finite loss), for run.json."""
 
 
 class Trainer:
@@ -176,7 +178,7 @@ class Trainer:
             counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate
         )
         self.state.reset(self.state.interval)
-        diverged = self._check_finite(step)
+        diverged = self._check_finite(step, scalars.get(names.LOSS))
         finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
@@ -184,12 +186,25 @@ class Trainer:
         self.record.update(throttle_s=1.0, last_step=step, metrics=finite)
         return diverged
 
-    def _check_finite(self, step: int) -> Outcome | None:
+    def _check_finite(self, step: int, interval_loss: float | None = None) -> Outcome | None:
+        """The diverged outcome once a non-finite loss was seen; first writes that loss at the
+        step it happened, so TensorBoard and every reader see the point the run stopped for.
+        `interval_loss`: the mean loss of the interval just read (None: read the counters)."""
         bad = int(self.state.first_bad_step.numpy())
         if bad < 0 or not self.s.stop_on_nan:
             return None
+        if interval_loss is None:
+            counters = self.state.read(self.state.interval)
+            interval_loss = counters["loss_sum"] / counters["examples"] \
+                if counters["examples"] > 0 else None
+        # The bad step is in this interval (it is checked at every boundary), so its mean is
+        # non-finite too: NaN, or ±inf when no step made NaN.
+        value = interval_loss if interval_loss is not None and not math.isfinite(interval_loss) \
+            else math.nan
+        self.writers.write(names.TRAIN_DIR, bad, {names.LOSS: value})
+        self.writers.flush()
         message = f"loss became NaN or infinite at step {bad}"
-        return Outcome(names.STATUS_DIVERGED, step, message)
+        return Outcome(names.STATUS_DIVERGED, step, message, error_step=bad)
 
     def _end_epoch(self, step: int) -> None:
         epoch_index = step // self.s.steps_per_epoch - 1

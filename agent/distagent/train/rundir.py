@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import tempfile
@@ -47,11 +48,20 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
         raise
 
 
+MAX_RUN_JSON_BYTES = 16 << 20
+"""run.json holds a config, a plan and a few metrics: a few KiB. Bigger is not ours."""
+
+
 def read_run_json(run_dir: Path) -> dict[str, Any] | None:
-    """The run's record, or None when there is none (or it is unreadable)."""
+    """The run's record, or None when there is none (or it is unreadable, too big, or not JSON:
+    anyone who can write the logdir can write it, so nothing in it is trusted)."""
     try:
-        data = json.loads((run_dir / names.RUN_JSON).read_text())
-    except (OSError, ValueError):
+        with (run_dir / names.RUN_JSON).open("rb") as handle:
+            raw = handle.read(MAX_RUN_JSON_BYTES + 1)
+        if len(raw) > MAX_RUN_JSON_BYTES:
+            return None
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -82,24 +92,67 @@ def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
         yield logdir
     if max_depth <= 0 or not logdir.is_dir():
         return
-    for child in sorted(p for p in logdir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    try:  # an unreadable directory holds no runs we can show; the rest still list
+        children = sorted(p for p in logdir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return
+    for child in children:
         if child.name in (names.TRAIN_DIR, names.VALIDATION_DIR, names.SYSTEM_DIR,
                           names.CHECKPOINT_DIR):
             continue
         yield from find_runs(child, max_depth - 1)
 
 
-def is_same_process(record: Mapping[str, Any]) -> bool:
-    """True when the recorded pid is alive, started when recorded, and runs distagent."""
+RUN_DIR_ENV = "DISTAGENT_RUN_DIR"
+"""Set in a job's environment to its resolved run directory: the proof `stop` and `status` ask
+of a process before they call it the run (`distagent start` re-executes itself with it)."""
+# psutil derives create_time from the boot time, which the kernel reports with up to a second of
+# jitter; the run directory in the environment is what tells a reused pid apart.
+CREATE_TIME_TOLERANCE_S = 0.5
+
+
+def is_same_process(record: Mapping[str, Any], run_dir: Path) -> bool:
+    """True only when the recorded process is proven to be this run (see `prove_process`)."""
+    return isinstance(prove_process(record, run_dir), psutil.Process)
+
+
+def process_mismatch(record: Mapping[str, Any], run_dir: Path) -> str | None:
+    """None when run.json's pid is proven to be this run, else why not (see `prove_process`)."""
+    proof = prove_process(record, run_dir)
+    return None if isinstance(proof, psutil.Process) else proof
+
+
+def prove_process(record: Mapping[str, Any], run_dir: Path) -> psutil.Process | str:
+    """The run's process when run.json's pid is proven to be this run: a positive integer,
+    alive, started at the recorded time (a finite number), and its environment or command line
+    names `run_dir`. Otherwise why not, in a few words. Signal through the returned object:
+    psutil refuses to signal a pid reused since it was looked at."""
     pid, created = record.get("pid"), record.get("pid_create_time")
-    if not isinstance(pid, int) or not isinstance(created, int | float):
-        return False
+    if type(pid) is not int or pid <= 0:
+        return "its pid is not a positive integer"
+    if not isinstance(created, int | float) or isinstance(created, bool) \
+            or not math.isfinite(created):
+        return "its start time is not a finite number"
     try:
         proc = psutil.Process(pid)
-        if abs(proc.create_time() - float(created)) > 0.5:
-            return False
+        if abs(proc.create_time() - float(created)) > CREATE_TIME_TOLERANCE_S:
+            return "that pid started at another time"
         if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return "distagent" in " ".join(proc.cmdline())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return "that process has exited"
+        if not _names_run_dir(proc, run_dir):
+            return "that process does not name this run directory"
+    except psutil.NoSuchProcess:
+        return "that process has exited"
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return "that process cannot be inspected"
+    return proc
+
+
+def _names_run_dir(proc: psutil.Process, run_dir: Path) -> bool:
+    want = str(Path(run_dir).resolve())
+    if want in proc.cmdline():
+        return True
+    try:
+        return proc.environ().get(RUN_DIR_ENV) == want
+    except psutil.AccessDenied:  # another user's process: not provably ours
         return False

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
+from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
 
 
@@ -26,7 +27,7 @@ def series_to_json(series: Series) -> dict[str, Any]:
 def run_to_json(run: RunSnapshot) -> dict[str, Any]:
     return {
         "name": run.name,
-        "path": str(run.path.absolute()),
+        "path": run_path_text(run.path),
         "status": run.status,
         "files": run.files,
         "problems": list(run.problems),

@@ -5,10 +5,15 @@ service. The step of each point is whole seconds since the recorder started (mon
 strictly increasing), and its wall time is when it was written. Only known values are written:
 an unsupported field leaves a gap, never a zero. tensorflow is imported in `start()`, so
 distcore stays importable without it.
+
+Once per recorder, the run also gets the hparams `{"host": <hostname>, "worker": <index>}`
+(worker absent for a single-worker job; `"simulated_gpus": N` added when the GPUs are simulated):
+distmon labels each `system/` run's host with them.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,11 +24,25 @@ from distcore.telemetry.sampler import TelemetrySampler, snapshot_metrics
 from distcore.telemetry.source import make_source
 
 
+def recorder_hparams(
+    host: str, worker: int | None, simulated_gpus: int = 0
+) -> dict[str, str | int]:
+    """What a system run says about where it was recorded: the host, the worker index (left
+    out for a single worker) and, only when its GPUs are simulated, how many."""
+    out: dict[str, str | int] = {"host": host}
+    if worker is not None:
+        out["worker"] = worker
+    if simulated_gpus > 0:
+        out["simulated_gpus"] = simulated_gpus
+    return out
+
+
 class SystemRecorder:
     """Samples every `interval` seconds and writes to `<run_dir>/<subdir>` (default `system`;
-    multi-worker jobs pass `names.worker_system_dir(i)`). Without `source` it samples this
-    host's GPUs through NVML plus the host and `pids`, and closes that source itself. Steps
-    are whole seconds since `origin` (default: the first sample)."""
+    multi-worker jobs pass `names.worker_system_dir(i)` and `worker=i`). Without `source` it
+    samples this host's GPUs through NVML (or `simulate_gpus` simulated ones) plus the host and
+    `pids`, and closes that source itself. Steps are whole seconds since `origin` (default: the
+    first sample)."""
 
     def __init__(
         self,
@@ -34,11 +53,19 @@ class SystemRecorder:
         source: Source | None = None,
         pids: Sequence[int] = (),
         origin: float | None = None,
+        simulate_gpus: int = 0,
+        worker: int | None = None,
+        host: str | None = None,
     ) -> None:
         self.log_dir = Path(run_dir) / subdir
         self._interval = interval
         self._owns_source = source is None
-        self._source: Source = source if source is not None else make_source(pids=pids)
+        self._source: Source = (
+            source if source is not None
+            else make_source(pids=pids, simulate_gpus=simulate_gpus)
+        )
+        self.hparams = recorder_hparams(host if host is not None else socket.gethostname(),
+                                        worker, simulate_gpus if source is None else 0)
         self._sampler: TelemetrySampler | None = None
         self._writer: Any = None
         self._tf: Any = None
@@ -55,6 +82,7 @@ class SystemRecorder:
         self._tf = tf
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._writer = tf.summary.create_file_writer(str(self.log_dir))
+        self._write_hparams()
         self._sampler = TelemetrySampler(
             self._source,
             interval=self._interval,
@@ -63,6 +91,13 @@ class SystemRecorder:
             close_source=self._owns_source,
         )
         self._sampler.start()
+
+    def _write_hparams(self) -> None:
+        from tensorboard.plugins.hparams import api as hp
+
+        with self._writer.as_default():
+            hp.hparams(dict(self.hparams))
+        self._writer.flush()
 
     def _step(self, snap: TelemetrySnapshot) -> int:
         if self._start is None:

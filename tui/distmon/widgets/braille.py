@@ -24,43 +24,85 @@ Y_LABEL_WIDTH = 8
 
 
 @dataclass(frozen=True)
+class Axis:
+    """One axis' range over the plottable values (see `dot_scale` for how it maps to dots)."""
+
+    low: float
+    high: float
+
+    @property
+    def middle(self) -> float:
+        return self.low / 2 + self.high / 2  # halves: (low + high) could overflow
+
+
+@dataclass(frozen=True)
 class Frame:
-    x0: float
-    x1: float
-    y0: float
-    y1: float
+    x: Axis
+    y: Axis
 
 
-def _ty(value: float, log_y: bool) -> float | None:
-    if not math.isfinite(value) or (log_y and value <= 0):
-        return None
-    return math.log10(value) if log_y else value
+def plottable(curve: Curve, log_y: bool) -> list[tuple[float, float] | None]:
+    """The curve's points as plot coordinates; None for a point that cannot be plotted (a
+    non-finite x or y, a y <= 0 on a log scale), which leaves a gap as TensorBoard does."""
+    isfinite, log10 = math.isfinite, math.log10  # a hot loop: 2,000 points per curve
+    if log_y:
+        return [
+            (x, log10(y)) if isfinite(x) and isfinite(y) and y > 0 else None
+            for x, y in zip(curve.xs, curve.ys, strict=False)
+        ]
+    return [
+        (x, y) if isfinite(x) and isfinite(y) else None
+        for x, y in zip(curve.xs, curve.ys, strict=False)
+    ]
+
+
+def _flat(value: float) -> Axis:
+    """A range around a single value: a flat line sits in the middle, labelled above and below."""
+    pad = 0.5 * (abs(value) or 1.0)
+    low, high = value - pad, value + pad
+    return Axis(low, high) if math.isfinite(low) and math.isfinite(high) else Axis(value, value)
 
 
 def frame_of(curves: Sequence[Curve], log_y: bool) -> Frame | None:
-    xs = [x for c in curves for x in c.xs]
-    ys = [t for c in curves for y in c.ys if (t := _ty(y, log_y)) is not None]
-    if not xs or not ys:
+    return _frame([plottable(c, log_y) for c in curves])
+
+
+def _frame(prepared: Sequence[Sequence[tuple[float, float] | None]]) -> Frame | None:
+    points = [p for curve in prepared for p in curve if p is not None]
+    if not points:
         return None
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
     y0, y1 = min(ys), max(ys)
-    if y0 == y1:  # a flat line sits in the middle
-        y0, y1 = y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1)
-    x0, x1 = min(xs), max(xs)
-    return Frame(x0, x1 if x1 > x0 else x0 + 1, y0, y1)
+    return Frame(Axis(min(xs), max(xs)), Axis(y0, y1) if y0 < y1 else _flat(y0))
 
 
-def _plot(curve: Curve, frame: Frame, w: int, h: int, log_y: bool) -> set[tuple[int, int]]:
-    """The dots (px, py) that draw `curve`, joined column by column."""
+def dot_scale(axis: Axis, cells: int) -> tuple[float, float, float, int]:
+    """(a, b, k, c) such that dot = round((value * a - b) * k) + c maps the axis onto 0..cells-1.
+    Nothing here can overflow or divide by zero, whatever the range:
+    plain (a = 1) when the span is a finite float; from halves (a = 0.5) when it overflows
+    (-1.7e308..1.7e308); the middle (k = 0) for a single value or a span too small to divide."""
+    top = cells - 1
+    for a in (1.0, 0.5):
+        span = axis.high * a - axis.low * a
+        if math.isfinite(span) and span > 0 and math.isfinite(top / span):
+            return a, axis.low * a, top / span, 0
+    return 0.0, 0.0, 0.0, round(0.5 * top)
+
+
+def _plot(
+    points: Sequence[tuple[float, float] | None], frame: Frame, w: int, h: int
+) -> set[tuple[int, int]]:
+    """The dots (px, py) that draw one curve's `points`, joined column by column."""
     dots: set[tuple[int, int]] = set()
-    sx = (w - 1) / (frame.x1 - frame.x0)
-    sy = (h - 1) / (frame.y1 - frame.y0)
     prev: tuple[int, int] | None = None
-    for x, y in zip(curve.xs, curve.ys, strict=False):
-        ty = _ty(y, log_y)
-        if ty is None:
+    xa, xb, xk, xc = dot_scale(frame.x, w)
+    ya, yb, yk, yc = dot_scale(frame.y, h)
+    bottom = h - 1 - yc
+    for xy in points:  # inlined: this loop runs for every point at every redraw
+        if xy is None:
             prev = None  # a gap, as TensorBoard leaves one
             continue
-        point = (round((x - frame.x0) * sx), h - 1 - round((ty - frame.y0) * sy))
+        point = (round((xy[0] * xa - xb) * xk) + xc, bottom - round((xy[1] * ya - yb) * yk))
         if prev is not None:
             _join(prev, point, dots)
         dots.add(point)
@@ -81,13 +123,22 @@ def _join(a: tuple[int, int], b: tuple[int, int], dots: set[tuple[int, int]]) ->
 
 def x_formatter(mode: XMode) -> Callable[[float], str]:
     if mode == "step":
-        return lambda v: f"{v:.0f}"
+        return lambda v: f"{v:.0f}" if abs(v) < 1e12 else f"{v:.3g}"
     if mode == "relative":
         return _duration
-    return lambda v: time.strftime("%H:%M:%S", time.localtime(v))
+    return _clock_time
+
+
+def _clock_time(seconds: float) -> str:
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(seconds))
+    except (OverflowError, OSError, ValueError):  # beyond what the C library can convert
+        return f"{seconds:.3g}"
 
 
 def _duration(seconds: float) -> str:
+    if abs(seconds) >= 1e9:
+        return f"{seconds:.3g}s"
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:
@@ -96,35 +147,56 @@ def _duration(seconds: float) -> str:
 
 
 def _y_label(value: float, log_y: bool) -> str:
-    shown = 10**value if log_y else value
+    shown = _pow10(value) if log_y else value
     text = f"{shown:.3g}" if abs(shown) < 1e5 else f"{shown:.1e}"
     return text.rjust(Y_LABEL_WIDTH - 1)[: Y_LABEL_WIDTH - 1] + "┤"
+
+
+def _pow10(exponent: float) -> float:
+    try:
+        return math.pow(10.0, exponent)
+    except OverflowError:
+        return math.inf
 
 
 def render_chart(
     curves: Sequence[Curve], width: int, height: int, *, log_y: bool = False, mode: XMode = "step"
 ) -> Text:
-    """`height` lines of `width` cells: y labels, the braille plot, and an x axis line."""
+    """`height` lines of `width` cells: y labels, the braille plot, and an x axis line that
+    counts the points that could not be plotted."""
     cols, rows = width - Y_LABEL_WIDTH, height - 1
-    frame = frame_of(curves, log_y)
+    prepared = [plottable(c, log_y) for c in curves]
+    frame = _frame(prepared)
+    missing = sum(p is None for points in prepared for p in points)
     if frame is None or cols < 4 or rows < 1:
-        return Text("no data" if frame is None else "", style="dim")
+        return Text(_no_plot(missing, log_y) if frame is None else "", style="dim")
     cells: dict[tuple[int, int], list[int]] = {}  # (row, col) -> [bits, curve index]
-    for index, curve in enumerate(curves):
-        for px, py in _plot(curve, frame, cols * 2, rows * 4, log_y):
+    for index, points in enumerate(prepared):
+        for px, py in _plot(points, frame, cols * 2, rows * 4):
             cell = cells.setdefault((py // 4, px // 2), [0, index])
             cell[0] |= _DOTS[px % 2][py % 4]
             cell[1] = index
     styles = [_style(c) for c in curves]
     out = Text(no_wrap=True, overflow="crop")
-    labels = {0: frame.y1, rows - 1: frame.y0, rows // 2: (frame.y0 + frame.y1) / 2}
+    labels = {0: frame.y.high, rows - 1: frame.y.low, rows // 2: frame.y.middle}
     for row in range(rows):
         label = _y_label(labels[row], log_y) if row in labels else " " * (Y_LABEL_WIDTH - 1) + "│"
         out.append(label, style="dim")
         _append_row(out, [cells.get((row, col)) for col in range(cols)], styles)
         out.append("\n")
-    out.append(_x_axis(frame, cols, mode), style="dim")
+    out.append(_x_axis(frame, cols, mode, missing), style="dim")
     return out
+
+
+def not_plotted(missing: int) -> str:
+    return f"{missing} point{'' if missing == 1 else 's'} not plotted"
+
+
+def _no_plot(missing: int, log_y: bool) -> str:
+    if not missing:
+        return "no data"
+    why = "NaN, infinite or <= 0 on a log scale" if log_y else "NaN or infinite"
+    return f"no data to plot: {not_plotted(missing)} ({why})"
 
 
 def _append_row(out: Text, row: list[list[int] | None], styles: list[Style]) -> None:
@@ -143,11 +215,17 @@ def _append_row(out: Text, row: list[list[int] | None], styles: list[Style]) -> 
         out.append("".join(run), style=run_style)
 
 
-def _x_axis(frame: Frame, cols: int, mode: XMode) -> str:
+def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
+    """The x range's ends, and between them how many points are not plotted, where it fits."""
     fmt = x_formatter(mode)
-    left, right = fmt(frame.x0), fmt(frame.x1)
+    left, right = fmt(frame.x.low), fmt(frame.x.high)
     gap = max(cols - len(left) - len(right), 1)
-    return " " * Y_LABEL_WIDTH + left + " " * gap + right
+    middle = " " * gap
+    for note in (f" {not_plotted(missing)} ", f" {missing} skipped ") if missing else ():
+        if len(note) <= gap - 2:
+            middle = note.center(gap)
+            break
+    return (" " * Y_LABEL_WIDTH + left + middle + right)[: Y_LABEL_WIDTH + cols]
 
 
 def _style(curve: Curve) -> Style:

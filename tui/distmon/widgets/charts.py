@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.text import Text
+from textual.content import Content
 from textual.widget import Widget
 
+from distcore.textsafe import terminal_text
 from distmon.widgets.braille import PALETTE, render_chart
 from distmon.widgets.model import Curve, XMode, split_run
+
+TITLE_LIMIT = 120  # characters of a chart title (it names a tag); the border crops it further
 
 
 class LineChart(Widget):
@@ -23,13 +26,18 @@ class LineChart(Widget):
         self._log_y = False
         self._mode: XMode = "step"
         self._cache: tuple[object, Text] | None = None
+        self._titles: tuple[str, Content] | None = None
 
     def plot(self, curves: Sequence[Curve], *, title: str, log_y: bool, mode: XMode) -> None:
+        """`title` is plain text (it may hold a tag's name): escaped, never read as markup."""
         curves = tuple(curves)
-        # Titles are parsed as markup on every assignment: only when they change.
+        # A title assignment re-lays the border out: only when it changed.
         subtitle = legend(curves, self.size.width)
-        if (title, subtitle) != (self.border_title, self.border_subtitle):
-            self.border_title, self.border_subtitle = title, subtitle
+        if (title, subtitle) != self._titles:
+            self._titles = (title, subtitle)
+            # Content(str) is plain text; a str would be parsed as markup.
+            self.border_title = Content(terminal_text(title, TITLE_LIMIT))
+            self.border_subtitle = subtitle
         if (curves, log_y, mode) == (self._curves, self._log_y, self._mode):
             return
         self._curves, self._log_y, self._mode = curves, log_y, mode
@@ -44,17 +52,20 @@ class LineChart(Widget):
         return self._cache[1]
 
 
-def legend(curves: Sequence[Curve], width: int) -> str:
-    """The jobs in their colours (a job's validation curve is its colour, dimmed)."""
-    out, used, seen = [], 0, set()
+def legend(curves: Sequence[Curve], width: int) -> Content:
+    """The jobs in their colours (a job's validation curve is its colour, dimmed); names are
+    escaped and elided, and never read as markup."""
+    parts: list[str | tuple[str, str]] = []
+    used, seen = 0, set()
     for curve in curves:
         if curve.color in seen:
             continue
         seen.add(curve.color)
-        label = split_run(curve.label)[0][-20:]
+        label = terminal_text(split_run(curve.label)[0], 20)
         used += len(label) + 1
         if used > max(width - 6, 8):
-            out.append("…")
+            parts.append(" …")
             break
-        out.append(f"[{PALETTE[curve.color % len(PALETTE)]}]{escape(label)}[/]")
-    return " ".join(out)
+        parts.extend([" "] if parts else [])
+        parts.append((label, PALETTE[curve.color % len(PALETTE)]))
+    return Content.assemble(*parts)

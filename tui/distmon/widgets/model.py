@@ -171,7 +171,8 @@ def x_values(series: Series, mode: XMode) -> tuple[float, ...]:
     if mode == "step":
         return tuple(float(s) for s in series.steps)
     if mode == "relative":
-        start = series.wall_times[0] if series.wall_times else 0.0
+        # From the first finite wall time: one NaN first point must not blank the whole curve.
+        start = next((w for w in series.wall_times if math.isfinite(w)), 0.0)
         return tuple(w - start for w in series.wall_times)
     return tuple(series.wall_times)
 

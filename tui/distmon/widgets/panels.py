@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,11 +12,13 @@ from textual.widget import Widget
 
 from distcore import names
 from distcore.alerts import Alert
+from distcore.textsafe import terminal_text
 from distmon.widgets.model import Job, Plan
 
 if TYPE_CHECKING:  # telemetry's package loads NVML bindings and psutil: not before first paint
     from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
 
+TEXT_LIMIT = 300  # characters of one outside string in a panel
 SPARK = "▁▂▃▄▅▆▇█"
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
@@ -37,7 +40,7 @@ def sparkline(values: Sequence[float | None], width: int, top: float = 100.0) ->
     """The newest `width` values as ▁..█ (0..top); unknown samples are blank."""
     chars = []
     for value in list(values)[-width:]:
-        if value is None:
+        if value is None or not math.isfinite(value):  # samples from a logdir can be NaN
             chars.append(" ")
         else:
             chars.append(SPARK[min(len(SPARK) - 1, max(0, int(value / top * len(SPARK))))])
@@ -121,9 +124,14 @@ def render_alerts(alerts: Sequence[Alert]) -> Text:
 def alert_line(alert: Alert) -> Text:
     return Text.assemble(
         (f"{SEVERITY_MARK[alert.severity]} ", SEVERITY_STYLE[alert.severity]),
-        (f"{alert.run}: " if alert.run else "", "bold"),
-        alert.message,
+        (f"{safe(alert.run)}: " if alert.run else "", "bold"),
+        safe(alert.message),
     )
+
+
+def safe(text: object) -> str:
+    """An outside string (names, paths, run.json fields) as the panels show it."""
+    return terminal_text(text, TEXT_LIMIT)
 
 
 def render_details(job: Job, plan: Plan | None, alerts: Sequence[Alert] = ()) -> Text:
@@ -131,12 +139,12 @@ def render_details(job: Job, plan: Plan | None, alerts: Sequence[Alert] = ()) ->
     main = job.main
     parts = ", ".join(p or "(run)" for p in job.runs)
     lines = [
-        Text.assemble(("job ", "bold"), job.name, f"  [{job.status}]"),
-        Text(f"path {job.job_dir}"),
+        Text.assemble(("job ", "bold"), safe(job.name), f"  [{job.status}]"),
+        Text(f"path {safe(job.job_dir)}"),
         Text(f"runs {parts}; {len(main.scalars)} tags; {main.files} files"),
     ]
     if main.problems:
-        lines.append(Text(f"problems: {'; '.join(main.problems)}", style="red"))
+        lines.append(Text(f"problems: {safe('; '.join(main.problems))}", style="red"))
     lines += [alert_line(a) for a in alerts if a.run in {r.name for r in job.runs.values()}]
     if plan is None:
         lines.append(Text("no run.json (not written by distagent)", style="dim"))
@@ -144,11 +152,11 @@ def render_details(job: Job, plan: Plan | None, alerts: Sequence[Alert] = ()) ->
     batch = "–" if plan.global_batch_size is None else str(plan.global_batch_size)
     replicas = "–" if plan.replicas is None else str(plan.replicas)
     lines.append(
-        Text(f"distagent: {plan.status or '?'}; {replicas} replicas; global batch {batch}")
+        Text(f"distagent: {safe(plan.status or '?')}; {replicas} replicas; global batch {batch}")
     )
-    lines.append(Text(f"learning rate {plan.learning_rate or '–'}"))
+    lines.append(Text(f"learning rate {safe(plan.learning_rate or '–')}"))
     if plan.error:
-        lines.append(Text(f"error: {plan.error}", style="red"))
+        lines.append(Text(f"error: {safe(plan.error)}", style="red"))
     return Text("\n").join(lines)
 
 

@@ -10,9 +10,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
+from distcore.textsafe import terminal_text
 from distmon.widgets.model import ROW_COLUMNS, JobRow
 
 COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
+NAME_LIMIT = 80  # characters of a job's name in the table
 STATUS_STYLE = {"live": "green", "idle": "yellow", "gone": "red"}
 
 
@@ -59,7 +61,8 @@ class RunsTable(DataTable[Text | str]):
     def _cells(self, row: JobRow, selected: bool) -> list[Text | str]:
         mark = Text(row.mark, style=STATUS_STYLE.get(row.status, ""))
         mark.append("◆" if selected else " ", style="bold magenta")
-        name = Text(row.name, style="bold magenta" if selected else "")
+        # The name comes from the logdir: control characters escaped, 10,000 characters elided.
+        name = Text(terminal_text(row.name, NAME_LIMIT), style="bold magenta" if selected else "")
         return [mark, name, *row.cells()[2:]]
 
     def _rebuild(self, rows: tuple[JobRow, ...], selected: frozenset[str]) -> None:

@@ -8,9 +8,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
+
+from distcore.textsafe import terminal_text
 
 DEFAULT_TAGS = "loss and accuracy"
 KEYS: tuple[tuple[str, str], ...] = (
@@ -63,7 +66,9 @@ class TagPicker(ModalScreen[str | None]):
         self._tags = tags
 
     def compose(self) -> ComposeResult:
-        options = [Option(DEFAULT_TAGS, id=DEFAULT_TAGS), *(Option(t, id=t) for t in self._tags)]
+        # A tag is shown escaped and elided, as plain Content (a str prompt is read as markup).
+        shown = (Option(Content(terminal_text(t, 60)), id=t) for t in self._tags)
+        options = [Option(DEFAULT_TAGS, id=DEFAULT_TAGS), *shown]
         with Vertical(id="picker"):
             yield OptionList(*options)
 

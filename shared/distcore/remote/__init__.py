@@ -1,0 +1,130 @@
+"""distcore.remote: logdirs and GPUs on other machines, read into the same RunStore.
+
+`make_remote_producers(specs, store, ...)` is the one entry point: it groups `host:PATH` sources
+by host (one shared SSH connection, one reader thread and one `nvidia-smi` per host) and gives
+each URL an fsspec reader. Every producer has start()/close()/errors()/scan_once()/readable().
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from distcore.events.store import RunStore
+from distcore.jobs.model import Host, HostSource, ProducerError
+from distcore.remote.spec import (
+    LocalSpec,
+    SourceSpec,
+    SshSpec,
+    UrlSpec,
+    parse_source,
+    parse_sources,
+    parse_storage_options,
+)
+
+__all__ = [
+    "LocalSpec",
+    "RemoteProducers",
+    "SourceSpec",
+    "SshSpec",
+    "UrlSpec",
+    "make_remote_producers",
+    "parse_source",
+    "parse_sources",
+    "parse_storage_options",
+]
+
+
+class RemoteReader(Protocol):
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def errors(self) -> tuple[ProducerError, ...]: ...
+    def scan_once(self) -> frozenset[str]: ...
+    def readable(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class RemoteProducers:
+    """All remote producers as one: start()/close() (idempotent, host sources included, the
+    shared connections closed last), errors() of every reader, hosts() of every host source.
+    For a job index: hosts=`host_sources`, producers=[this]."""
+
+    producers: tuple[RemoteReader, ...]
+    host_sources: tuple[HostSource, ...]
+    closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
+
+    def start(self) -> None:
+        for producer in self.producers:
+            producer.start()
+        for source in self.host_sources:
+            source.start()
+
+    def close(self) -> None:
+        for source in self.host_sources:
+            source.close()
+        for producer in self.producers:
+            producer.close()
+        for close in self.closers:
+            close()
+
+    def scan_once(self) -> frozenset[str]:
+        changed: set[str] = set()
+        for producer in self.producers:
+            changed |= producer.scan_once()
+        return frozenset(changed)
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        return tuple(e for p in self.producers for e in p.errors())
+
+    def readable(self) -> bool:
+        """True when at least one remote source was read (the --once exit rule)."""
+        return any(p.readable() for p in self.producers)
+
+    def hosts(self) -> tuple[Host, ...]:
+        return tuple(h for s in self.host_sources for h in s.hosts())
+
+
+def make_remote_producers(
+    specs: Sequence[SourceSpec],
+    store: RunStore,
+    *,
+    refresh: float = 1.0,
+    ssh_config: Path | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    gpus: bool = True,
+    clock: Callable[[], float] = time.time,
+) -> RemoteProducers:
+    """Producers for the remote specs (local ones are ignored: the LogdirWatcher has them)."""
+    from distcore.remote.fsspec_logdir import FsspecLogdirReader
+    from distcore.remote.nvidia_smi import SshGpuSource
+    from distcore.remote.ssh import SshConnection
+    from distcore.remote.ssh_logdir import SshLogdirReader
+
+    producers: list[RemoteReader] = []
+    sources: list[HostSource] = []
+    closers: list[Callable[[], None]] = []
+    by_host: dict[str, list[SshSpec]] = {}
+    for spec in dict.fromkeys(specs):  # the same source twice is read once
+        if isinstance(spec, SshSpec):
+            by_host.setdefault(spec.destination, []).append(spec)
+        elif isinstance(spec, UrlSpec):
+            producers.append(
+                FsspecLogdirReader(
+                    spec, store, storage_options=storage_options, interval=refresh, clock=clock
+                )
+            )
+    hosts = [s[0].label for s in by_host.values()]
+    for destination, host_specs in by_host.items():
+        # Named by host; by user@host where one host is reached as several users.
+        label = host_specs[0].label if hosts.count(host_specs[0].label) == 1 else destination
+        conn = SshConnection(destination, ssh_config=ssh_config, clock=clock)
+        closers.append(conn.close)
+        producers.append(
+            SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)
+        )
+        if gpus:
+            sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock))
+    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers))

@@ -1,0 +1,211 @@
+"""Logdirs in object stores and other fsspec filesystems (`s3://`, `gs://`, ...).
+
+s3fs and gcsfs are optional extras: a missing one is one line naming `pip install 'distmon[s3]'`.
+Credentials come from wherever the client library finds them (environment, config files,
+instance metadata) and are never shown; endpoints from `AWS_ENDPOINT_URL`,
+`STORAGE_EMULATOR_HOST` or `--storage-option endpoint_url=...`. The listing is refreshed on an
+interval (fsspec's cached one is dropped first); files are read in ranges from the last offset.
+Objects are replaced whole when a writer flushes, so each read also fetches the 16 bytes before
+the offset: if they changed, the object is a new one and is read again from the start.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from distcore.events.store import RunStore
+from distcore.jobs.model import ProducerError
+from distcore.remote.spec import UrlSpec
+from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
+from distcore.textsafe import terminal_text
+
+EXTRAS: Final = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
+BACKOFF_MAX: Final = 30.0
+MAX_ROUNDS: Final = 64
+
+
+class SourceError(Exception):
+    """One line that says why a URL cannot be read now."""
+
+
+def describe_error(url: str, err: BaseException) -> str:
+    """The one line shown for a failure; never the storage options or credentials."""
+    if isinstance(err, FileNotFoundError):
+        return "no such bucket or path"
+    if isinstance(err, PermissionError):
+        return "access denied"
+    text = " ".join(str(err).split()) or type(err).__name__
+    for marker, line in (
+        ("AccessDenied", "access denied"),
+        ("NoSuchBucket", "no such bucket"),
+        ("InvalidAccessKeyId", "access denied (unknown access key)"),
+        ("SignatureDoesNotMatch", "access denied (wrong secret key)"),
+    ):
+        if marker in text:
+            return line
+    return terminal_text(f"{type(err).__name__}: {text}", 200)
+
+
+# The clients log retries and fallbacks with tracebacks; with no handler configured Python would
+# print them on stderr, i.e. over the dashboard. Failures reach the user as our one line instead.
+_CHATTY_LOGGERS: Final = (
+    "fsspec", "s3fs", "gcsfs", "aiobotocore", "botocore", "boto3", "google", "urllib3", "aiohttp",
+)  # fmt: skip
+
+
+def quiet_client_logs() -> None:
+    for name in _CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+def open_filesystem(spec: UrlSpec, options: Mapping[str, Any]) -> tuple[Any, str]:
+    """(filesystem, root path) for the URL; SourceError with the extra to install if needed."""
+    import fsspec.core
+
+    quiet_client_logs()
+    if spec.protocol in ("gs", "gcs") and os.environ.get("STORAGE_EMULATOR_HOST"):
+        # gcsfs >= 2025 asks a gRPC control plane for each bucket's layout, which emulators do
+        # not serve: 60 s of retries per bucket. Its own switch turns that off (read at import).
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+    try:
+        fs, root = fsspec.core.url_to_fs(spec.url, skip_instance_cache=True, **options)
+    except ImportError as err:
+        extra = EXTRAS.get(spec.protocol)
+        if extra is None:
+            raise SourceError(f"{spec.protocol}:// needs a package: {err}") from err
+        raise SourceError(
+            f"reading {spec.protocol}:// needs the {extra} extra: pip install 'distmon[{extra}]'"
+        ) from err
+    except (ValueError, TypeError) as err:  # unknown protocol, a storage option it refuses
+        raise SourceError(terminal_text(" ".join(str(err).split()), 200)) from err
+    return fs, str(root).rstrip("/")
+
+
+def _mtime(info: Mapping[str, Any]) -> float | None:
+    for key in ("LastModified", "updated", "mtime", "created"):
+        value = info.get(key)
+        if isinstance(value, dt.datetime):
+            return value.timestamp()
+        if isinstance(value, int | float):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
+
+
+class FsspecLogdirReader:
+    def __init__(
+        self,
+        spec: UrlSpec,
+        store: RunStore,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._spec = spec
+        self._store = store
+        self._options = dict(storage_options or {})
+        self._interval = interval
+        self._clock = clock
+        url = spec.url.rstrip("/")
+        self._tail = LogdirTail(store, url + "/", url, url, overlap=OVERLAP)
+        self._fs: Any = None
+        self._root = ""
+        self._error: ProducerError | None = None
+        self._read_once = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.refreshes = 0
+        self._scan_lock = threading.Lock()
+
+    @property
+    def bytes_fetched(self) -> int:
+        return self._tail.bytes_fetched
+
+    def readable(self) -> bool:
+        return self._read_once
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        error = self._error
+        return (error,) if error is not None else ()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name="distmon-fsspec-reader", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+
+    def scan_once(self) -> frozenset[str]:
+        """One refresh; callable from any thread (one refresh at a time)."""
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> frozenset[str]:
+        try:
+            changed = self._refresh()
+        except Exception as err:  # a producer never dies: one line, shown in place
+            line = str(err) if isinstance(err, SourceError) else describe_error(self._spec.url, err)
+            where = terminal_text(self._spec.url, 120)
+            since = self._error.since if self._error is not None else self._clock()
+            self._error = ProducerError(f"url:{where}", f"{where}: {line}", since)
+            return frozenset()
+        finally:
+            self.refreshes += 1
+        self._error = None
+        self._store.notify(changed)
+        return changed
+
+    def _loop(self) -> None:
+        delay = self._interval
+        while not self._stop.is_set():
+            self.scan_once()
+            # Failures back off (a missing bucket is not asked for every second).
+            delay = self._interval if self._error is None else min(BACKOFF_MAX, delay * 2)
+            self._stop.wait(delay)
+
+    def _refresh(self) -> frozenset[str]:
+        if self._fs is None:
+            self._fs, self._root = open_filesystem(self._spec, self._options)
+        fs, root = self._fs, self._root
+        fs.invalidate_cache(root)
+        found = fs.find(root, detail=True)
+        if not found and not fs.exists(root):
+            raise FileNotFoundError(root)
+        self._read_once = True
+        listing = {
+            path[len(root) + 1 :]: FileMeta(None, int(info.get("size") or 0), _mtime(info))
+            for path, info in found.items()
+            if path.startswith(root + "/") and info.get("type", "file") == "file"
+        }
+        # FETCH_LIMIT per file per round, so catch up in rounds; a replaced object is read
+        # again from its start in the next round.
+        for _ in range(MAX_ROUNDS):
+            fetches = self._tail.plan(listing)
+            if not fetches or self._stop.is_set():
+                break
+            for fetch in fetches:
+                end = fetch.start + fetch.length
+                data = fs.cat_file(f"{root}/{fetch.rel}", start=fetch.start, end=end)
+                self._tail.deliver(fetch.rel, fetch.start, bytes(data))
+        return self._tail.finish()

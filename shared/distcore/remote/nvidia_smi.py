@@ -1,0 +1,196 @@
+"""A remote host's GPUs: ONE long-running `nvidia-smi --query-gpu=... -lms <ms>` over the host's
+shared SSH connection, its CSV lines parsed into the same `GpuDevice`s as local GPUs.
+
+nvidia-smi prints one line per GPU per tick; each line replaces that GPU's figures, so no
+grouping into ticks is needed. "[N/A]", "[Not Supported]" and friends are None, never 0. Fields
+nvidia-smi's query cannot give (PCIe throughput, per-process command lines) are None / empty.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Final
+
+from distcore.jobs.model import Host, ProducerError
+from distcore.remote.ssh import SshConnection, SshUnreachable
+from distcore.telemetry.model import GpuDevice
+from distcore.textsafe import terminal_text
+
+QUERY: Final = (
+    "index", "name", "uuid", "utilization.gpu", "utilization.memory", "memory.used",
+    "memory.total", "temperature.gpu", "power.draw", "power.limit", "clocks.sm", "fan.speed",
+)  # fmt: skip
+NOT_FOUND_EXIT: Final = 127
+
+
+def command(interval_ms: int) -> str:
+    return (
+        f"exec nvidia-smi --query-gpu={','.join(QUERY)} --format=csv,noheader,nounits"
+        f" -lms {max(100, int(interval_ms))}"
+    )
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None  # [N/A], [Not Supported], [Unknown Error], [GPU is lost], ...
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _text(text: str) -> str | None:
+    return None if not text or text.startswith("[") else text
+
+
+def parse_line(line: str) -> GpuDevice | None:
+    """One CSV line of the query above; None for anything else (a banner, an error line)."""
+    cells = [c.strip() for c in line.split(",")]
+    if len(cells) != len(QUERY) or not cells[0].isdigit():
+        return None
+    util, util_mem, mem_used, mem_total, temp, power, limit, clock, fan = map(_number, cells[3:])
+    return GpuDevice(
+        index=int(cells[0]), name=_text(cells[1]), uuid=_text(cells[2]),
+        utilization_gpu=util, utilization_memory=util_mem,
+        memory_used_mib=mem_used, memory_total_mib=mem_total,
+        temperature_c=temp, power_w=power, power_limit_w=limit, sm_clock_mhz=clock,
+        fan_percent=fan, pcie_rx_kib_s=None, pcie_tx_kib_s=None, processes=(),
+    )  # fmt: skip
+
+
+class SshGpuSource:
+    """A `HostSource`: the GPUs of one host over its shared connection (source "ssh")."""
+
+    def __init__(
+        self,
+        connection: SshConnection,
+        label: str,
+        *,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._conn = connection
+        self._label = label
+        self._interval = interval
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._gpus: dict[int, GpuDevice] = {}
+        self._sampled_at: float | None = None
+        self._reason: str | None = "connecting"
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"distmon-ssh-gpus-{self._label}", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._kill()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def hosts(self) -> tuple[Host, ...]:
+        with self._lock:
+            gpus = tuple(self._gpus[i] for i in sorted(self._gpus))
+            sampled_at, reason = self._sampled_at, self._reason
+        return (
+            Host(
+                key=f"ssh:{self._label}",
+                name=self._label,
+                source="ssh",
+                sampled_at=sampled_at,
+                gpus=gpus,
+                gpu_reason=reason,
+                error=self._conn.error_line(),
+            ),
+        )
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        return ()  # the connection's error is the host's; the logdir reader reports it once
+
+    def sample_once(self, timeout: float = 30.0) -> None:
+        """One sample (for `--once`): the same query without -lms."""
+        try:
+            result = self._conn.run(command(0).split(" -lms")[0], timeout=timeout)
+        except SshUnreachable as err:
+            self._set_reason(f"unreachable ({err})")
+            return
+        for line in result.stdout.decode("utf-8", "replace").splitlines():
+            self._take(line)
+        if result.returncode != 0:
+            self._set_reason(self._exit_reason(result.returncode, result.stderr))
+
+    # --- the sampling thread -------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._sample_forever()
+            except Exception as err:  # never die silently: say so, then start again
+                self._set_reason(terminal_text(f"{type(err).__name__}: {err}", 200))
+                self._stop.wait(5.0)
+
+    def _sample_forever(self) -> None:
+        backoff = self._interval
+        while not self._stop.is_set():
+            try:
+                proc = self._conn.popen(command(int(self._interval * 1000)))
+            except SshUnreachable as err:
+                self._set_reason(f"unreachable ({err})")
+                self._stop.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+                continue
+            self._proc = proc
+            assert proc.stdout is not None and proc.stderr is not None
+            self._read(proc.stdout)
+            code = proc.wait()
+            stderr = proc.stderr.read().decode("utf-8", "replace")
+            proc.stdout.close()
+            proc.stderr.close()
+            if self._stop.is_set():
+                break
+            self._set_reason(self._exit_reason(code, stderr))
+            if code == NOT_FOUND_EXIT:  # no nvidia-smi there: ask again only after a while
+                self._stop.wait(60.0)
+            else:
+                self._stop.wait(backoff)
+                backoff = min(30.0, backoff * 2)
+
+    def _read(self, stream: IO[bytes]) -> None:
+        for raw in stream:
+            if self._take(raw.decode("utf-8", "replace")):
+                with self._lock:
+                    self._reason = None
+
+    def _take(self, line: str) -> bool:
+        device = parse_line(line)
+        if device is None:
+            return False
+        with self._lock:
+            self._gpus[device.index] = device
+            self._sampled_at = self._clock()
+            self._reason = None
+        return True
+
+    def _exit_reason(self, code: int, stderr: str) -> str:
+        if code == NOT_FOUND_EXIT:
+            return f"nvidia-smi not found on {self._label}"
+        last = [ln for ln in stderr.splitlines() if ln.strip()]
+        detail = terminal_text(last[-1], 160) if last else f"exit status {code}"
+        return f"nvidia-smi on {self._label} stopped: {detail}"
+
+    def _set_reason(self, reason: str) -> None:
+        with self._lock:
+            self._reason = reason
+
+    def _kill(self) -> None:
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()

@@ -1,0 +1,281 @@
+"""One shared SSH connection per host, through the system `ssh` (the user's config, keys, agent,
+jump hosts all apply; `--ssh-config` is `-F`).
+
+The connection is an OpenSSH ControlMaster whose socket lives in a private temporary directory;
+every command (listings, reads, the long-running nvidia-smi) is a session multiplexed over it, so
+logdirs and GPUs of one host share one TCP connection and one authentication. The master's own
+session is `cat`: when distmon goes away, however it ends, its stdin closes and the master exits.
+A command never falls back to a connection of its own (ProxyCommand=false after the mux). A lost
+connection is re-made with backoff; `error_line()` says since when it is unreachable and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from distcore.textsafe import terminal_text
+
+READY: Final = b"distmon-ready"
+BACKOFF_FIRST: Final = 1.0
+BACKOFF_MAX: Final = 30.0
+_NOISE: Final = ("Warning: Permanently added", "debug", "Pseudo-terminal")
+
+
+class SshUnreachable(Exception):
+    """The host cannot be reached now; str() is the reason in one line."""
+
+
+@dataclass(frozen=True)
+class Result:
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
+def ssh_reason(stderr: str, fallback: str = "connection closed") -> str:
+    """The line of ssh's stderr that says what went wrong, without ssh's own prefixes."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(_NOISE)]
+    if not lines:
+        return fallback
+    line = lines[-1].removeprefix("ssh: ")
+    return terminal_text(line.rstrip("."), 200)
+
+
+def clock_text(when: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(when))
+
+
+class SshConnection:
+    def __init__(
+        self,
+        destination: str,
+        *,
+        ssh_config: Path | None = None,
+        connect_timeout: float = 10.0,
+        ssh: str = "ssh",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.destination = destination
+        self._config = ssh_config
+        self._connect_timeout = connect_timeout
+        self._ssh = ssh
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._dir: str | None = None
+        self._master: subprocess.Popen[bytes] | None = None
+        self._down_since: float | None = None
+        self._reason: str | None = None
+        self._next_try = 0.0
+        self._backoff = BACKOFF_FIRST
+        self.connects = 0  # successful connections (tests check reconnects)
+        self.bytes_received = 0  # every command's output: listings, headers and data (bench)
+        self._closed = False
+
+    # --- state ---------------------------------------------------------------------------------
+    def error_line(self) -> str | None:
+        """'host unreachable since 12:03:04 (Connection refused)', or None while connected."""
+        with self._lock:
+            if self._down_since is None:
+                return None
+            return f"unreachable since {clock_text(self._down_since)} ({self._reason})"
+
+    @property
+    def down_since(self) -> float | None:
+        return self._down_since
+
+    def connected(self) -> bool:
+        with self._lock:
+            return self._alive()
+
+    # --- commands ------------------------------------------------------------------------------
+    def run(self, command: str, timeout: float = 60.0) -> Result:
+        """Run `command` over the shared connection; SshUnreachable if there is none."""
+        self.ensure()
+        argv = self._client_argv(command)
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired as err:
+            self._lost(f"no answer within {timeout:.0f} s")
+            raise SshUnreachable(f"no answer within {timeout:.0f} s") from err
+        self.bytes_received += len(done.stdout) + len(done.stderr)
+        stderr = done.stderr.decode("utf-8", "replace")
+        if done.returncode == 255:
+            reason = ssh_reason(stderr)
+            self._lost(reason)
+            raise SshUnreachable(reason)
+        return Result(done.returncode, done.stdout, stderr)
+
+    def popen(self, command: str) -> subprocess.Popen[bytes]:
+        """A long-running command over the shared connection (stdout piped)."""
+        self.ensure()
+        return subprocess.Popen(
+            self._client_argv(command),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def ensure(self) -> None:
+        """Connect if not connected, at most once per backoff period."""
+        with self._lock:
+            if self._alive():
+                return
+            if self._closed:
+                raise SshUnreachable("closed")
+            if self._master is not None:  # it was up and died
+                self._mark_down(self._master_reason())
+            now = self._clock()
+            if now < self._next_try:
+                raise SshUnreachable(self._reason or "not connected")
+            try:
+                self._connect()
+            except SshUnreachable as err:
+                self._mark_down(str(err))
+                self._next_try = self._clock() + self._backoff
+                self._backoff = min(BACKOFF_MAX, self._backoff * 2)
+                raise
+            self._down_since, self._reason = None, None
+            self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stop_master()
+            if self._dir is not None:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
+
+    # --- internals -----------------------------------------------------------------------------
+    def _base_argv(self) -> list[str]:
+        argv = [self._ssh]
+        if self._config is not None:
+            argv += ["-F", str(self._config)]
+        assert self._dir is not None
+        return [
+            *argv,
+            "-o", f"ControlPath={self._dir}/master",
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={max(1, round(self._connect_timeout))}",
+            # A RemoteCommand or RequestTTY in the user's config would clash with ours.
+            "-o", "RemoteCommand=none",
+        ]  # fmt: skip
+
+    def _client_argv(self, command: str) -> list[str]:
+        if self._dir is None:
+            raise SshUnreachable("not connected")
+        return [
+            *self._base_argv(),
+            "-o", "ControlMaster=no",
+            "-o", "ProxyCommand=false",  # never a second connection when the master is gone
+            "-T", "--", self.destination, command,
+        ]  # fmt: skip
+
+    def _connect(self) -> None:
+        self._stop_master()
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix="distmon-ssh-")  # 0700: the socket is private
+        err_path = Path(self._dir) / "master.err"
+        argv = [
+            *self._base_argv(),
+            "-o", "ControlMaster=yes",
+            "-o", "ControlPersist=no",
+            "-o", "ServerAliveInterval=2",
+            "-o", "ServerAliveCountMax=3",
+            "-o", "ClearAllForwardings=yes",  # no port opened, whatever the config forwards
+            "-T", "--", self.destination, f"echo {READY.decode()}; exec cat >/dev/null",
+        ]  # fmt: skip
+        try:
+            with open(err_path, "wb") as err:
+                self._master = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+                )
+        except OSError as err:  # no ssh binary
+            raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
+        if not self._wait_ready(self._master):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._master.wait(timeout=2)  # its stdout closes just before it exits
+            reason = self._master_reason()
+            self._stop_master()
+            raise SshUnreachable(reason)
+
+    def _wait_ready(self, master: subprocess.Popen[bytes]) -> bool:
+        assert master.stdout is not None
+        deadline = time.monotonic() + self._connect_timeout + 5
+        seen = b""
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master.stdout], [], [], 0.1)
+            if ready:
+                chunk = os.read(master.stdout.fileno(), 256)
+                if not chunk:
+                    return False
+                seen += chunk
+                if READY in seen:
+                    return True
+            elif master.poll() is not None:
+                return False
+        return False
+
+    def _master_reason(self) -> str:
+        if self._dir is None:
+            return "not connected"
+        if self._master is not None and self._master.poll() is None:
+            return "no answer"
+        try:
+            text = (Path(self._dir) / "master.err").read_text("utf-8", "replace")
+        except OSError:
+            text = ""
+        return ssh_reason(text)
+
+    def _alive(self) -> bool:
+        return self._master is not None and self._master.poll() is None and self._down_since is None
+
+    def _lost(self, reason: str) -> None:
+        with self._lock:
+            if self._master is not None and self._master.poll() is not None:
+                reason = self._master_reason()  # the master's own words are the better ones
+            # A master still running has not noticed a dead peer yet: start afresh.
+            self._stop_master()
+            self._mark_down(reason)
+
+    def _mark_down(self, reason: str) -> None:
+        if self._down_since is None:
+            self._down_since = self._clock()
+        self._reason = reason
+
+    def _stop_master(self) -> None:
+        master, self._master = self._master, None
+        if master is None:
+            return
+        if master.stdin is not None:
+            master.stdin.close()
+        if master.poll() is None:
+            master.terminate()
+        try:
+            master.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+        if master.stdout is not None:
+            master.stdout.close()
+
+
+def posix_script(script: str, args: Sequence[str]) -> str:
+    """A remote command line that runs `script` under /bin/sh with `args`, whatever the login
+    shell: everything is single-quoted, so nothing from a path is ever interpreted."""
+    import shlex
+
+    return " ".join(["sh", "-c", shlex.quote(script), "sh", *(shlex.quote(a) for a in args)])

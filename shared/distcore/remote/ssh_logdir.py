@@ -1,0 +1,281 @@
+"""Logdirs on another machine, read over the host's shared SSH connection.
+
+Nothing is installed there. A refresh is ONE `sh` command: for every file already known, a
+header and the bytes appended since the last read (`tail -c +N | head -c M`, which seeks; none
+for a file that did not grow), checked by a second `stat` after them; then one `find` (GNU
+findutils: device, inode, size, mtime and path of every event file, NUL-separated). Files that
+are new in that listing are read by a second command, once. Only appended bytes travel.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from distcore.events.store import RunStore
+from distcore.jobs.model import ProducerError
+from distcore.remote.spec import SshSpec
+from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
+from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
+from distcore.textsafe import terminal_text
+
+MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
+NO_DIR: Final = 3
+DENIED: Final = 4
+
+_CD: Final = r"""
+if ! cd -- "$1" 2>/dev/null; then
+  if [ -d "$1" ]; then exit 4; fi
+  exit 3
+fi
+shift
+"""
+# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
+_READS: Final = r"""
+while [ $# -ge 4 ]; do
+  f=$1; id=$2; off=$3; max=$4; shift 4
+  s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
+  i=${s% *}; z=${s#* }
+  if [ "$i" != "$id" ] || [ "$z" -lt "$off" ]; then off=0; fi
+  n=$((z - off)); if [ "$n" -gt "$max" ]; then n=$max; fi
+  printf '%s %s %s %s\n' "$i" "$z" "$off" "$n"
+  if [ "$n" -gt 0 ]; then
+    { tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; } | head -c "$n"
+  fi
+  s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
+  printf '%s\n' "$s"
+done
+"""
+# Device, inode, size, mtime and path of every event file, NUL-separated (GNU find).
+_FIND: Final = r"""
+find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
+exit 0
+"""
+# A refresh is ONE command: what the known files grew by, then the listing (new files are
+# read by a second command, once).
+REFRESH_SCRIPT: Final = _CD + _READS + _FIND
+READ_SCRIPT: Final = _CD + _READS
+
+
+@dataclass
+class _Logdir:
+    spec: SshSpec
+    tail: LogdirTail
+    error: str | None = None
+    error_since: float = 0.0
+    read_once: bool = False
+
+
+def remote_path(path: str) -> str:
+    """`~/x` and `~` are relative to the home directory, where ssh sessions start."""
+    if path == "~":
+        return "."
+    return path[2:] or "." if path.startswith("~/") else path
+
+
+def unique_bases(paths: Sequence[str]) -> list[str]:
+    """Each logdir's folder name, made unique (`runs`, `runs-2`): several logdirs on one host
+    are told apart in run names as local ones are."""
+    bases: list[str] = []
+    for path in paths:
+        base = posixpath.basename(posixpath.normpath(path)) or path
+        name, n = base, 2
+        while name in bases:
+            name, n = f"{base}-{n}", n + 1
+        bases.append(name)
+    return bases
+
+
+def parse_listing(data: bytes) -> dict[str, FileMeta]:
+    listing: dict[str, FileMeta] = {}
+    for entry in data.split(b"\0"):
+        parts = entry.split(b" ", 3)
+        if len(parts) != 4:
+            continue
+        ident, size, mtime, rel = parts
+        try:
+            meta = FileMeta(ident.decode(), int(size), float(mtime))
+        except ValueError:
+            continue
+        listing[rel.decode("utf-8", "surrogateescape")] = meta
+    return listing
+
+
+class SshLogdirReader:
+    """Every logdir of one host; one thread, one connection (shared with its GPU source)."""
+
+    def __init__(
+        self,
+        connection: SshConnection,
+        label: str,
+        specs: Sequence[SshSpec],
+        store: RunStore,
+        *,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._conn = connection
+        self._label = label
+        self._store = store
+        self._interval = interval
+        self._clock = clock
+        bases = unique_bases([spec.path for spec in specs])
+        self._logdirs = [
+            self._logdir(spec, base, len(specs) > 1)
+            for spec, base in zip(specs, bases, strict=True)
+        ]
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.refreshes = 0
+        self._scan_lock = threading.Lock()
+
+    @property
+    def connection(self) -> SshConnection:
+        return self._conn
+
+    def _logdir(self, spec: SshSpec, base: str, several: bool) -> _Logdir:
+        prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
+        root_name, path_base = f"{self._label}:{base}", f"{self._label}:{spec.path}"
+        tail = LogdirTail(self._store, prefix, root_name, path_base)
+        return _Logdir(spec, tail)
+
+    @property
+    def bytes_fetched(self) -> int:
+        return sum(d.tail.bytes_fetched for d in self._logdirs)
+
+    def readable(self) -> bool:
+        return any(d.read_once for d in self._logdirs)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._loop, name=f"distmon-ssh-{self._label}", daemon=True
+            )
+            self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+            self._thread = None
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        found = []
+        down = self._conn.error_line()
+        if down is not None:
+            since = self._conn.down_since or self._clock()
+            found.append(ProducerError(f"ssh:{self._label}", f"{self._label}: host {down}", since))
+        with self._lock:
+            for d in self._logdirs:
+                if d.error is not None and down is None:
+                    where = terminal_text(f"{self._label}:{d.spec.path}", 120)
+                    error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", d.error_since)
+                    found.append(error)
+        return tuple(found)
+
+    def scan_once(self) -> frozenset[str]:
+        """One refresh of every logdir; the run names that changed (already notified).
+        Callable from any thread (a reload while the loop runs): one refresh at a time."""
+        with self._scan_lock:
+            return self._scan()
+
+    def _scan(self) -> frozenset[str]:
+        changed: set[str] = set()
+        for logdir in self._logdirs:
+            if self._stop.is_set():
+                break
+            try:
+                changed |= self._refresh(logdir)
+            except SshUnreachable:
+                break  # errors() says so; what was read stays
+            except Exception as err:  # never die silently: one line, and try again next time
+                with self._lock:
+                    if logdir.error is None:
+                        logdir.error_since = self._clock()
+                    logdir.error = terminal_text(f"{type(err).__name__}: {err}", 200)
+        self.refreshes += 1
+        self._store.notify(frozenset(changed))
+        return frozenset(changed)
+
+    def _loop(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.scan_once()
+            next_at += self._interval
+            now = time.monotonic()
+            if next_at < now:  # a slow refresh (or an outage): no burst to catch up
+                next_at = now
+            self._stop.wait(next_at - now)
+
+    def _refresh(self, logdir: _Logdir) -> frozenset[str]:
+        known = logdir.tail.known(FETCH_LIMIT)
+        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._read_args(logdir, known)))
+        error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
+        if error is None and listed.returncode != 0:
+            detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
+            error = f"listing failed ({detail})"
+        with self._lock:
+            if error is not None and error != logdir.error:
+                logdir.error_since = self._clock()
+            logdir.error = error
+        if error is not None:
+            return frozenset()
+        logdir.read_once = True
+        _, end = _take_reads(logdir.tail, known, listed.stdout)
+        listing = parse_listing(listed.stdout[end:])
+        fetches = logdir.tail.plan(listing)
+        for _ in range(MAX_ROUNDS):
+            if not fetches or self._stop.is_set():
+                break
+            sizes = self._read(logdir, fetches)
+            listing.update(sizes)
+            fetches = [f for f in logdir.tail.plan(listing) if f.rel in sizes]
+        return logdir.tail.finish()
+
+    def _read(self, logdir: _Logdir, fetches: Sequence[Fetch]) -> dict[str, FileMeta]:
+        args = self._read_args(logdir, fetches)
+        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
+        return _take_reads(logdir.tail, fetches, result.stdout)[0]
+
+    @staticmethod
+    def _read_args(logdir: _Logdir, fetches: Sequence[Fetch]) -> list[str]:
+        args = [remote_path(logdir.spec.path)]
+        for f in fetches:
+            args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
+        return args
+
+
+def _take_reads(
+    tail: LogdirTail, fetches: Sequence[Fetch], out: bytes
+) -> tuple[dict[str, FileMeta], int]:
+    """Hand each file's bytes to the tail: the sizes seen after the read (for catch-up), and
+    where the reads end in `out` (a listing may follow)."""
+    sizes: dict[str, FileMeta] = {}
+    pos = 0
+    for f in fetches:
+        end = out.find(b"\n", pos)
+        head = out[pos:end].split() if end >= 0 else []
+        if len(head) != 4:
+            break
+        ident, start, count = head[0].decode(), int(head[2]), int(head[3])
+        data = out[end + 1 : end + 1 + count]
+        trailer_at = end + 1 + count
+        end = out.find(b"\n", trailer_at)
+        if end < 0:
+            break
+        after = out[trailer_at:end].split()
+        pos = end + 1
+        if len(data) != count or len(after) != 2 or after[0].decode() != ident:
+            continue  # replaced while read: the next refresh starts it again
+        if int(after[1]) < start + count:
+            continue  # truncated while read
+        if start == 0 and tail.identity(f.rel) != ident:
+            tail.restart(f.rel, ident)
+        tail.deliver(f.rel, start, data)
+        sizes[f.rel] = FileMeta(ident, int(after[1]), tail.mtime(f.rel))
+    return sizes, pos

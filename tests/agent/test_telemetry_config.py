@@ -1,0 +1,96 @@
+"""`[telemetry]` and the system recorder: simulated GPUs and the host/worker hparams reach the
+event files, read back by distcore's real reader (no TensorFlow job needed: the real recorder)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distagent.config import config_from_dict
+from distcore import names
+from distcore.errors import ConfigErrors
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "problem"),
+    [
+        ({}, None),
+        ({"interval_seconds": 0.5, "simulate_gpus": 2}, None),
+        ({"interval_seconds": 0.0}, "telemetry.interval_seconds: expected seconds from 0.1"),
+        ({"interval_seconds": float("nan")}, "telemetry.interval_seconds: expected seconds"),
+        ({"interval_seconds": float("inf")}, "telemetry.interval_seconds: expected seconds"),
+        ({"simulate_gpus": -1}, "telemetry.simulate_gpus: expected an integer from 0 to 64"),
+        ({"simulate_gpus": 10_000}, "telemetry.simulate_gpus: expected an integer from 0 to 64"),
+        ({"simulate_gpu": 2}, 'telemetry.simulate_gpu: unknown key; did you mean "simulate_gpus"'),
+    ],
+)
+def test_telemetry_keys(telemetry: dict[str, Any], problem: str | None) -> None:
+    if problem is None:
+        cfg = config_from_dict({"telemetry": telemetry})
+        assert cfg.telemetry.interval_seconds == telemetry.get("interval_seconds", 5.0)
+        assert cfg.telemetry.simulate_gpus == telemetry.get("simulate_gpus", 0)
+        return
+    with pytest.raises(ConfigErrors) as caught:
+        config_from_dict({"telemetry": telemetry})
+    assert any(problem in str(e) for e in caught.value.errors), caught.value
+
+
+@pytest.mark.parametrize("worker", [None, 1])
+def test_recorder_writes_simulated_gpus_and_where_it_ran(
+    tf: Any, tmp_path: Path, worker: int | None
+) -> None:
+    from distcore.events import load_once
+    from distcore.telemetry.record import SystemRecorder
+
+    subdir = names.SYSTEM_DIR if worker is None else names.worker_system_dir(worker)
+    recorder = SystemRecorder(tmp_path / "job", interval=0.1, subdir=subdir,
+                              simulate_gpus=3, worker=worker)
+    recorder.start()
+    try:
+        deadline = time.monotonic() + 30
+        while recorder.written < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        recorder.close()
+    assert recorder.written >= 3
+
+    (run,) = load_once([tmp_path])
+    assert run.name == f"job/{subdir}"
+    expected = {"host": socket.gethostname(), "simulated_gpus": 3}
+    if worker is not None:
+        expected["worker"] = worker
+    assert dict(run.hparams) == expected
+    for index in range(3):
+        utilization = run.scalars[names.gpu_tag(index, "utilization")]
+        assert len(utilization.steps) >= 3
+        assert all(0.0 <= v <= 100.0 for v in utilization.values)
+    assert names.gpu_tag(3, "utilization") not in run.scalars
+    assert names.HOST_CPU_PERCENT in run.scalars
+
+
+@pytest.mark.slow
+def test_each_worker_of_a_launch_local_job_records_its_own_simulated_gpus(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from distcore.events import load_once
+    from tests.agent.test_multiworker import child_env, write_config
+
+    config = write_config(tmp_path, steps=4)
+    with config.open("a") as out:
+        out.write("[telemetry]\nsimulate_gpus = 2\ninterval_seconds = 0.2\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "distagent", "launch-local", str(config), "--workers", "2"],
+        capture_output=True, text=True, env=child_env(), timeout=240,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    runs = {r.name: r for r in load_once([tmp_path / "runs"])}
+    for worker in (0, 1):
+        system = runs[f"mw/{names.worker_system_dir(worker)}"]
+        assert dict(system.hparams) == {"host": socket.gethostname(), "worker": worker,
+                                        "simulated_gpus": 2}
+        assert {names.gpu_tag(i, "utilization") for i in (0, 1)} <= set(system.scalars)

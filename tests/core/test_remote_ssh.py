@@ -1,0 +1,286 @@
+"""Remote logdirs and GPUs over SSH, against a real OpenSSH server the test starts on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from distcore.events.store import RunStore
+from distcore.remote import make_remote_producers
+from distcore.remote.spec import SshSpec
+from tests.core.events_helpers import scalar_records
+from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not sshd_available(), reason="OpenSSH server not installed (.ci/run adds it)"
+    ),
+]
+INTERVAL = 0.4
+
+# What `nvidia-smi --query-gpu=<distmon's fields> --format=csv,noheader,nounits -lms N` prints on
+# a two-GPU host where the second GPU is a MIG-enabled one (N/A utilization) without fan.
+STAND_IN = r"""#!/bin/sh
+ms=1000; prev=
+for a in "$@"; do [ "$prev" = "-lms" ] && ms=$a; prev=$a; done
+while :; do
+  echo "0, NVIDIA H100 80GB HBM3, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000001, 87, 41, 61234, \
+81559, 64, 512.33, 700.00, 1980, [N/A]"
+  echo "1, NVIDIA H100 80GB HBM3, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000002, [N/A], [N/A], 13, \
+81559, 35, 71.02, 700.00, 345, [Not Supported]"
+  case " $* " in *" -lms "*) ;; *) exit 0;; esac
+  sleep "$(awk "BEGIN {print $ms / 1000}")"
+done
+"""
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    bin_dir = tmp_path / "remote-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text(STAND_IN)
+    script.chmod(0o755)
+    (tmp_path / "sshd").mkdir()
+    server = Sshd(tmp_path / "sshd", remote_bin=bin_dir)
+    server.start()
+    yield server
+    server.stop()
+
+
+def write_scalars(logdir: Path, steps: range, tag: str = "loss") -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(logdir), flush_secs=3600)
+    for step in steps:
+        writer.add_scalar(tag, step * 0.5, step)
+    writer.close()
+
+
+def append(run: Path, points: list[tuple[int, float]]) -> None:
+    """Records appended to the run's event file, as a TF writer's next flush does."""
+    (path,) = run.glob("*tfevents*")
+    with path.open("ab") as f:
+        f.write(scalar_records("loss", points))
+
+
+def wait_for(check: Callable[[], object], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def steps_of(store: RunStore, name: str, tag: str = "loss") -> list[int]:
+    run = store.get(name)
+    if run is None or tag not in run.scalars:
+        return []
+    return [int(s) for s in run.scalars[tag].steps]
+
+
+def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    write_scalars(logdir / "a", range(5))
+    write_scalars(logdir / "b" / "train", range(3))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config
+    )
+    remote.start()
+    try:
+        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4])
+        assert steps_of(store, f"{HOST_ALIAS}:b/train") == [0, 1, 2]
+        run = store.get(f"{HOST_ALIAS}:a")
+        assert run is not None and str(run.path) == f"{HOST_ALIAS}:{logdir}/a"
+        reader = remote.producers[0]
+        before = reader.refreshes  # type: ignore[attr-defined]
+        append(logdir / "a", [(10, 1.0)])
+        wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
+        assert reader.refreshes - before <= 2  # type: ignore[attr-defined]
+        assert remote.errors() == ()
+        # One connection for the host: listings and reads were sessions over it.
+        assert reader.connection.connects == 1  # type: ignore[attr-defined]
+    finally:
+        remote.close()
+
+
+def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_path: Path) -> None:
+    logdir = tmp_path / "runs"
+    write_scalars(logdir / "a", range(4))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config,
+        gpus=False,
+    )  # fmt: skip
+    remote.start()
+    try:
+        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3])
+        sshd.stop()
+        wait_for(lambda: remote.errors(), timeout=30)
+        (error,) = remote.errors()
+        assert error.message.startswith(f"{HOST_ALIAS}: host unreachable since ")
+        assert "\n" not in error.message
+        assert steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3]  # kept what was read
+        write_scalars(logdir / "a", range(4, 6))
+        sshd.start()
+        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4, 5], timeout=60)
+        assert remote.errors() == ()
+        assert remote.producers[0].connection.connects == 2  # type: ignore[attr-defined]
+    finally:
+        remote.close()
+
+
+def test_logdirs_on_one_host_share_one_connection(sshd: Sshd, tmp_path: Path) -> None:
+    for logdir in ("exp1", "exp2", "other/exp1"):
+        (tmp_path / logdir / "run").mkdir(parents=True)
+        (tmp_path / logdir / "run" / "events.out.tfevents.1.h").write_bytes(
+            scalar_records("loss", [(1, 1.0)])
+        )
+    store = RunStore()
+    specs = [SshSpec(HOST_ALIAS, None, str(tmp_path / d)) for d in ("exp1", "exp2", "other/exp1")]
+    remote = make_remote_producers(specs, store, ssh_config=sshd.config)
+    try:
+        assert remote.scan_once() == {
+            f"{HOST_ALIAS}:exp1/run",
+            f"{HOST_ALIAS}:exp2/run",
+            f"{HOST_ALIAS}:exp1-2/run",
+        }
+        (reader,) = remote.producers
+        (source,) = remote.host_sources
+        source.sample_once()  # type: ignore[attr-defined]
+        assert reader.connection.connects == 1  # type: ignore[attr-defined]
+    finally:
+        remote.close()
+
+
+def test_a_jump_host_from_the_users_config(sshd: Sshd, tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(2, 1.0)]))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec("distmon-jumped", None, str(tmp_path))], store, ssh_config=sshd.jump_config(),
+        gpus=False,
+    )  # fmt: skip
+    try:
+        assert remote.scan_once() == {"distmon-jumped:r"}
+        assert remote.errors() == ()
+    finally:
+        remote.close()
+
+
+def test_replaced_and_truncated_files_are_read_again(sshd: Sshd, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    path = run / "events.out.tfevents.1.h"
+    path.write_bytes(scalar_records("loss", [(s, 1.0) for s in range(10)]))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path / "runs"))], store, ssh_config=sshd.config,
+        gpus=False,
+    )  # fmt: skip
+    try:
+        remote.scan_once()
+        # Replaced (a new inode, as an atomic rename makes it), larger than what was read.
+        new = tmp_path / "new"
+        new.write_bytes(scalar_records("loss", [(s, 2.0) for s in range(3, 15)]))
+        new.rename(path)
+        remote.scan_once()
+        loss = store.get(f"{HOST_ALIAS}:a").scalars["loss"]  # type: ignore[union-attr]
+        assert list(loss.steps) == list(range(15)) and loss.values[3:] == (2.0,) * 12
+        # Truncated in place and rewritten shorter: from the start again.
+        with path.open("r+b") as f:
+            f.truncate(0)
+            f.write(scalar_records("loss", [(1, 3.0)]))
+        remote.scan_once()
+        loss = store.get(f"{HOST_ALIAS}:a").scalars["loss"]  # type: ignore[union-attr]
+        assert list(loss.steps) == [0, 1] and loss.values == (1.0, 3.0)
+    finally:
+        remote.close()
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("wrong path", f"{HOST_ALIAS}:/no/such/logdir: no such directory"),
+        ("refused key", f"{HOST_ALIAS}: host unreachable since "),
+    ],
+)
+def test_wrong_path_and_refused_key_each_give_one_line(
+    sshd: Sshd, tmp_path: Path, case: str, expected: str
+) -> None:
+    config = sshd.config
+    path = str(tmp_path)
+    if case == "wrong path":
+        path = "/no/such/logdir"
+    else:
+        config = sshd.client_config("stranger_key", "stranger_config")
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, path)], store, refresh=INTERVAL, ssh_config=config, gpus=False
+    )
+    remote.scan_once()
+    (error,) = remote.errors()
+    assert error.message.startswith(expected), error.message
+    if case == "refused key":
+        assert error.message.endswith("Permission denied (publickey))")
+    assert not remote.readable()
+    remote.close()
+
+
+def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path) -> None:
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path))], store, refresh=0.2, ssh_config=sshd.config
+    )
+    remote.start()
+    remote.start()  # idempotent: the app starts host sources, the index the readers
+    try:
+        (source,) = remote.host_sources
+        wait_for(lambda: len(source.hosts()[0].gpus) == 2)
+        (host,) = source.hosts()
+        assert (host.key, host.name, host.source, host.error) == (
+            f"ssh:{HOST_ALIAS}",
+            HOST_ALIAS,
+            "ssh",
+            None,
+        )
+        first, second = host.gpus
+        assert (first.index, first.name, first.utilization_gpu, first.memory_used_mib) == (
+            0,
+            "NVIDIA H100 80GB HBM3",
+            87.0,
+            61234.0,
+        )
+        assert (first.power_w, first.power_limit_w, first.sm_clock_mhz) == (512.33, 700.0, 1980.0)
+        assert first.fan_percent is None and first.pcie_rx_kib_s is None
+        assert second.utilization_gpu is None and second.utilization_memory is None
+        assert second.temperature_c == 35.0 and second.fan_percent is None
+        sampled = host.sampled_at
+        wait_for(lambda: source.hosts()[0].sampled_at != sampled)  # it keeps sampling
+        # One nvidia-smi process for all the samples, not one ssh per sample.
+        # (This test's stand-in only: an earlier test's may linger until its next write.)
+        stand_in = str(tmp_path / "remote-bin" / "nvidia-smi")
+        procs = [p for p in _processes() if stand_in in p and "-lms" in p]
+        assert len(procs) == 1, procs
+    finally:
+        remote.close()
+        remote.close()
+
+
+def _processes() -> list[str]:
+    out = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if b"sh -c" not in cmd and b"ssh" not in cmd:
+                out.append(cmd.decode("utf-8", "replace"))
+    return out

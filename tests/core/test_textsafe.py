@@ -1,0 +1,158 @@
+"""distcore.textsafe: what outside strings look like on a terminal and in JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distcore.textsafe import (
+    ELLIPSIS,
+    elide,
+    json_float,
+    json_safe,
+    json_text,
+    terminal_safe,
+    terminal_text,
+)
+
+
+def undecodable(raw: bytes) -> str:
+    """A name as the reader decodes it from an event file."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    ("given_text", "shown"),
+    [
+        ("loss", "loss"),
+        ("épochs/accuracy", "épochs/accuracy"),
+        ("a\nb\tc\rd", "a\\nb\\tc\\rd"),
+        ("\x00\x07\x08\x1f", "\\x00\\x07\\x08\\x1f"),
+        ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),  # ANSI SGR
+        ("\x1b]0;title\x07", "\\x1b]0;title\\x07"),  # OSC: set the window title
+        ("\x1b]8;;http://x\x1b\\link", "\\x1b]8;;http://x\\x1b\\link"),  # OSC 8 hyperlink
+        ("\x9b31m", "\\x9b31m"),  # C1 CSI, one character
+        ("\x7f", "\\x7f"),
+        ("\u2028\u2029", "\\u2028\\u2029"),
+        ("abc\u202edcba", "abc\\u202edcba"),  # bidi override (Trojan Source)
+        ("\u2066x\u2069\u200e\u200f", "\\u2066x\\u2069\\u200e\\u200f"),
+        (undecodable(b"tag\xff\xfe"), "tag\\xff\\xfe"),
+        (undecodable(b"\xc3"), "\\xc3"),  # a cut multi-byte sequence
+        ("\ud800", "\\ud800"),  # a lone surrogate that is not an undecodable byte
+        ("a\u200bb\ufeff", "a\\u200bb\\ufeff"),  # zero-width space, BOM: look-alike names
+        ("x\U000e0041\U000e007f", "x\\U000e0041\\U000e007f"),  # invisible "tag" characters
+        ("\u202f\u00a0é", "\u202f\u00a0é"),  # visible spaces and letters stay
+        (12.5, "12.5"),
+        (None, "None"),
+    ],
+)
+def test_terminal_text_escapes_what_a_terminal_would_act_on(given_text: object, shown: str) -> None:
+    assert terminal_text(given_text) == shown
+
+
+def test_names_that_differ_in_undecodable_bytes_stay_different() -> None:
+    a, b = undecodable(b"loss\xff"), undecodable(b"loss\xfe")
+    assert a != b
+    assert terminal_text(a) != terminal_text(b)
+    assert json_text(a) != json_text(b)
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("short", 10, "short"),
+        ("exactly10!", 10, "exactly10!"),
+        ("abcdefghijk", 10, "abcdef" + ELLIPSIS + "ijk"),
+        ("abcdef", 1, ELLIPSIS),
+        ("abcdef", 0, ""),
+        ("abcdef", -3, ""),
+        ("abcdef", 2, "a" + ELLIPSIS),
+    ],
+)
+def test_elide_keeps_start_and_end(text: str, limit: int, expected: str) -> None:
+    assert elide(text, limit) == expected
+
+
+def test_ten_thousand_character_name_is_elided_after_escaping() -> None:
+    name = "\x1b" * 5000 + "x" * 5000
+    shown = terminal_text(name, 40)
+    assert len(shown) == 40
+    assert shown.startswith("\\x1b") and shown.endswith("x" * 13)
+    assert shown.isprintable()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("plain", "plain"),
+        ("newline\nstays", "newline\nstays"),  # json.dumps escapes control characters itself
+        ("ünïcode", "ünïcode"),
+        (undecodable(b"a\x80b"), "a\\x80b"),
+        ("\udfff", "\\udfff"),
+        ("\ud83d", "\\ud83d"),  # half of a surrogate pair, as a bad \u escape in run.json gives
+    ],
+)
+def test_json_text_writes_undecodable_bytes_one_way(text: str, expected: str) -> None:
+    assert json_text(text) == expected
+    json.dumps(json_text(text), ensure_ascii=False).encode("utf-8")  # strict UTF-8 works
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (math.nan, "nan"),
+        (math.inf, "inf"),
+        (-math.inf, "-inf"),
+        (1e300, 1e300),
+        (-0.0, -0.0),
+    ],
+)
+def test_json_float(value: float, expected: float | str) -> None:
+    assert json_float(value) == expected
+
+
+def test_json_safe_makes_any_document_dumpable() -> None:
+    doc = {
+        undecodable(b"\xff"): [math.nan, (math.inf, -math.inf)],
+        "ok": {"n": np.int64(2**62), "f": np.float32("nan"), "b": True, "none": None},
+        3: object,
+        "\ud800": "\udc80",
+    }
+    text = json.dumps(json_safe(doc), allow_nan=False, ensure_ascii=False)
+    back = json.loads(text.encode("utf-8"))
+    assert back["\\xff"] == ["nan", ["inf", "-inf"]]
+    assert back["ok"] == {"n": 2**62, "f": "nan", "b": True, "none": None}
+    assert back["3"] == str(object)
+    assert back["\\ud800"] == "\\x80"
+
+
+@pytest.mark.parametrize("convert", [json_safe, lambda doc: terminal_safe(doc, 12)])
+def test_keys_that_look_alike_once_shown_stay_apart(convert: Any) -> None:
+    doc = {undecodable(b"t\xff"): 1, "t\\xff": 2, "t\\xff #2": 3}
+    shown = convert(doc)
+    assert sorted(shown.values()) == [1, 2, 3]
+    assert list(shown) == ["t\\xff", "t\\xff #2", "t\\xff #2 #2"]
+
+
+def test_terminal_safe_elides_alike_long_keys_apart() -> None:
+    doc = {"a" * 50 + "1" + "z" * 50: 1, "a" * 50 + "2" + "z" * 50: 2}
+    shown = terminal_safe(doc, 20)
+    assert len(shown) == 2 and all(len(k) <= 23 for k in shown)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64) | st.text(max_size=64))
+def test_any_name_is_printable_on_a_terminal_and_valid_in_json(raw: bytes | str) -> None:
+    name = undecodable(raw) if isinstance(raw, bytes) else raw
+    shown = terminal_text(name, 30)
+    assert len(shown) <= 30
+    assert all(unicodedata.category(c) not in ("Cc", "Cs") for c in shown), shown
+    assert not any(c in shown for c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e")
+    json.dumps(json_safe({name: name}), allow_nan=False, ensure_ascii=False).encode("utf-8")
