@@ -69,3 +69,18 @@ def test_a_real_command_starts_quietly_and_verbose_is_accepted_anywhere() -> Non
     for command in ([*plan, "--verbose"], [*plan[:3], "--verbose", *plan[3:]]):
         loud = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
         assert loud.returncode == 0 and "learning rate" in loud.stdout
+
+
+def test_start_which_re_executes_itself_stays_quiet(tmp_path: Path) -> None:
+    """`start` re-executes itself once (to carry its run directory in its environment); the
+    re-executed program keeps the filter it inherited instead of stacking a second one."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "distagent", "start", str(QUICKSTART), "--set",
+         f"run.logdir={tmp_path}", "--set", "train.epochs=1", "--set", "train.steps_per_epoch=4",
+         "--set", "data.synthetic.num_examples=512"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "finished at step 4/4" in done.stdout
+    assert done.stderr == ""
