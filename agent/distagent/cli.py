@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import cast
 
+from distagent.quiet import QuietStderr
 from distcore import __version__
 from distcore.errors import ConfigErrors, DistmonError
 from distcore.textsafe import terminal_text
@@ -27,6 +28,9 @@ from distcore.textsafe import terminal_text
 Handler = Callable[[argparse.Namespace], int]
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a command killed by SIGPIPE
 ERROR_LINE_LIMIT = 2000  # characters per error line: a 10,000-character name is elided
+
+
+VERBOSE_HELP = "show TensorFlow's start-up messages (hidden by default; errors always show)"
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train TensorFlow models with MirroredStrategy or MultiWorkerMirroredStrategy.",
     )
     parser.add_argument("--version", action="version", version=f"distagent {__version__}")
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     start = sub.add_parser("start", help="train a job (resumes from the run's checkpoints)")
@@ -82,6 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(launch)
     launch.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
     launch.set_defaults(handler="distagent.commands.launch_local:run")
+
+    scale = sub.add_parser("scale", help="measure throughput at several replica counts")
+    _add_config_args(scale)
+    scale.add_argument("--replicas", default="1,2,4", metavar="N,N,...",
+                       help="replica counts to train at (default 1,2,4)")
+    scale.add_argument("--steps", type=int, default=50, help="timed steps per count (default 50)")
+    scale.add_argument("--json", action="store_true", help="print one JSON object")
+    scale.set_defaults(handler="distagent.commands.scale:run")
+    for command in sub.choices.values():  # `distagent start --verbose ...` works too
+        command.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help=VERBOSE_HELP)
     return parser
 
 
@@ -106,9 +122,14 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     # Only a real command line may re-execute itself (`start` does, to record its identity).
     args.from_command_line = argv is None
-    # TensorFlow's C++ INFO and WARNING lines (CPU features, CUDA probing) drown the agent's own
-    # output; errors still show. A user who wants them sets TF_CPP_MIN_LOG_LEVEL=0.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    quiet = None
+    if not args.verbose:
+        # TensorFlow's C++ INFO and WARNING lines (CPU features, CUDA probing) drown the agent's
+        # own output; errors still show. Lines logged before absl starts ignore this setting:
+        # a process started from the command line filters them (distagent.quiet).
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if argv is None and not QuietStderr.inherited():
+            quiet = QuietStderr().start()
     try:
         return _resolve(args.handler)(args)
     except DistmonError as err:
@@ -116,6 +137,9 @@ def _dispatch(argv: Sequence[str] | None) -> int:
         return err.exit_code
     except KeyboardInterrupt:
         return 130
+    finally:
+        if quiet is not None:
+            quiet.close()
 
 
 def error_text(err: DistmonError) -> str:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distagent.config_convert import Problem, show
+from distagent.model_names import MODEL_CHOICES, is_known_model
 from distagent.schema import JobConfig
 
-BUILTIN_MODELS = ("mlp", "cnn", "resnet_small")
 MAX_SIMULATED_GPUS = 64
 _FEATURE_SPEC = re.compile(
     r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
@@ -69,8 +69,16 @@ RULES: tuple[Rule, ...] = (
          "0 (the largest label + 1) or an integer >= 2"),
     Rule("data.tfrecord.features", lambda v: all(_FEATURE_SPEC.match(s) for _, s in v),
          'specs like "float32[28,28,1]" or "int64"'),
-    Rule("model.name", lambda v: v in BUILTIN_MODELS or re.fullmatch(r"[\w.]+:\w+", v) is not None,
-         ", ".join(BUILTIN_MODELS) + ' or "package.module:function"'),
+    Rule("model.name", is_known_model, MODEL_CHOICES),
+    Rule("data.cache", lambda v: isinstance(v, bool) or bool(v.strip()),
+         "true, false or a non-empty file path"),
+    Rule("data.images.image_size", lambda v: len(v) == 2 and all(0 < d <= 4096 for d in v),
+         "[height, width], each 1 to 4096"),
+    Rule("data.images.num_examples", _at_least(0), "an integer >= 0 (0 = count the records)"),
+    Rule("data.images.num_classes", lambda v: v == 0 or v >= 2,
+         "0 (the largest label + 1) or an integer >= 2"),
+    Rule("data.augment.crop", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+    Rule("data.augment.brightness", lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]"),
     Rule("optimizer.base_learning_rate", _positive, "a number > 0"),
     Rule("optimizer.base_batch_size", _at_least(0), "an integer >= 0 (0 = per_replica_batch_size)"),
     Rule("optimizer.warmup_epochs", _at_least(0), "a number >= 0"),
@@ -110,6 +118,7 @@ LIMITS: tuple[Rule, ...] = (
     Rule("optimizer.base_batch_size", _at_most(INT32_MAX), _INT32),
     Rule("data.synthetic.num_classes", _at_most(INT32_MAX), _INT32),
     Rule("data.tfrecord.num_classes", _at_most(INT32_MAX), _INT32),
+    Rule("data.images.num_classes", _at_most(INT32_MAX), _INT32),
     Rule("data.synthetic.input_shape", lambda v: math.prod(v) <= INT32_MAX,
          "dimensions whose product is " + _INT32),
     Rule("model.hidden_units", _each_at_most(INT32_MAX), f"widths {_INT32}"),
@@ -135,6 +144,10 @@ def check_rules(cfg: JobConfig) -> list[Problem]:
     problems.extend(_products(cfg))
     problems.extend(_required_by_source(cfg))
     problems.extend(_strategy_problems(cfg))
+    if cfg.model.sync_batchnorm and cfg.train.jit_compile:
+        problems.append(Problem("model.sync_batchnorm", "cannot be combined with train.jit_compile "
+                                "(XLA compiles each replica's maths alone; synchronized "
+                                "BatchNorm all-reduces inside it)"))
     return problems
 
 
@@ -151,6 +164,9 @@ def _required_by_source(cfg: JobConfig) -> Iterator[Problem]:
             )
     if data.source == "npz" and not data.npz.path:
         yield Problem("data.npz.path", 'required by source = "npz": a .npz file with x and y')
+    if data.source == "images" and bool(data.images.directory) == bool(data.images.files):
+        yield Problem("data.images", 'required by source = "images": either directory (one '
+                      "folder of images per class) or files (a glob of TFRecords), not both")
     if data.source == "tfds" and not data.tfds.name:
         yield Problem("data.tfds.name", 'required by source = "tfds": a TFDS dataset name')
 

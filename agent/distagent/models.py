@@ -2,8 +2,15 @@
 
 Every model ends in a linear layer of `num_classes` logits (no softmax): the trainer's loss takes
 logits, which is numerically safer, and under mixed precision the last layer computes in float32.
-A user model is named "package.module:function"; the function takes `(input_shape, num_classes)`
-and returns a Keras model with the same contract.
+A keras.applications name ("ResNet50", "MobileNetV2", "EfficientNetB0", ...) builds that network
+with `weights=None` (nothing is downloaded), the data's input shape, global average pooling and
+the same logits head. A user model is named "package.module:function"; the function takes
+`(input_shape, num_classes)` and returns a Keras model with the same contract.
+
+BatchNorm: each replica normalises with its own batch's statistics (what Goyal et al. recommend,
+and the cheapest: no all-reduce in the forward pass); `sync_batchnorm=True` rebuilds every
+BatchNormalization layer with `synchronized=True`, which all-reduces the moments across replicas
+(worth it when the per-replica batch is small).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from typing import Any
 
 import keras
 
+from distagent.model_names import KERAS_APPLICATIONS, MODEL_CHOICES
 from distcore.errors import ConfigError
 
 ModelBuilder = Callable[[tuple[int, ...], int], keras.Model]
@@ -85,27 +93,55 @@ def _import_builder(spec: str) -> ModelBuilder:
     return builder
 
 
+def keras_application(name: str, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
+    """keras.applications.<name> without weights, pooled, with the logits head."""
+    constructor = getattr(keras.applications, name)
+    try:
+        base = constructor(include_top=False, weights=None, input_shape=input_shape,
+                           pooling="avg")
+    except ValueError as err:  # e.g. an input smaller than the network's minimum
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError("model", "model.name",
+                          f"{name} cannot take input shape {list(input_shape)}: {first}") from None
+    return keras.Model(base.input, _logits(base.output, num_classes), name=name)
+
+
+def with_synchronized_batchnorm(model: keras.Model) -> keras.Model:
+    """A copy of `model` whose BatchNormalization layers all-reduce their moments across
+    replicas (build it in the strategy's scope)."""
+
+    def clone(layer: keras.layers.Layer) -> keras.layers.Layer:
+        config = layer.get_config()
+        if isinstance(layer, keras.layers.BatchNormalization):
+            config["synchronized"] = True
+        return type(layer).from_config(config)
+
+    return keras.models.clone_model(model, clone_function=clone)
+
+
 def build_model(
     name: str,
     input_shape: Sequence[int],
     num_classes: int,
     *,
     hidden_units: Sequence[int] | None = None,
+    sync_batchnorm: bool = False,
 ) -> keras.Model:
-    """A fresh model by builtin name or "package.module:function" (build it in a strategy scope).
-    `hidden_units` sizes the `mlp` builtin (None: its default)."""
-    if ":" in name:
-        builder = _import_builder(name)
-    elif name in BUILTINS:
-        builder = BUILTINS[name]
-    else:
-        allowed = ", ".join(sorted(BUILTINS))
-        raise ConfigError("model", "model.name", f"expected {allowed} or pkg.module:function")
+    """A fresh model by builtin name, keras.applications name or "package.module:function"
+    (build it in a strategy scope). `hidden_units` sizes the `mlp` builtin (None: its default);
+    `sync_batchnorm` synchronizes BatchNorm statistics across replicas."""
     shape = tuple(int(d) for d in input_shape)
-    if name == "mlp" and hidden_units is not None:
-        model = mlp(shape, int(num_classes), hidden_units)
+    if ":" in name:
+        model = _import_builder(name)(shape, int(num_classes))
+    elif name in BUILTINS:
+        if name == "mlp" and hidden_units is not None:
+            model = mlp(shape, int(num_classes), hidden_units)
+        else:
+            model = BUILTINS[name](shape, int(num_classes))
+    elif name in KERAS_APPLICATIONS and hasattr(keras.applications, name):
+        model = keras_application(name, shape, int(num_classes))
     else:
-        model = builder(shape, int(num_classes))
+        raise ConfigError("model", "model.name", f"expected {MODEL_CHOICES}, got {name!r}")
     if not isinstance(model, keras.Model):
         raise ConfigError("model", "model.name", f"{name!r} returned {type(model).__name__}")
-    return model
+    return with_synchronized_batchnorm(model) if sync_batchnorm else model

@@ -1,10 +1,13 @@
 """The input pipeline: global-batch datasets ready for `strategy.experimental_distribute_dataset`.
 
-Optimized (the default): read (parallel, in a fixed order) -> validation split -> cache ->
-shuffle -> repeat -> map(num_parallel_calls=AUTOTUNE) -> batch(global, drop_remainder=True) ->
+Optimized (the default), in the tf.data guide's order: read (parallel interleave or map, in a
+fixed order) -> decode (the source's deterministic work: parallel map) -> validation split ->
+cache (in memory, or files under `data.cache`) -> shuffle -> repeat -> preprocess + augment (the
+cheap and the random work: a second parallel map) -> batch(global, drop_remainder=True) ->
 prefetch(AUTOTUNE), with options for determinism, the autotuner's RAM budget, the autoshard
-policy and one intra-op thread per element. `data.optimize = false` builds the same stages with
-none of that (sequential reads and map, no cache, no prefetch), for comparison.
+policy and one intra-op thread per element. The expensive deterministic work is done once; the
+random augmentation is new every pass. `data.optimize = false` does the same work with none of
+that (sequential reads and maps, no cache, no prefetch), for comparison.
 
 `drop_remainder=True` gives every step exactly global/replicas examples per replica; the
 train dataset repeats forever and the trainer takes `plan.steps_per_epoch` steps per epoch.
@@ -15,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from distagent.data import Source, open_source
+from distagent.data import Preprocess, Source, open_source
 from distagent.data.synthetic import LATENCY_PARALLELISM
 from distagent.plan import Plan, make_plan
 from distagent.schema import JobConfig
@@ -48,23 +51,36 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1) -
         num_examples=source.num_examples,
         num_files=source.num_files,
         example_bytes=source.example_bytes,
+        cache_budget_bytes=cache_budget(),
     )
+
+
+def cache_budget() -> int:
+    """Half of the memory available now: the in-memory cache must leave room for the rest."""
+    import psutil
+
+    return int(psutil.virtual_memory().available // 2)
 
 
 def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
                 source: Source | None = None) -> InputData:
-    """The train and validation datasets for `plan` (strategy: unused, kept for the contract)."""
+    """The train and validation datasets for `plan`; `strategy` names this worker's cache files
+    when several workers cache into `data.cache` files."""
     import tensorflow as tf
 
     source = source or open_source(cfg)
     optimize = cfg.data.optimize
     read = source.read(tf.data.AUTOTUNE if optimize else 1)
     validation_examples = plan.validation_examples if plan.validation_steps else 0
-    train = _train_stages(tf, cfg, plan, source, read.skip(validation_examples))
+    # Split before decoding: skipped examples would otherwise be decoded only to be dropped.
+    train = _train_stages(tf, cfg, plan, source,
+                          _decoded(tf, cfg, source, read.skip(validation_examples)),
+                          "train" + _worker_suffix(plan, strategy))
     validation = None
     if validation_examples:
-        validation = _batch_stages(tf, cfg, plan, source, _cached(read.take(validation_examples),
-                                                                  plan))
+        held_out = _decoded(tf, cfg, source, read.take(validation_examples))
+        held_out = _cached(cfg, held_out, plan, "validation" + _worker_suffix(plan, strategy))
+        validation = _batch_stages(tf, cfg, plan, _mapped(tf, cfg, held_out, source.preprocess))
     options = _options(tf, cfg, plan, source, plan.shard_policy)
     # Validation is finite: file sharding would give workers with bigger files more batches,
     # and a collective step that only some workers run hangs. Data sharding splits it evenly.
@@ -79,23 +95,62 @@ def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
     )
 
 
-def _cached(ds: Any, plan: Plan) -> Any:
-    return ds.cache() if plan.cache else ds
+def _decoded(tf: Any, cfg: JobConfig, source: Source, read: Any) -> Any:
+    """The deterministic per-example work, after the split: parallel when optimized, and cached
+    after this by the caller. Its order is free unless data.deterministic (the split is already
+    made and a shuffle follows), so an image that decodes slowly does not hold up the rest."""
+    if source.decode is None:
+        return read
+    if not cfg.data.optimize:
+        return read.map(source.decode)
+    calls = _tunable(tf, cfg.data.parallel_calls)
+    return read.map(source.decode, num_parallel_calls=calls,
+                    deterministic=cfg.data.deterministic)
 
 
-def _train_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any) -> Any:
-    ds = _cached(ds, plan)
+def _cached(cfg: JobConfig, ds: Any, plan: Plan, part: str) -> Any:
+    if not plan.cache:
+        return ds
+    if isinstance(cfg.data.cache, str):  # a file cache: one file set per split
+        return ds.cache(f"{cfg.data.cache}-{part}")
+    return ds.cache()
+
+
+def _mapped(tf: Any, cfg: JobConfig, ds: Any, *functions: Preprocess | None) -> Any:
+    """One map applying `functions` in turn (parallel when optimized); none: `ds` unchanged."""
+    steps = [f for f in functions if f is not None]
+    if not steps:
+        return ds
+
+    def apply(features: Any, label: Any) -> tuple[Any, Any]:
+        for step in steps:
+            features, label = step(features, label)
+        return features, label
+
+    calls = _tunable(tf, cfg.data.parallel_calls) if cfg.data.optimize else None
+    return ds.map(apply, num_parallel_calls=calls)
+
+
+def _worker_suffix(plan: Plan, strategy: Any) -> str:
+    """Workers sharing a filesystem must not write the same cache files."""
+    if plan.workers <= 1:
+        return ""
+    task = getattr(getattr(strategy, "cluster_resolver", None), "task_id", None)
+    return f"-worker{int(task or 0)}"
+
+
+def _train_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any,
+                  cache_part: str) -> Any:
+    ds = _cached(cfg, ds, plan, cache_part)
     if cfg.data.shuffle_buffer > 0:
         buffer = min(cfg.data.shuffle_buffer, plan.train_examples or cfg.data.shuffle_buffer)
         ds = ds.shuffle(max(buffer, 1), seed=cfg.run.seed, reshuffle_each_iteration=True)
-    return _batch_stages(tf, cfg, plan, source, ds.repeat())
+    ds = _mapped(tf, cfg, ds.repeat(), source.preprocess, source.augment)
+    return _batch_stages(tf, cfg, plan, ds)
 
 
-def _batch_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any) -> Any:
+def _batch_stages(tf: Any, cfg: JobConfig, plan: Plan, ds: Any) -> Any:
     optimize = cfg.data.optimize
-    if source.preprocess is not None:
-        calls = _tunable(tf, cfg.data.parallel_calls) if optimize else None
-        ds = ds.map(source.preprocess, num_parallel_calls=calls)
     batch_calls = tf.data.AUTOTUNE if optimize else None
     ds = ds.batch(plan.global_batch_size, drop_remainder=True, num_parallel_calls=batch_calls)
     if optimize and cfg.data.prefetch != 0:

@@ -22,8 +22,11 @@ from distcore.errors import ConfigError
 ADAPTIVE_OPTIMIZERS = ("adam", "adamw")
 LARGE_GLOBAL_BATCH = 8192
 """Goyal et al. saw linear scaling hold up to this global batch and break down beyond it."""
+FILE_SOURCES = ("tfrecord", "images")
+"""Sources read from files that tf.data can shard by file across workers."""
 CACHE_BUDGET_BYTES = 2 * 1024**3
-"""Above this estimated size the dataset is not cached in memory."""
+"""Above this estimated size the dataset is not cached in memory (the default budget; the
+pipeline passes half of the memory available when it plans)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,10 @@ class Plan:
     cache: bool
     pipeline: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    mixed_precision: bool = False
+    """Compute in float16 with float32 variables (train.mixed_precision)."""
+    jit_compile: bool = False
+    """The step's maths compiled with XLA (train.jit_compile)."""
 
     def to_json(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -115,8 +122,8 @@ def split_sizes(num_examples: int | None, validation_fraction: float) -> tuple[i
 
 def shard_policy(source: str, num_files: int | None, workers: int) -> tuple[str, list[str]]:
     """FILE when every worker can get whole files, else DATA (every worker reads everything)."""
-    if source != "tfrecord":
-        return "DATA", []
+    if source not in FILE_SOURCES or (source == "images" and num_files is None):
+        return "DATA", []  # an images directory: every worker lists it, autoshard by data
     if num_files is not None and num_files >= workers:
         return "FILE", []
     warning = (
@@ -135,6 +142,7 @@ def make_plan(
     num_examples: int | None,
     num_files: int | None = None,
     example_bytes: int | None = None,
+    cache_budget_bytes: int = CACHE_BUDGET_BYTES,
 ) -> Plan:
     """The plan for `cfg` on `replicas` replicas in all (over `workers` workers)."""
     data, opt, train = cfg.data, cfg.optimizer, cfg.train
@@ -145,11 +153,14 @@ def make_plan(
     train_examples, validation_examples = split_sizes(num_examples, data.validation_fraction)
     steps = _steps_per_epoch(train.steps_per_epoch, train_examples, global_batch)
     policy, warnings = shard_policy(data.source, num_files, workers)
-    cache = data.optimize and data.cache
-    if cache and _too_big(num_examples, example_bytes):
+    cache = bool(data.optimize and data.cache)
+    in_memory = data.cache is True
+    if cache and in_memory and _too_big(num_examples, example_bytes, cache_budget_bytes):
         cache = False
-        warnings.append(f"the dataset (~{_gib(num_examples, example_bytes)} GiB) is too big to "
-                        "cache in memory: not cached")
+        warnings.append(f"the dataset (~{_gib(num_examples, example_bytes)} GiB decoded) is too "
+                        f"big to cache in memory (budget {cache_budget_bytes / 1024**3:.1f} GiB, "
+                        "half of what is free): not cached; set data.cache to a file path to "
+                        "cache it on disk")
     warnings.extend(_scaling_warnings(cfg, rate, global_batch))
     warnings.extend(_data_warnings(train_examples, validation_examples, global_batch, replicas))
     return Plan(
@@ -178,6 +189,8 @@ def make_plan(
         cache=cache,
         pipeline=_pipeline_settings(cfg, cache),
         warnings=tuple(warnings),
+        mixed_precision=train.mixed_precision,
+        jit_compile=train.jit_compile,
     )
 
 
@@ -191,9 +204,10 @@ def _steps_per_epoch(configured: int, train_examples: int | None, global_batch: 
     return max(1, train_examples // global_batch)
 
 
-def _too_big(num_examples: int | None, example_bytes: int | None) -> bool:
+def _too_big(num_examples: int | None, example_bytes: int | None,
+             budget: int = CACHE_BUDGET_BYTES) -> bool:
     size = (num_examples or 0) * (example_bytes or 0)
-    return size > CACHE_BUDGET_BYTES
+    return size > budget
 
 
 def _gib(num_examples: int | None, example_bytes: int | None) -> str:
@@ -243,5 +257,6 @@ def _pipeline_settings(cfg: JobConfig, cache: bool) -> dict[str, Any]:
         return {"optimize": False, "parallel_calls": 1, "prefetch": 0, "cache": False,
                 "shuffle_buffer": data.shuffle_buffer, "deterministic": True}
     return {"optimize": True, "parallel_calls": data.parallel_calls, "prefetch": data.prefetch,
-            "cache": cache, "shuffle_buffer": data.shuffle_buffer,
+            "cache": (data.cache if isinstance(data.cache, str) else "memory") if cache else False,
+            "shuffle_buffer": data.shuffle_buffer,
             "deterministic": data.deterministic}

@@ -12,7 +12,7 @@ from typing import Literal
 
 StrategyKind = Literal["mirrored", "multi_worker", "one_device"]
 CrossDeviceOps = Literal["auto", "nccl", "hierarchical_copy", "one_device"]
-SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds"]
+SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds", "images"]
 OptimizerName = Literal["sgd", "momentum", "adam", "adamw", "rmsprop"]
 ScalingRule = Literal["linear", "sqrt", "none"]
 DecayKind = Literal["none", "cosine", "step", "exponential"]
@@ -91,6 +91,36 @@ class TfdsConfig:
 
 
 @dataclass(frozen=True)
+class ImagesConfig:
+    """Encoded images (JPEG, PNG): decoded and resized once, cached, then augmented each pass."""
+
+    directory: str = ""
+    """A directory with one sub-directory of images per class, as
+    keras.utils.image_dataset_from_directory reads it (classes in sorted name order)."""
+    files: str = ""
+    """Or a glob of TFRecord files of tf.train.Example with `image/encoded` (JPEG/PNG bytes) and
+    `image/class/label` (int64), the layout TensorFlow's own tooling writes."""
+    image_size: tuple[int, ...] = (64, 64)
+    """[height, width] every image is resized to (3 channels, float32 in [0, 1])."""
+    num_examples: int = 0
+    """TFRecords only: records in all files; 0 = count them once at start."""
+    num_classes: int = 0
+    """TFRecords only: 0 = the largest label + 1, found by the same count."""
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """Random augmentation of the images source, applied after the cache, new every pass."""
+
+    flip: bool = True
+    """Flip each image left-right with probability 1/2."""
+    crop: float = 0.1
+    """Cut up to this share of the height and width at a random place, resized back (0 = off)."""
+    brightness: float = 0.1
+    """Add a random brightness delta in [-brightness, brightness] (0 = off)."""
+
+
+@dataclass(frozen=True)
 class DataConfig:
     source: SourceKind = "synthetic"
     """Where examples come from; the source's options are in the table of the same name."""
@@ -98,8 +128,9 @@ class DataConfig:
     """Examples per replica per step; the global batch is this times the replicas."""
     shuffle_buffer: int = 10_000
     """Examples in the shuffle buffer (0 = no shuffle); reshuffled every pass."""
-    cache: bool = True
-    """Keep the read (decoded) examples in memory after the first pass, where they fit."""
+    cache: bool | str = True
+    """Keep the decoded examples after the first pass: true in memory (where they fit), or a
+    file path prefix (tf.data writes the cache there; for data bigger than memory)."""
     parallel_calls: Tunable = "autotune"
     """Parallel calls of the per-example map (and of file reads)."""
     prefetch: Tunable = "autotune"
@@ -117,14 +148,20 @@ class DataConfig:
     npz: NpzConfig = field(default_factory=NpzConfig)
     keras: KerasDataConfig = field(default_factory=KerasDataConfig)
     tfds: TfdsConfig = field(default_factory=TfdsConfig)
+    images: ImagesConfig = field(default_factory=ImagesConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = "mlp"
-    """A builtin ("mlp", "cnn", "resnet_small") or "pkg.module:function" returning a Keras model."""
+    """A builtin ("mlp", "cnn", "resnet_small"), a keras.applications name ("ResNet50",
+    "MobileNetV2", "EfficientNetB0", ...; weights=None) or "pkg.module:function"."""
     hidden_units: tuple[int, ...] = (128, 64)
     """Widths of the `mlp` builtin's hidden layers (wider: more compute per example)."""
+    sync_batchnorm: bool = False
+    """false: BatchNorm statistics per replica (Goyal et al.); true: synchronized across
+    replicas."""
 
 
 @dataclass(frozen=True)

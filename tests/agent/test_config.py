@@ -56,7 +56,8 @@ def test_values_are_typed_by_the_schema() -> None:
         ({"optimiser": {}}, "sample.toml: optimiser: unknown key; did you mean \"optimizer\"?"),
         ({"train": {"epochs": "3"}}, 'sample.toml: train.epochs: expected an integer, got "3"'),
         ({"train": {"epochs": 2.5}}, "sample.toml: train.epochs: expected an integer, got 2.5"),
-        ({"data": {"cache": 1}}, "sample.toml: data.cache: expected true or false, got 1"),
+        ({"data": {"cache": 1}},
+         "sample.toml: data.cache: expected true or false or a string, got 1"),
         ({"train": {"jit_compile": "yes"}},
          'sample.toml: train.jit_compile: expected true or false, got "yes"'),
         ({"data": {"parallel_calls": "fast"}},
@@ -93,8 +94,8 @@ def test_values_are_typed_by_the_schema() -> None:
         ({"run": {"name": "a/b"}},
          "sample.toml: run.name: expected a non-empty name without '/', got \"a/b\""),
         ({"model": {"name": "transformer"}},
-         'sample.toml: model.name: expected mlp, cnn, resnet_small or "package.module:function", '
-         'got "transformer"'),
+         'sample.toml: model.name: expected mlp, cnn, resnet_small, a keras.applications name '
+         '("ResNet50", ...) or "package.module:function", got "transformer"'),
         ({"data": {"keras": {"dataset": "imagenet"}}},
          'sample.toml: data.keras.dataset: expected "mnist", "fashion_mnist", "cifar10" or '
          '"cifar100", got "imagenet"'),
@@ -195,13 +196,13 @@ def test_cli_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "sample.toml"
     bad.write_text('[optimizer]\nscaling = "quadratic"\n[train]\nepochs = 0\n')
     done = subprocess.run(
-        [sys.executable, "-m", "distagent", "plan", str(bad), "--set", "data.cache=maybe"],
+        [sys.executable, "-m", "distagent", "plan", str(bad), "--set", "data.deterministic=maybe"],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert lines == [
-        'distagent: sample.toml (--set): data.cache: expected true or false, got "maybe"',
+        'distagent: sample.toml (--set): data.deterministic: expected true or false, got "maybe"',
         'sample.toml: optimizer.scaling: expected "linear", "sqrt" or "none", got "quadratic"',
         "sample.toml: train.epochs: expected an integer > 0, got 0",
     ]

@@ -21,6 +21,12 @@ SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_configs").glob("
 
 def _data_for(cfg: JobConfig, tmp_path: Path) -> list[str]:
     """Overrides pointing file-based sources at small files written here."""
+    if cfg.data.source == "images":  # as many as `python -m distagent.data.samples` writes
+        from distagent.data.samples import ring_images, write_image_folders
+
+        images, labels = ring_images(1280, 10, 16, seed=0)
+        write_image_folders(tmp_path / "images", images, labels)
+        return [f"data.images.directory={tmp_path}/images"]
     if cfg.data.source != "tfrecord":
         return []
     _, shape = parse_spec(dict(cfg.data.tfrecord.features)["image"])

@@ -61,6 +61,8 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
         ("steps", f"{plan.steps_per_epoch} per epoch × {plan.epochs} epochs = {plan.total_steps}"),
         ("pipeline", ", ".join(f"{k}={v}" for k, v in plan.pipeline.items())),
         ("sharding", f"{plan.shard_policy} across workers"),
+        ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
+                    f"jit_compile={str(plan.jit_compile).lower()}"),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {terminal_text(v, VALUE_WIDTH)}" for k, v in rows]

@@ -94,6 +94,8 @@ def child_command(args: argparse.Namespace) -> list[str]:
     # -P: no implicit sys.path entry; `_user_code_path` adds the current directory, as it does
     # in the foreground.
     command = [sys.executable, "-P", "-m", "distagent", "start", str(args.config)]
+    if getattr(args, "verbose", False):
+        command.append("--verbose")
     for override in args.overrides:
         command += ["--set", override]
     if getattr(args, "task_index", None) is not None:

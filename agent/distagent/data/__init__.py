@@ -1,7 +1,10 @@
-"""Example sources for the input pipeline: synthetic, tfrecord, npz, keras, tfds.
+"""Example sources for the input pipeline: synthetic, tfrecord, npz, keras, tfds, images.
 
-Each source says what it holds (size, shape, classes) and reads its examples in a fixed order;
-`distagent.pipeline` adds the validation split, cache, shuffle, parallel map, batch and prefetch.
+Each source says what it holds (size, shape, classes), reads its examples in a fixed order and
+splits its per-example work in three: `decode` (deterministic and expensive: done once, then
+cached), `preprocess` (deterministic and cheap, after the cache: e.g. uint8 -> float) and
+`augment` (random, training only, new every pass). `distagent.pipeline` puts them in order with
+the validation split, cache, shuffle, parallel maps, batch and prefetch.
 TensorFlow is imported inside the functions, so the config and the plan never load it.
 """
 
@@ -26,8 +29,12 @@ class Source:
     num_examples: int
     input_shape: tuple[int, ...]
     num_classes: int
+    decode: Preprocess | None = None
+    """Deterministic per-example work before the cache (decode, resize, simulated cost)."""
     preprocess: Preprocess | None = None
-    """Per-example work done after the shuffle, in the parallel map (not cached)."""
+    """Cheap deterministic work after the cache, for training and validation alike."""
+    augment: Preprocess | None = None
+    """Random per-example work for training only, after the shuffle (flip, crop, brightness)."""
     num_files: int | None = None
     example_bytes: int | None = None
     """Bytes of one example in memory after reading: decides whether the cache fits."""
@@ -41,6 +48,7 @@ _MODULES = {
     "npz": "distagent.data.arrays",
     "keras": "distagent.data.arrays",
     "tfds": "distagent.data.tfds",
+    "images": "distagent.data.images",
 }
 
 

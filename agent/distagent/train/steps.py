@@ -108,7 +108,10 @@ class TrainStep:
         self.global_batch_size = global_batch_size
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
         # XLA compiles the maths only: the optimizer's cross-replica merge cannot live inside it.
-        self._gradients = tf.function(self._forward_backward, jit_compile=jit_compile or None)
+        # Without XLA the maths is not nested in a tf.function of its own: a nested function
+        # cannot hold a cross-replica call, and synchronized BatchNorm makes one.
+        self._gradients = (tf.function(self._forward_backward, jit_compile=True) if jit_compile
+                           else self._forward_backward)
         self._steps = tf.function(self._run_steps)
 
     def __call__(self, iterator: Any, n: int) -> None:

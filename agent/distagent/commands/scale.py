@@ -1,0 +1,234 @@
+"""`distagent scale CONFIG --replicas 1,2,4 [--steps N] [--json]`: how throughput grows with the
+replicas when the per-replica batch is fixed (global batch and learning rate as the plan scales
+them), the claim data-parallel training rests on (Goyal et al.: about 90% scaling efficiency).
+
+Each replica count trains in its own process: TensorFlow fixes its logical devices when it
+starts, so one process cannot split the CPU into 1, then 2, then 4 devices (and on GPUs a fresh
+process starts from the same state each time). A child warms up (traces the step, fills the
+shuffle buffer), then times `--steps` steps; input wait is the step's own in-graph measure (see
+distagent.train.steps). Every count's figures also go into a TensorBoard run,
+`<logdir>/<name>-scale/`, at step = replica count, so distmon and TensorBoard chart them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distagent.config import load_config, replace_in
+from distagent.schema import JobConfig
+from distcore import names
+from distcore.errors import DistmonError
+
+WARMUP_STEPS = 5
+SCALE_SUFFIX = "-scale"
+INPUT_WAIT_RISE = 0.02
+"""Input wait that grows by more than this from the fewest to the most replicas, ending at least
+moderately input-bound, means the input pipeline is what limits scaling."""
+RUN_FIELDS = ("replicas", "global_batch_size", "learning_rate", "examples_per_second",
+              "step_time_ms", "input_wait_fraction", "scaling_efficiency")
+
+
+def parse_replicas(text: str) -> list[int]:
+    """"1,2,4" -> [1, 2, 4] (sorted, without repeats); DistmonError on anything else."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise DistmonError(f"--replicas: expected counts like 1,2,4, got {text!r}")
+    return counts
+
+
+def run(args: argparse.Namespace) -> int:
+    counts = parse_replicas(args.replicas)
+    if args.steps < 1:
+        raise DistmonError("--steps: expected at least 1")
+    cfg = load_config(Path(args.config), args.overrides)  # refuse a bad config before any run
+    runs: list[dict[str, Any]] = []
+    for count in counts:
+        if not args.json:
+            print(f"training {args.steps} steps on {count} replica(s)...", file=sys.stderr)
+        base = next((r["examples_per_second"] for r in runs if r["replicas"] == 1), None)
+        runs.append(_measure_in_child(args, count, base))
+    document = scale_document(str(args.config), runs, steps=args.steps,
+                              per_replica=cfg.data.per_replica_batch_size)
+    document["logdir"] = str(scale_run_dir(cfg))
+    print(json.dumps(document) if args.json else format_document(document))
+    return 0
+
+
+def scale_run_dir(cfg: JobConfig) -> Path:
+    return Path(cfg.run.logdir) / f"{cfg.run.name}{SCALE_SUFFIX}"
+
+
+def _measure_in_child(args: argparse.Namespace, count: int, base: float | None) -> dict[str, Any]:
+    command = [sys.executable, "-m", "distagent.commands.scale", str(args.config),
+               "--child-replicas", str(count), "--steps", str(args.steps)]
+    if base is not None:
+        command += ["--base-examples-per-second", repr(base)]
+    for override in args.overrides:
+        command += ["--set", override]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        errors = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        last = errors[-1] if errors else f"exit status {done.returncode}"
+        raise DistmonError(f"{count} replica(s): {last.removeprefix('distagent: ')}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def scale_document(config: str, runs: list[dict[str, Any]], *, steps: int,
+                   per_replica: int) -> dict[str, Any]:
+    """The `--json` document: per-count figures, efficiency against 1 replica, and notes."""
+    base = next((r["examples_per_second"] for r in runs if r["replicas"] == 1), None)
+    out_runs = []
+    for r in runs:
+        efficiency = (r["examples_per_second"] / (r["replicas"] * base)) if base else None
+        out_runs.append({**{k: r[k] for k in RUN_FIELDS[:-1]}, "scaling_efficiency": efficiency,
+                         "devices": r["devices"]})
+    kind = runs[0]["device_kind"] if runs else "CPU"
+    return {"version": 1, "config": config, "device_kind": kind, "steps": steps,
+            "per_replica_batch_size": per_replica, "runs": out_runs,
+            "notes": scale_notes(kind, out_runs, os.cpu_count() or 1)}
+
+
+def scale_notes(kind: str, runs: Sequence[dict[str, Any]], cores: int) -> list[str]:
+    notes = []
+    if len(runs) >= 2:
+        first, last = runs[0], runs[-1]
+        rise = last["input_wait_fraction"] - first["input_wait_fraction"]
+        if rise > INPUT_WAIT_RISE and last["input_wait_fraction"] >= names.INPUT_WAIT_MODERATE:
+            notes.append(
+                f"input wait rises from {first['input_wait_fraction']:.0%} at "
+                f"{first['replicas']} to {last['input_wait_fraction']:.0%} at {last['replicas']} "
+                "replicas: the input pipeline is the limit (parallel map, cache, prefetch; "
+                "`distagent bench-input` measures it alone)")
+    if kind == "CPU" and any(r["replicas"] > 1 for r in runs):
+        notes.append(
+            f"the replicas are logical devices on the same {cores} CPU core(s): they share "
+            "those cores, so an efficiency near 1/N is what this machine can do and says "
+            "nothing about how GPUs would scale")
+    return notes
+
+
+def format_document(doc: dict[str, Any]) -> str:
+    lines = [f"{doc['config']}: {doc['steps']} steps per count, {doc['per_replica_batch_size']} "
+             f"examples per replica, on {doc['device_kind']}",
+             f"{'replicas':>8} {'global batch':>12} {'lr':>9} {'examples/s':>11} "
+             f"{'step ms':>8} {'input wait':>10} {'efficiency':>10}"]
+    for r in doc["runs"]:
+        efficiency = "-" if r["scaling_efficiency"] is None else f"{r['scaling_efficiency']:.0%}"
+        lines.append(f"{r['replicas']:>8} {r['global_batch_size']:>12} "
+                     f"{r['learning_rate']:>9.4g} {r['examples_per_second']:>11,.0f} "
+                     f"{r['step_time_ms']:>8.1f} {r['input_wait_fraction']:>10.1%} "
+                     f"{efficiency:>10}")
+    lines.extend(f"note: {note}" for note in doc["notes"])
+    lines.append(f"TensorBoard run: {doc['logdir']} (step = replicas)")
+    return "\n".join(lines)
+
+
+def _child_config(cfg: JobConfig, count: int, gpus: int) -> JobConfig:
+    if gpus == 0:
+        return replace_in(cfg, strategy__kind="mirrored", strategy__devices=(),
+                          strategy__cpu_replicas=count)
+    if count > gpus:
+        raise DistmonError(f"{count} replicas asked for, but this machine has {gpus} GPU(s)")
+    devices = tuple(f"GPU:{i}" for i in range(count))
+    return replace_in(cfg, strategy__kind="mirrored", strategy__devices=devices)
+
+
+def measure(cfg: JobConfig, count: int, steps: int) -> dict[str, Any]:
+    """Train WARMUP_STEPS, then time `steps` steps at `count` replicas (in this process)."""
+    import keras
+    import tensorflow as tf
+
+    from distagent.devices import resolve_strategy
+    from distagent.models import build_model
+    from distagent.pipeline import build_input, plan_for
+    from distagent.train.job import make_optimizer
+    from distagent.train.schedule import WarmupDecay
+    from distagent.train.steps import TrainState, TrainStep
+
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    cfg = _child_config(cfg, count, gpus)
+    if cfg.train.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    setup = resolve_strategy(cfg.strategy)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices)
+    data = build_input(cfg, plan)
+    schedule = WarmupDecay(base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
+                           warmup_steps=plan.warmup_steps, total_steps=plan.total_steps,
+                           decay=cfg.optimizer.decay)
+    with setup.strategy.scope():
+        model = build_model(cfg.model.name, data.input_shape, data.num_classes,
+                            hidden_units=cfg.model.hidden_units,
+                            sync_batchnorm=cfg.model.sync_batchnorm)
+        optimizer = make_optimizer(cfg.optimizer.name, schedule,
+                                   mixed_precision=cfg.train.mixed_precision)
+        optimizer.build(model.trainable_variables)
+    state = TrainState.create()
+    step = TrainStep(setup.strategy, model, optimizer, state,
+                     global_batch_size=plan.global_batch_size, jit_compile=cfg.train.jit_compile)
+    iterator = iter(setup.strategy.experimental_distribute_dataset(data.train))
+    for _ in range(WARMUP_STEPS):
+        step(iterator, 1)
+    state.read(state.interval)  # waits for the warm-up steps
+    state.reset(state.interval)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step(iterator, 1)
+    wait = state.read(state.interval)["wait_seconds"]  # waits for the last step
+    wall = time.perf_counter() - start
+    return {"replicas": setup.replicas, "global_batch_size": plan.global_batch_size,
+            "learning_rate": plan.learning_rate,
+            "examples_per_second": steps * plan.global_batch_size / wall,
+            "step_time_ms": 1000.0 * wall / steps, "input_wait_fraction": min(1.0, wait / wall),
+            "device_kind": "GPU" if gpus else "CPU", "devices": list(setup.devices)}
+
+
+def write_point(run_dir: Path, result: dict[str, Any], base: float | None) -> None:
+    """The count's figures as TensorBoard scalars at step = replicas."""
+    import tensorflow as tf
+
+    scalars = {f"scale/{k}": float(result[k]) for k in RUN_FIELDS[1:-1]}
+    if base:
+        scalars["scale/scaling_efficiency"] = (result["examples_per_second"]
+                                               / (result["replicas"] * base))
+    writer = tf.summary.create_file_writer(str(run_dir))
+    with writer.as_default(step=int(result["replicas"])):
+        for tag, value in scalars.items():
+            tf.summary.scalar(tag, value)
+    writer.close()
+
+
+def child_main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m distagent.commands.scale")
+    parser.add_argument("config")
+    parser.add_argument("--set", dest="overrides", action="append", default=[])
+    parser.add_argument("--child-replicas", type=int, required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--base-examples-per-second", type=float, default=None)
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_config(Path(args.config), args.overrides)
+        result = measure(cfg, args.child_replicas, args.steps)
+        write_point(scale_run_dir(cfg), result, args.base_examples_per_second)
+    except DistmonError as err:
+        print(f"distagent: {err}", file=sys.stderr)
+        return err.exit_code
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main())
