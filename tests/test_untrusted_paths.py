@@ -148,12 +148,9 @@ def test_once_json_subprocess_on_generated_logdirs(runs: Runs) -> None:
 
 
 def dashboard(options: Options) -> DistmonApp:
-    """The app as `distmon` builds it: the real watcher and sampler (wherever the factory lives:
-    the job-model rewrite moves it out of distmon.messages)."""
-    try:
-        from distmon.messages import make_producers
-    except ImportError:  # pragma: no cover - after the job-model merge
-        from distmon.producers import make_producers  # type: ignore[import-not-found,no-redef]
+    """The app as `distmon` builds it: the real watcher, sampler and job index."""
+    from distmon.producers import make_producers
+
     return DistmonApp(options, producers=lambda: make_producers(options))
 
 

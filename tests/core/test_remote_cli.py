@@ -204,8 +204,8 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
 
 @pytest.mark.slow
 def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path) -> None:
-    from distmon.messages import make_producers
     from distmon.options import Options
+    from distmon.producers import make_producers
 
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(4, 1.0)]))
@@ -214,13 +214,14 @@ def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path
         remotes=(SshSpec(HOST_ALIAS, None, str(tmp_path)),),
     )  # fmt: skip
     made = make_producers(options)
-    assert made.watcher is not None
+    (remote,) = made.extra  # the remote readers fill the dashboard's store
+    assert made.hosts  # and the remote host's GPUs are a host source of the index
     try:
-        assert made.watcher.scan_once() == {f"{HOST_ALIAS}:r"}
-        run = made.store.get(f"{HOST_ALIAS}:r")
-        assert run is not None and run.scalars["loss"].last_step == 4
+        assert remote.scan_once() == {f"{HOST_ALIAS}:r"}  # type: ignore[attr-defined]
+        (run,) = [r for r in made.store.snapshot() if r.name == f"{HOST_ALIAS}:r"]
+        assert run.scalars["loss"].last_step == 4
     finally:
-        made.watcher.close()
+        remote.close()
 
 
 @pytest.mark.slow
@@ -229,7 +230,8 @@ def test_once_remote_gpus_in_hosts(sshd: Sshd, tmp_path: Path) -> None:
         "--once", "--json", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:{tmp_path}"
     )
     doc = json.loads(result.stdout)
-    (host,) = doc["hosts"]
+    assert [h["source"] for h in doc["hosts"]] == ["local", "ssh"]  # this machine first
+    host = doc["hosts"][1]
     # No nvidia-smi on this remote: the host is there, saying why it has no GPUs.
     assert host["name"] == HOST_ALIAS and host["gpus"] == []
     assert host["gpu_reason"] == f"nvidia-smi not found on {HOST_ALIAS}"
