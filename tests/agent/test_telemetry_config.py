@@ -70,27 +70,3 @@ def test_recorder_writes_simulated_gpus_and_where_it_ran(
         assert all(0.0 <= v <= 100.0 for v in utilization.values)
     assert names.gpu_tag(3, "utilization") not in run.scalars
     assert names.HOST_CPU_PERCENT in run.scalars
-
-
-@pytest.mark.slow
-def test_each_worker_of_a_launch_local_job_records_its_own_simulated_gpus(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from distcore.events import load_once
-    from tests.agent.test_multiworker import child_env, write_config
-
-    config = write_config(tmp_path, steps=4)
-    with config.open("a") as out:
-        out.write("[telemetry]\nsimulate_gpus = 2\ninterval_seconds = 0.2\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "distagent", "launch-local", str(config), "--workers", "2"],
-        capture_output=True, text=True, env=child_env(), timeout=240,
-    )
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-    runs = {r.name: r for r in load_once([tmp_path / "runs"])}
-    for worker in (0, 1):
-        system = runs[f"mw/{names.worker_system_dir(worker)}"]
-        assert dict(system.hparams) == {"host": socket.gethostname(), "worker": worker,
-                                        "simulated_gpus": 2}
-        assert {names.gpu_tag(i, "utilization") for i in (0, 1)} <= set(system.scalars)

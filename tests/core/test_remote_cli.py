@@ -198,7 +198,7 @@ def test_once_json_with_a_remote_logdir_and_a_failing_one(sshd: Sshd, tmp_path: 
     )  # fmt: skip
     assert (
         one_ok.returncode == 0
-        and f"error: {tmp_path}/missing: no such log directory" in one_ok.stdout
+        and f"error (logdir): {tmp_path}/missing: no such log directory" in one_ok.stdout
     )
 
 
@@ -215,7 +215,6 @@ def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path
     )  # fmt: skip
     made = make_producers(options)
     (remote,) = made.extra  # the remote readers fill the dashboard's store
-    assert made.hosts  # and the remote host's GPUs are a host source of the index
     try:
         assert remote.scan_once() == {f"{HOST_ALIAS}:r"}  # type: ignore[attr-defined]
         (run,) = [r for r in made.store.snapshot() if r.name == f"{HOST_ALIAS}:r"]

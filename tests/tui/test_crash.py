@@ -22,8 +22,8 @@ class CrashingApp(DistmonApp):
 
     CSS_PATH = CSS
 
-    def refresh_view(self, full: bool = False) -> None:
-        raise ZeroDivisionError("\x1b]0;a bug\x07 in refresh_view")
+    def render_jobs(self) -> None:
+        raise ZeroDivisionError("\x1b]0;a bug\x07 in render_jobs")
 
 
 def test_a_crash_exits_non_zero_with_a_log_file(
@@ -35,12 +35,12 @@ def test_a_crash_exits_non_zero_with_a_log_file(
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith(
-        "distmon: crashed (ZeroDivisionError: \\x1b]0;a bug\\x07 in refresh_view)"
+        "distmon: crashed (ZeroDivisionError: \\x1b]0;a bug\\x07 in render_jobs)"
     )
     logs = list((tmp_path / "state" / "distmon").glob("crash-*.log"))
     assert len(logs) == 1 and str(logs[0]) in err
     text = logs[0].read_text()
-    assert "Traceback (most recent call last)" in text and "in refresh_view" in text
+    assert "Traceback (most recent call last)" in text and "in render_jobs" in text
 
 
 def test_a_clean_quit_exits_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

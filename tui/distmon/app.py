@@ -178,7 +178,7 @@ class DistmonApp(App[int]):
         except Exception as err:  # shown in the status line: the dashboard stays up
             self.post_message(ScanFinished(time.monotonic() - began, f"{err}"))
             return
-        if self.index is not None:
+        if watcher is not None and self.index is not None:  # what the scan read, shown soon
             self.index.wake()
         self.post_message(ScanFinished(time.monotonic() - began))
 

@@ -69,10 +69,10 @@ def collect(options: Options) -> dict[str, Any]:
     )
     doc.update(index_to_json(snap))
     missing = [p for p in options.logdirs if p not in local]
-    doc["errors"] += [
+    doc["errors"] = [
         {"producer": "logdir", "message": f"{p}: no such log directory", "since": snap.generated_at}
         for p in missing
-    ]
+    ] + doc["errors"]
     if missing and len(missing) == len(options.logdirs) and not (remote and remote.readable()):
         raise DistmonError("\n".join(e["message"] for e in doc["errors"]) or "nothing readable")
     return doc

@@ -85,7 +85,8 @@ def host_from_system_run(job: str, part: str, run: RunSnapshot) -> Host:
         job=job,
         sampled_at=run.last_update,
         gpus=tuple(_device(i, gpus[i]) for i in sorted(gpus)),
-        simulated=bool(run.hparams.get("simulated")),
+        # The recorder writes how many GPUs it simulated (absent for real ones).
+        simulated=bool(run.hparams.get("simulated_gpus")),
         cpu_percent=cpu.last_value if cpu is not None else None,
         memory_used_mib=mem.last_value if mem is not None else None,
         interval_seconds=_cadence(run),

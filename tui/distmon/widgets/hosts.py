@@ -7,6 +7,7 @@ a few of its sample intervals. Unknown values show "n/a", never 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -43,7 +44,7 @@ def sparkline(values: Sequence[float | None], width: int, top: float = 100.0) ->
     """The newest `width` values as ▁..█ (0..top); unknown samples are blank."""
     chars = []
     for value in list(values)[-width:]:
-        if value is None or value != value:
+        if value is None or not math.isfinite(value):  # samples from a logdir can be NaN
             chars.append(" ")
         else:
             chars.append(SPARK[min(len(SPARK) - 1, max(0, int(value / top * len(SPARK))))])
