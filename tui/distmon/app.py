@@ -276,11 +276,12 @@ class DistmonApp(App[int]):
     def _show_alerts(self) -> None:
         alerts = self.jobs.alerts if self.jobs is not None else ()
         errors = self.jobs.errors if self.jobs is not None else ()
-        if not self._changed("alerts", (alerts, errors)):
+        problems = self.jobs.problems if self.jobs is not None else ()
+        if not self._changed("alerts", (alerts, errors, problems)):
             return
         panel = self._main.query_one("#alerts", Panel)
-        panel.update(render_alerts(alerts, errors))
-        count = len(alerts) + len(errors)
+        panel.update(render_alerts(alerts, errors, problems))
+        count = len(alerts) + len(errors) + len(problems)
         panel.border_title = f"alerts ({count})" if count else "alerts"
 
     def _show_gpus(self) -> None:

@@ -37,7 +37,8 @@ def collect(options: Options) -> dict[str, Any]:
 
     store = RunStore(max_points=options.max_points)
     local = [p for p in options.logdirs if p.is_dir()]
-    LogdirWatcher(local, store, poll=options.poll).scan_once()
+    watcher = LogdirWatcher(local, store, poll=options.poll)
+    watcher.scan_once()
     remote = _scan_remote(options, store)
     source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
     sampler = TelemetrySampler(source, interval=options.refresh)
@@ -50,7 +51,8 @@ def collect(options: Options) -> dict[str, Any]:
         logdirs += [_spec_text(s) for s in options.remotes]
         index = JobIndex(
             store, logdirs=logdirs, telemetry=sampler, interval=options.refresh,
-            hosts=remote.host_sources if remote else (), producers=(remote,) if remote else (),
+            hosts=remote.host_sources if remote else (),
+            producers=(watcher, remote) if remote else (watcher,),
         )  # fmt: skip
         snap = index.refresh()
         if snap is None:  # the index failed: its error says why
@@ -136,6 +138,8 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
     render_gpus_text(doc, out)
     render_hosts_text(doc, out)
     _render_alerts(doc["alerts"], out)
+    for problem in doc.get("problems", ()):
+        out.write(f"problem: {t(problem, 300)}\n")
     for error in doc.get("errors", ()):
         out.write(f"error ({t(error['producer'])}): {t(error['message'], 300)}\n")
 

@@ -59,6 +59,18 @@ def _errors_of(producer: object) -> tuple[ProducerError, ...]:
         return (ProducerError(type(producer).__name__, f"errors() failed: {err}", time.time()),)
 
 
+def _problems_of(producer: object) -> tuple[str, ...]:
+    """A producer's source-level problems (a directory it cannot list, a FIFO named like an
+    event file), one line each; none for producers that have no such notion."""
+    problems = getattr(producer, "problems", None)
+    if problems is None:
+        return ()
+    try:
+        return tuple(str(p) for p in problems())
+    except Exception as err:
+        return (f"{type(producer).__name__}: problems() failed: {err}",)
+
+
 class JobIndex:
     def __init__(
         self,
@@ -200,6 +212,7 @@ class JobIndex:
             hosts=hosts,
             alerts=sort_alerts(keep_since(previous, found)),
             errors=self._gather_errors(),
+            problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
         )
 
     def _remote_hosts(self) -> list[Host]:

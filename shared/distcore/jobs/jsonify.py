@@ -52,7 +52,8 @@ def error_to_json(error: ProducerError) -> dict[str, Any]:
 
 
 def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
-    """`hosts`, `jobs`, `alerts` and `errors` of the document."""
+    """`hosts`, `jobs`, `alerts`, `errors` and `problems` (the logdirs' own: a directory that
+    cannot be listed, ...) of the document."""
     return {
         "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
         "jobs": [job_to_json(j) for j in snap.jobs],
@@ -60,4 +61,5 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
             {**a.to_json(), "run": json_text(a.run) if a.run else a.run} for a in snap.alerts
         ],
         "errors": [error_to_json(e) for e in snap.errors],
+        "problems": [json_text(p) for p in snap.problems],
     }

@@ -25,14 +25,20 @@ SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
 MESSAGE_LIMIT = 400
 
 
-def render_alerts(alerts: Sequence[Alert], errors: Sequence[ProducerError] = ()) -> Text:
+def render_alerts(
+    alerts: Sequence[Alert], errors: Sequence[ProducerError] = (), problems: Sequence[str] = ()
+) -> Text:
     """One alert a line; the stylesheet cuts them in a narrow panel and wraps them in a wide one.
-    Producer errors (a failing sampler, remote reader, ...) come first: data may be missing."""
+    Producer errors (a failing sampler, remote reader, ...) and the logdirs' own problems (a
+    directory that cannot be listed) come first: data may be missing."""
     lines = [
         Text(f"✖ {terminal_text(e.producer, 30)}: {terminal_text(e.message, MESSAGE_LIMIT)}",
              style="red")
         for e in errors
     ]  # fmt: skip
+    lines += [
+        Text(f"▲ logdir: {terminal_text(p, MESSAGE_LIMIT)}", style="yellow") for p in problems
+    ]
     lines += [alert_line(a) for a in alerts]
     return Text("\n").join(lines) if lines else Text("no alerts", style="green")
 
