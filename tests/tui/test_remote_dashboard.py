@@ -1,0 +1,50 @@
+"""A remote host's logdir and GPUs in the dashboard, over a real OpenSSH server on 127.0.0.1
+with a stand-in `nvidia-smi` on its PATH (there is no GPU here): the remote run in the runs
+table, the host and its GPUs in the GPU panel after this machine, as the index hands them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from distcore.remote.spec import SshSpec
+from distmon.app import DistmonApp
+from distmon.options import Options
+from distmon.producers import make_producers
+from distmon.widgets.panels import Panel
+from distmon.widgets.runs import RunsTable
+from tests.core.events_helpers import scalar_records
+from tests.core.remote_servers import HOST_ALIAS, Sshd
+from tests.core.test_remote_ssh import sshd  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.slow
+
+
+async def test_remote_run_and_gpus_on_screen(sshd: Sshd, tmp_path: Path) -> None:  # noqa: F811
+    run = tmp_path / "logs" / "r"
+    run.mkdir(parents=True)
+    (run / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(7, 0.5)]))
+    options = Options(
+        # GPUs on: --no-gpu would also leave the remote nvidia-smi alone.
+        logdirs=(), refresh=0.3, ssh_config=sshd.config,
+        remotes=(SshSpec(HOST_ALIAS, None, str(tmp_path / "logs")),),
+    )  # fmt: skip
+    app = DistmonApp(options, producers=lambda: make_producers(options))
+    async with app.run_test(size=(160, 48)) as pilot:
+        gpus, table = app.query_one("#gpus", Panel), app.query_one(RunsTable)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            text = str(gpus.render())
+            if "H100" in text and any(r.key == f"{HOST_ALIAS}:r" for r in table._rows):
+                break
+            await pilot.pause(0.1)
+        lines = str(gpus.render()).splitlines()
+        assert lines[0].startswith("no GPU"), lines  # this machine first (no NVML here)
+        heading = next(i for i, line in enumerate(lines) if line.startswith(HOST_ALIAS))
+        assert [line.split()[:2] for line in lines[heading + 1 : heading + 3]] == [
+            ["0", "NVIDIA"], ["1", "NVIDIA"]
+        ], lines  # fmt: skip
+        (row,) = [r for r in table._rows if r.key == f"{HOST_ALIAS}:r"]
+        assert row.step == "7"
