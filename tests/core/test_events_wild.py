@@ -1,4 +1,4 @@
-"""Every file of /work/shared/wild read by distcore, against what TensorBoard shows.
+"""Every file of ../shared/wild read by distcore, against what TensorBoard shows.
 
 Two references, both TensorBoard's own code on the same files:
 - the Rust data server (`tensorboard --load_fast`, TensorBoard's default loader when the
@@ -22,11 +22,15 @@ from typing import Any
 import pytest
 
 from distcore.events import load_once
+from tests.core.events_helpers import WILD, require_wild
 
-WILD = Path("/work/shared/wild")
 Points = list[tuple[int, float, float]]
 
-pytestmark = pytest.mark.skipif(not WILD.is_dir(), reason="no /work/shared/wild")
+
+
+@pytest.fixture(autouse=True)
+def _wild() -> None:
+    require_wild()
 
 # Runs where EventAccumulator shows points the restart rule drops (steps repeated or going back
 # within a file, or a second file of the run starting again from step 0).
