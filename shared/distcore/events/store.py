@@ -11,6 +11,7 @@ from pathlib import Path
 from distcore.events.batch import Batch
 from distcore.events.model import RunSnapshot
 from distcore.events.run import RunState
+from distcore.listeners import Listeners
 
 Listener = Callable[[frozenset[str]], None]
 LIVE_SECONDS = 300.0  # TF2 writers flush every 2 minutes by default
@@ -30,7 +31,7 @@ class RunStore:
         self._live_seconds = live_seconds
         self._lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[frozenset[str]] = Listeners()
 
     # Reading side: any thread.
     def snapshot(self) -> tuple[RunSnapshot, ...]:
@@ -47,15 +48,7 @@ class RunStore:
             return run.snapshot(now, self._live_seconds) if run is not None else None
 
     def subscribe(self, callback: Listener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._listeners:
-                    self._listeners.remove(callback)
-
-        return unsubscribe
+        return self._listeners.subscribe(callback)
 
     # Writing side: the watcher's thread.
     def apply(self, name: str, path: Path, batch: Batch, file_name: str) -> None:
@@ -83,9 +76,7 @@ class RunStore:
         """Tell the listeners; outside the lock, so a listener may call snapshot()."""
         if not changed:
             return
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners.current():
             listener(changed)
 
     def _run(self, name: str, path: Path) -> RunState:

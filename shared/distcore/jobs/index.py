@@ -24,6 +24,7 @@ from distcore.jobs.hosts import local_host
 from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
 from distcore.jobs.model import Host, HostSource, JobsSnapshot, ProducerError
 from distcore.jobs.parts import group_runs, job_dir_of
+from distcore.listeners import Listeners
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -89,10 +90,10 @@ class JobIndex:
         self._records = AgentRecords()
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
-        self._lock = threading.Lock()  # guards _latest and _listeners
+        self._lock = threading.Lock()  # guards _latest
         self._compute_lock = threading.Lock()  # one refresh at a time (thread, tests, --once)
         self._latest: JobsSnapshot | None = None
-        self._listeners: list[Listener] = []
+        self._listeners: Listeners[JobsSnapshot] = Listeners()
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -142,15 +143,7 @@ class JobIndex:
             return self._latest
 
     def subscribe(self, callback: Listener) -> Callable[[], None]:
-        with self._lock:
-            self._listeners.append(callback)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if callback in self._listeners:
-                    self._listeners.remove(callback)
-
-        return unsubscribe
+        return self._listeners.subscribe(callback)
 
     def errors(self) -> tuple[ProducerError, ...]:
         return (self._error,) if self._error is not None else ()
@@ -169,8 +162,7 @@ class JobIndex:
             return self.latest()
         with self._lock:
             self._latest = snap
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._listeners.current():
             try:
                 listener(snap)
             except Exception:
