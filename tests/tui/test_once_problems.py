@@ -63,12 +63,15 @@ def world_readable_dir() -> Iterator[Path]:
     shutil.rmtree(path)
 
 
-def test_a_directory_that_cannot_be_listed_is_a_problem(world_readable_dir: Path) -> None:
+def test_unreadable_files_and_directories_are_problems(world_readable_dir: Path) -> None:
     root = world_readable_dir
     (root / "run").mkdir(mode=0o755)
     events = root / "run" / EVENT_FILE
     events.write_bytes(scalar_records("loss", [(0, 1.0)]))
     events.chmod(0o644)
+    (root / "locked").mkdir(mode=0o755)
+    (root / "locked" / EVENT_FILE).write_bytes(scalar_records("loss", [(0, 1.0)]))
+    (root / "locked" / EVENT_FILE).chmod(0)
     (root / "closed").mkdir(mode=0o755)
     (root / "closed" / "inner").mkdir()
     (root / "closed").chmod(0)
@@ -76,7 +79,10 @@ def test_a_directory_that_cannot_be_listed_is_a_problem(world_readable_dir: Path
     done = once(root, "--json", ordinary=os.geteuid() == 0)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert [r["name"] for r in doc["runs"]] == ["run"]
+    runs = {r["name"]: r for r in doc["runs"]}
+    assert sorted(runs) == ["locked", "run"]
+    assert runs["run"]["problems"] == [] and runs["run"]["scalars"]["loss"]["count"] == 1
+    assert any("cannot open" in p for p in runs["locked"]["problems"]), runs["locked"]
     assert any("closed" in p and "cannot list" in p for p in doc["problems"]), doc["problems"]
 
 
