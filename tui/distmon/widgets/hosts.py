@@ -60,8 +60,11 @@ def _gib(mib: float | None) -> str:
 
 
 def _memory(used: float | None, total: float | None) -> str:
-    """`29.3/80.0G`; `29.3G used` where the total is not known (a worker's recorded samples)."""
-    if total is None and used is not None:
+    """`29.3/80.0G`; `29.3G used` where the total is not known (a worker's recorded samples);
+    `n/a` where neither is."""
+    if used is None and total is None:
+        return "n/a"
+    if total is None:
         return f"{_gib(used)}G used"
     return f"{_gib(used)}/{_gib(total)}G"
 
