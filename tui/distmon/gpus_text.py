@@ -17,6 +17,8 @@ def _num(value: Any, unit: str = "", digits: int = 0) -> str:
 
 
 def _memory(used: Any, total: Any) -> str:
+    if used is None and total is None:
+        return "n/a"
     if isinstance(used, int | float) and total is None:  # workers record what they use only
         return f"{used / 1024:.1f} GiB used"
     if used is None or total is None:
@@ -76,7 +78,9 @@ def render_hosts_text(doc: dict[str, Any], out: TextIO) -> None:
         return
     out.write(f"\nOther hosts: {len(others)}\n")
     for host in others:
-        worker = f" (worker {host['worker']})" if host.get("worker") is not None else ""
+        label = f"worker {host['worker']}" if host.get("worker") is not None else ""
+        # A worker without a recorded host name is already called "<job> worker <i>".
+        worker = f" ({label})" if label and not str(host["name"]).endswith(label) else ""
         stale = " STALE" if host.get("stale") else ""
         sim = " simulated" if host.get("simulated") else ""
         out.write(

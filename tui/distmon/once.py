@@ -144,7 +144,9 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
         out.write(f"error ({t(error['producer'])}): {t(error['message'], 300)}\n")
 
 
-NAME_LIMIT = 160  # characters of one name or message in the text report
+# Characters of any one string in the text report; the renderer elides names further (a run's
+# name to 200, a tag to 60), and an alert's message keeps its remedy whole.
+NAME_LIMIT = 400
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
 
 
