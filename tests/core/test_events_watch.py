@@ -157,7 +157,9 @@ def test_a_run_created_after_the_watch_began(watched: tuple[Path, RunStore, Logd
 def test_a_file_deleted_while_watched(watched: tuple[Path, RunStore, LogdirWatcher]) -> None:
     root, store, _ = watched
     path = _write(root / "run", scalar_records("a", [(0, 1.0)]))
-    assert _wait_for(lambda: _status(store, "run") == "live")
+    # Read, not only seen: a run is live from its file's mtime, before its point is read.
+    assert _wait_for(lambda: _last_step(store, "run", "a") == 0)
+    assert _status(store, "run") == "live"
     path.unlink()
     assert _wait_for(lambda: _status(store, "run") == "gone")
     assert _last_step(store, "run", "a") == 0  # what was read stays visible
