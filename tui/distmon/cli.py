@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"refresh interval, {MIN_REFRESH}-{MAX_REFRESH:g} (default 1)",
     )
-    parser.add_argument("--no-gpu", action="store_true", help="do not query NVML")
+    parser.add_argument(
+        "--no-gpu", action="store_true", help="no GPUs: no NVML here, no nvidia-smi on ssh hosts"
+    )
     parser.add_argument(
         "--simulate-gpus",
         type=_bounded(int, 0, MAX_SIMULATED_GPUS),
