@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from distagent.config import load_config
-from distagent.train.rundir import RUN_DIR_ENV, read_run_json, run_dir_for
+from distagent.train.rundir import RUN_DIR_ENV, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
 
 OUTPUT_LOG = "output.log"

@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from distagent.train.rundir import find_runs, is_same_process, read_run_json
+from distagent.train.rundir import find_runs, is_same_process
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.jobs.agent import read_run_json
 from distcore.textsafe import json_text, terminal_text
 
 COLUMNS = ("RUN", "STATUS", "STEP", "LOSS", "EX/S", "INPUT WAIT")

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import psutil
 
-from distagent.train.rundir import prove_process, read_run_json
+from distagent.train.rundir import prove_process
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
 
 SHOWN = 200  # characters of an outside value (a path, a field of run.json) in a message

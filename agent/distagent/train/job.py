@@ -47,7 +47,6 @@ from distagent.train.rundir import (
     RunRecord,
     is_same_process,
     process_identity,
-    read_run_json,
     run_dir_for,
 )
 from distagent.train.schedule import WarmupDecay
@@ -56,6 +55,7 @@ from distagent.train.steps import EvalStep, TrainState, TrainStep
 from distagent.train.summaries import Writers
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
 
 

@@ -48,24 +48,6 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
         raise
 
 
-MAX_RUN_JSON_BYTES = 16 << 20
-"""run.json holds a config, a plan and a few metrics: a few KiB. Bigger is not ours."""
-
-
-def read_run_json(run_dir: Path) -> dict[str, Any] | None:
-    """The run's record, or None when there is none (or it is unreadable, too big, or not JSON:
-    anyone who can write the logdir can write it, so nothing in it is trusted)."""
-    try:
-        with (run_dir / names.RUN_JSON).open("rb") as handle:
-            raw = handle.read(MAX_RUN_JSON_BYTES + 1)
-        if len(raw) > MAX_RUN_JSON_BYTES:
-            return None
-        data = json.loads(raw)
-    except (OSError, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 class RunRecord:
     """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it."""
 

@@ -69,16 +69,24 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
     )
 
 
-def read_agent_record(job_dir: Path) -> AgentRecord | None:
-    """The job's run.json, or None when it has none (not written by distagent) or is unreadable."""
+def read_run_json(job_dir: Path) -> dict[str, Any] | None:
+    """A job's run.json as written, or None when there is none or it is unreadable, too big or
+    not a JSON object: anyone who can write the logdir can write it, so nothing in it is
+    trusted. The one reader of the file for distmon and distagent alike."""
     try:
         with open(job_dir / names.RUN_JSON, "rb") as f:
             data = f.read(MAX_RUN_JSON_BYTES + 1)
         if len(data) > MAX_RUN_JSON_BYTES:
             return None
-        return agent_record_from(json.loads(data))
+        doc = json.loads(data)
     except (OSError, ValueError, RecursionError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def read_agent_record(job_dir: Path) -> AgentRecord | None:
+    """The job's run.json, or None when it has none (not written by distagent) or is unreadable."""
+    return agent_record_from(read_run_json(job_dir))
 
 
 class AgentRecords:
