@@ -2,7 +2,8 @@
 
 The pid comes from run.json, which anyone who can write the logdir can write: it is signalled
 only when proven to be this run (`rundir.prove_process`: a positive integer pid, alive,
-started at the recorded time, its environment or command line naming this run directory).
+started at the recorded time, its environment's DISTAGENT_RUN_DIR naming this run directory;
+a command line that merely contains the directory proves nothing).
 Anything else is "not running", one line, exit 2: never a signal, never a traceback. The job
 finishes its current step, saves a checkpoint, writes status `stopped` and exits.
 """

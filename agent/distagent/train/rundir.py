@@ -8,12 +8,10 @@ No TensorFlow here: `distagent status` and `stop` read run directories without i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import socket
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Any
 import psutil
 
 from distcore import names
+from distcore.safefile import write_atomic
 
 
 def run_dir_for(logdir: str | Path, run_name: str) -> Path:
@@ -35,17 +34,9 @@ def process_identity(pid: int | None = None) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out, indent=2, sort_keys=True, default=str)
-            out.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """run.json, replaced whole (`distcore.safefile.write_atomic`: a new file, never a link)."""
+    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    write_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
 class RunRecord:
@@ -106,9 +97,9 @@ def process_mismatch(record: Mapping[str, Any], run_dir: Path) -> str | None:
 
 def prove_process(record: Mapping[str, Any], run_dir: Path) -> psutil.Process | str:
     """The run's process when run.json's pid is proven to be this run: a positive integer,
-    alive, started at the recorded time (a finite number), and its environment or command line
-    names `run_dir`. Otherwise why not, in a few words. Signal through the returned object:
-    psutil refuses to signal a pid reused since it was looked at."""
+    alive, started at the recorded time (a finite number), and its environment names `run_dir`
+    (RUN_DIR_ENV; never its command line). Otherwise why not, in a few words. Signal through
+    the returned object: psutil refuses to signal a pid reused since it was looked at."""
     pid, created = record.get("pid"), record.get("pid_create_time")
     if type(pid) is not int or pid <= 0:
         return "its pid is not a positive integer"
@@ -131,9 +122,10 @@ def prove_process(record: Mapping[str, Any], run_dir: Path) -> psutil.Process | 
 
 
 def _names_run_dir(proc: psutil.Process, run_dir: Path) -> bool:
+    """Positive proof only: the process's environment (fixed at exec, see `distagent start`)
+    holds RUN_DIR_ENV equal to the resolved run directory. Its command line proves nothing: a
+    `tail -f RUN_DIR/output.log`, a `distmon RUN_DIR` or an editor names the directory too."""
     want = str(Path(run_dir).resolve())
-    if want in proc.cmdline():
-        return True
     try:
         return proc.environ().get(RUN_DIR_ENV) == want
     except psutil.AccessDenied:  # another user's process: not provably ours

@@ -7,7 +7,6 @@ front ends escape them (distcore.textsafe) when they show them.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -17,6 +16,7 @@ from typing import Any, Final
 
 from distcore import names
 from distcore.jobs.model import AgentRecord
+from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
 EXTRA_KEYS: Final = ("host", "pid", "start_time", "end_time", "total_steps", "message")
@@ -70,16 +70,14 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
 
 
 def read_run_json(job_dir: Path) -> dict[str, Any] | None:
-    """A job's run.json as written, or None when there is none or it is unreadable, too big or
-    not a JSON object: anyone who can write the logdir can write it, so nothing in it is
-    trusted. The one reader of the file for distmon and distagent alike."""
+    """A job's run.json as written, or None when there is none or it is unreadable, too big,
+    nested too deep, not a regular file (a FIFO would hang a plain `open`), a symbolic link
+    (distagent writes a file, never a link) or not a JSON object: anyone who can write the
+    logdir can write it, so nothing in it is trusted. The one reader of the file for distmon and
+    distagent alike (`distcore.safefile`)."""
     try:
-        with open(job_dir / names.RUN_JSON, "rb") as f:
-            data = f.read(MAX_RUN_JSON_BYTES + 1)
-        if len(data) > MAX_RUN_JSON_BYTES:
-            return None
-        doc = json.loads(data)
-    except (OSError, ValueError, RecursionError):
+        doc = load_json(Path(job_dir) / names.RUN_JSON, MAX_RUN_JSON_BYTES)
+    except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -1,0 +1,178 @@
+"""Files from outside, read safely; private files, written safely.
+
+Reading: anyone who can write a logdir can put a FIFO, a device, a directory, a symlink or a
+16 GiB file where run.json (or a config) should be. `read_regular` opens without blocking
+(O_NONBLOCK: a FIFO with no writer would hang `open` itself), refuses anything but a regular
+file from the open descriptor (fstat, so the check and the read are of the same file), follows
+no link where `follow=False`, and reads at most `max_bytes`. `load_json` adds a bound on nesting:
+every consumer of a parsed document may recurse over it (escaping, rendering), and Python's
+recursion limit is a traceback, not an error message.
+
+Writing: crash logs hold tracebacks and paths, and their fallback directory is in a shared
+`/tmp` where another user may have planted a directory or a symlink first. `private_dir` opens
+(creating) a directory that must be ours: a real directory (no link followed), owned by this
+user, writable by no one else (created 0700). `write_private` creates a new file in it, 0600,
+with O_EXCL|O_NOFOLLOW relative to that directory's descriptor, so nothing swapped in between the
+check and the write is followed. `write_atomic` is the run.json writer: a new temporary file in
+the same directory, then `os.replace`, so a reader never sees half a file.
+
+Hand-written (no library): it is a few system calls, and the standard library has each one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+MAX_JSON_DEPTH: Final = 64  # run.json is a config, a plan and metrics: 5 levels in practice
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+_NOCTTY: Final = getattr(os, "O_NOCTTY", 0)
+_DIRECTORY: Final = getattr(os, "O_DIRECTORY", 0)
+
+
+class UnsafeFile(OSError):
+    """A path that is not a regular file, too big, a link where none is followed, or (for
+    private directories) not ours. An OSError: callers that treat unreadable files as absent
+    keep doing so."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int, *, follow: bool = True) -> bytes:
+    """The whole of a regular file of at most `max_bytes`, else UnsafeFile (or another
+    OSError: missing, permission denied, ELOOP for a link with `follow=False`)."""
+    flags = os.O_RDONLY | _NONBLOCK | _CLOEXEC | _NOCTTY | (0 if follow else _NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ELOOP and not follow:
+            raise UnsafeFile(errno.ELOOP, "a symbolic link (not followed)", str(path)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise UnsafeFile(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    return data
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """How deep lists and objects nest in `value` (a scalar is 0), counted without recursion and
+    stopping once past `limit`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return depth
+            stack.extend((v, depth) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def parse_json(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """A JSON document, or ValueError (bad JSON, or nested deeper than `max_depth`)."""
+    try:
+        doc = json.loads(data)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {max_depth} levels") from None
+    if json_depth(doc, max_depth) > max_depth:
+        raise ValueError(f"nested deeper than {max_depth} levels")
+    return doc
+
+
+def load_json(
+    path: str | os.PathLike[str], max_bytes: int, *, max_depth: int = MAX_JSON_DEPTH,
+    follow: bool = False,
+) -> Any:
+    """`read_regular` then `parse_json`: OSError for the file, ValueError for its content."""
+    return parse_json(read_regular(path, max_bytes, follow=follow), max_depth)
+
+
+def private_dir(path: Path) -> int:
+    """A descriptor of directory `path`, created 0700 if missing (its parents too), when it is a
+    real directory owned by this user that no one else may write; else UnsafeFile. Close it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    try:
+        fd = os.open(path, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise UnsafeFile(err.errno, "a link or not a directory (not followed)",
+                             str(path)) from None
+        raise
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "not a directory"
+    elif st.st_uid != os.getuid():
+        problem = f"owned by uid {st.st_uid}, not this user"
+    elif st.st_mode & 0o022:
+        problem = f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if problem is not None:
+        os.close(fd)
+        raise UnsafeFile(errno.EPERM, problem, str(path))
+    return fd
+
+
+def write_private(directory: Path, name: str, data: bytes) -> Path:
+    """A new file `name` (never an existing one, never through a link) holding `data`, mode
+    0600, in the private directory `directory` (see `private_dir`). Its path."""
+    dir_fd = private_dir(directory)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o600,
+                     dir_fd=dir_fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dir_fd)
+    return directory / name
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """`path` replaced whole by `data`: a new temporary file beside it (O_EXCL, 0600, never an
+    existing file or a link), then `os.replace`, so a reader sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

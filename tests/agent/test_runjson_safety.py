@@ -1,0 +1,203 @@
+"""Any run.json, of any file type, through the real CLIs: `distmon --once --json`,
+`distagent status --json`, `distagent stop` and `distagent start` as subprocesses.
+
+A FIFO used to hang all of them (a plain `open` of a FIFO waits for a writer) and nesting deeper
+than the recursion limit was a traceback in `status --json`. Now one opener
+(`distcore.safefile`) refuses non-regular files, links, oversized and over-nested documents;
+such a run.json reads as absent, and the rest of the logdir is shown as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distagent.commands.status import _json_ready
+from distcore import names
+from distcore.jobs.agent import MAX_RUN_JSON_BYTES, read_run_json
+from distcore.safefile import MAX_JSON_DEPTH, UnsafeFile, load_json, read_regular
+from tests.core.events_helpers import scalar_records
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+TIMEOUT = 60  # a hang is a failure (TimeoutExpired), not a stuck suite
+AGENT_STATUSES = ("finished", "failed", "stopped", "diverged")
+
+
+def cli(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          env=ENV, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+
+
+def nested(depth: int) -> str:
+    return '{"status": "finished", "metrics": {"loss": ' + "[" * depth + "]" * depth + "}}"
+
+
+def _socket(path: Path) -> None:
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(path))
+    finally:
+        sock.close()  # the socket file stays
+
+
+# Each kind makes `path` (a run.json) something hostile; the value is what the readers must
+# conclude: the status it records when it is a readable regular file, else None.
+Maker = Callable[[Path, Any], None]
+KINDS: dict[str, Maker] = {
+    "fifo": lambda p, _: os.mkfifo(p),
+    "directory": lambda p, _: p.mkdir(),
+    "socket": lambda p, _: _socket(p),
+    "link-to-dev-zero": lambda p, _: p.symlink_to("/dev/zero"),
+    "link-to-fifo": lambda p, _: (os.mkfifo(p.with_name("fifo")), p.symlink_to("fifo")),
+    "link-to-regular": lambda p, v: (p.with_name("real.json").write_text(
+        json.dumps({"status": v})), p.symlink_to("real.json")),
+    "link-loop": lambda p, _: p.symlink_to(p.name),
+    "dangling-link": lambda p, _: p.symlink_to("nowhere"),
+    "too-big": lambda p, _: os.truncate(_touch(p), MAX_RUN_JSON_BYTES + 1),
+    "unreadable": lambda p, _: (p.write_text("{}"), p.chmod(0)),
+}
+
+
+def _touch(path: Path) -> Path:
+    path.write_bytes(b"")
+    return path
+
+
+UNREADABLE = object()
+
+
+def make_run_json(path: Path, kind: str, value: Any) -> Any:
+    """Make `path` of `kind`; the status a reader should find there (UNREADABLE: none)."""
+    if kind == "object":
+        path.write_text(json.dumps({"status": value, "last_step": 3}))
+        return value
+    if kind == "nested":
+        path.write_text(nested(value))
+        return "finished" if value <= MAX_JSON_DEPTH - 3 else UNREADABLE
+    if kind == "bytes":
+        path.write_bytes(value)
+        try:
+            doc = json.loads(value)
+        except (ValueError, RecursionError):
+            return UNREADABLE
+        return doc.get("status") if isinstance(doc, dict) else UNREADABLE
+    KINDS[kind](path, value)
+    return UNREADABLE
+
+
+ENTRY = st.one_of(
+    st.tuples(st.just("object"), st.sampled_from(AGENT_STATUSES) | st.integers() | st.none()),
+    st.tuples(st.just("nested"), st.sampled_from([1, 10, MAX_JSON_DEPTH, 500, 990, 5000])),
+    st.tuples(st.just("bytes"), st.binary(max_size=64) | st.sampled_from(
+        [b"[" * 100000, b'{"status": "finished"', b"\xff\xfe{}", b'{"status": "\\ud800"}'])),
+    st.tuples(st.sampled_from(sorted(KINDS)), st.sampled_from(AGENT_STATUSES)),
+)
+
+
+def build_logdir(root: Path, entries: list[tuple[str, Any]]) -> dict[str, Any]:
+    expected = {}
+    for i, (kind, value) in enumerate(entries):
+        job = root / f"job{i}"
+        (job / names.TRAIN_DIR).mkdir(parents=True)
+        (job / names.TRAIN_DIR / "events.out.tfevents.1.h").write_bytes(
+            scalar_records("loss", [(1, 0.5)]))
+        expected[job.name] = make_run_json(job / names.RUN_JSON, kind, value)
+    return expected
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a mode-0 file: run as a user")
+def test_an_unreadable_run_json_is_absent(tmp_path: Path) -> None:
+    assert make_run_json(tmp_path / names.RUN_JSON, "unreadable", None) is UNREADABLE
+    assert read_run_json(tmp_path) is None
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=st.lists(ENTRY, min_size=1, max_size=6))
+def test_any_run_json_through_distmon_and_distagent(
+    tmp_path_factory: pytest.TempPathFactory, entries: list[tuple[str, Any]]
+) -> None:
+    entries = [e for e in entries if e[0] != "unreadable" or os.geteuid() != 0]
+    root = tmp_path_factory.mktemp("logdir")
+    expected = build_logdir(root, entries)
+
+    once = cli("distmon", "--once", "--json", "--no-gpu", str(root))
+    assert once.returncode == 0, once.stderr
+    assert "Traceback" not in once.stderr
+    jobs = {job["name"]: job for job in json.loads(once.stdout)["jobs"]}
+    assert sorted(jobs) == sorted(expected)  # every job shown, whatever its run.json
+    for name, status in expected.items():
+        if status in AGENT_STATUSES:
+            assert jobs[name]["status"] == status
+        else:  # no agent status to go by: the files' own
+            assert jobs[name]["status"] in ("live", "idle", "stale", "empty"), jobs[name]
+
+    table = cli("distagent", "status", str(root), "--json")
+    assert table.returncode == 0, table.stderr
+    assert "Traceback" not in table.stderr
+    rows = {row["name"]: row for row in json.loads(table.stdout)}
+    # Listed where run.json is a file (through links); its status only where it is readable.
+    assert sorted(rows) == sorted(n for n in expected if (root / n / names.RUN_JSON).is_file())
+    for name, row in rows.items():
+        want = None if expected[name] is UNREADABLE else _json_ready(expected[name])
+        assert row["status"] == want, (name, row)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link-to-fifo", "link-to-dev-zero", "directory"])
+def test_stop_on_a_hostile_run_json_is_one_line(tmp_path: Path, kind: str) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    KINDS[kind](run_dir / names.RUN_JSON, None)
+    stop = cli("distagent", "stop", str(run_dir), "--timeout", "1")
+    assert stop.returncode == 2
+    assert stop.stderr == f"distagent: {run_dir}: no readable {names.RUN_JSON} (not a " \
+                          "distagent run directory?)\n"
+
+
+def test_the_opener_says_why(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "link").symlink_to("fifo")
+    (tmp_path / "deep.json").write_text("[" * 65 + "]" * 65)
+    (tmp_path / "ok.json").write_text('{"a": [1, {"b": 2}]}')
+    with pytest.raises(UnsafeFile, match="a FIFO, not a regular file"):
+        read_regular(tmp_path / "fifo", 10)
+    with pytest.raises(UnsafeFile, match="symbolic link"):
+        read_regular(tmp_path / "link", 10, follow=False)
+    with pytest.raises(UnsafeFile, match="a directory"):
+        read_regular(tmp_path, 10)
+    with pytest.raises(UnsafeFile, match="larger than 3 bytes"):
+        read_regular(tmp_path / "ok.json", 3)
+    with pytest.raises(ValueError, match="nested deeper than 64"):
+        load_json(tmp_path / "deep.json", 1000)
+    assert load_json(tmp_path / "ok.json", 1000) == {"a": [1, {"b": 2}]}
+
+
+@pytest.mark.slow
+def test_start_over_a_fifo_run_json_trains_and_writes_a_file(tmp_path: Path) -> None:
+    """`start` used to hang reading the FIFO (is the run already running?); now it is no
+    record, and the job writes a regular run.json in its place."""
+    quickstart = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
+    run_dir = tmp_path / "fifo-run"
+    run_dir.mkdir()
+    os.mkfifo(run_dir / names.RUN_JSON)
+    sets = {"run.logdir": str(tmp_path), "run.name": "fifo-run", "strategy.cpu_replicas": 1,
+            "data.per_replica_batch_size": 8, "data.validation_fraction": 0.0,
+            "data.synthetic.num_examples": 32, "data.synthetic.input_shape": "[4, 4, 1]",
+            "train.epochs": 1, "model.hidden_units": "[8]"}
+    args = [a for k, v in sets.items() for a in ("--set", f"{k}={v}")]
+    done = subprocess.run([sys.executable, "-m", "distagent", "start", str(quickstart), *args],
+                          capture_output=True, text=True, env=ENV, timeout=240,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (run_dir / names.RUN_JSON).is_file()
+    assert (read_run_json(run_dir) or {}).get("status") == names.STATUS_FINISHED
