@@ -44,6 +44,10 @@ class UnsafeFile(OSError):
     keep doing so."""
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than the reader allows."""
+
+
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -100,13 +104,13 @@ def json_depth(value: Any, limit: int) -> int:
 
 
 def parse_json(data: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
-    """A JSON document, or ValueError (bad JSON, or nested deeper than `max_depth`)."""
+    """A JSON document, or ValueError (bad JSON; TooDeep: nested deeper than `max_depth`)."""
     try:
         doc = json.loads(data)
     except RecursionError:
-        raise ValueError(f"nested deeper than {max_depth} levels") from None
+        raise TooDeep(f"nested deeper than {max_depth} levels") from None
     if json_depth(doc, max_depth) > max_depth:
-        raise ValueError(f"nested deeper than {max_depth} levels")
+        raise TooDeep(f"nested deeper than {max_depth} levels")
     return doc
 
 

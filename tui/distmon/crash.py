@@ -1,5 +1,12 @@
 """When distmon itself fails: the traceback goes to a log file, the terminal gets one line.
 
+The log is private (a new file, 0600, in a directory of ours that no one else can write,
+created 0700: `distcore.safefile.write_private`), and secrets in argv (`--storage-option
+secret=...`, a `--password` value, `user:pass@` in a URL) are replaced by `***` before it is
+written. The fallback directory is in the shared `$TMPDIR`, where another user may have created
+`distmon-<uid>` (or a symlink by that name) first: such a directory is refused, and the log goes
+to a fresh `mkdtemp` directory instead.
+
 A crash never exits 0. Textual's `App.run()` returns after an unhandled exception (with
 `return_code` 1 and the return value None) and prints a long traceback with locals on stderr;
 `run_guarded` keeps that traceback for the log file instead, and returns non-zero.
@@ -9,6 +16,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import tempfile
 import time
@@ -18,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore import __version__
+from distcore.safefile import write_private
 from distcore.textsafe import terminal_text
 
 if TYPE_CHECKING:
@@ -34,29 +43,61 @@ def state_dirs(environ: Mapping[str, str] = os.environ) -> list[Path]:
     return [base / "distmon", Path(tempfile.gettempdir()) / f"distmon-{os.getuid()}"]
 
 
+# A name that holds a secret: `secret_access_key`, `token`, `password`, `api-key`, `key` itself
+# (not `monkey` or `KeyError`). Its value follows `=` or `:` (argv, a dict's repr).
+_SECRET_NAME = (r"(?:[\w.-]*(?:secret|token|passw(?:or)?d|credential|session|auth)[\w.-]*"
+                r"|[\w.-]*[_.-]key[\w-]*|\bkey)")
+_SECRET_VALUE = re.compile(rf"(?i)({_SECRET_NAME}['\"]?\s*[=:]\s*['\"]?)([^\s'\",&}}]+)")
+_SECRET_OPTION = re.compile(rf"(?i)^--?{_SECRET_NAME}$")
+_SECRET_ARG = re.compile(rf"(?i)((?:--?[\w-]+=)?{_SECRET_NAME}=).*", re.DOTALL)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*:[^/@\s]*@")
+
+
+def redact(text: str) -> str:
+    """`text` with the value of every secret-looking `name=value` (or `name: value`) and the
+    `user:password@` of URLs replaced by `***`."""
+    return _URL_USERINFO.sub(r"\1***@", _SECRET_VALUE.sub(r"\1***", text))
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """argv as a crash log may hold it: secrets in values redacted, and the argument after a
+    secret-named option (`--password hunter2`) replaced whole."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        whole = _SECRET_ARG.fullmatch(arg)  # `secret={"any": "JSON"}`: the whole value
+        out.append("***" if hide_next else f"{whole.group(1)}***" if whole else redact(arg))
+        hide_next = bool(_SECRET_OPTION.match(arg))
+    return out
+
+
 def write_crash_log(
     error: BaseException, extra: str = "", *, dirs: list[Path] | None = None
 ) -> Path | None:
-    """The traceback (and `extra`, e.g. Textual's rendering of it) in a new file; its path, or
-    None when no directory could take it."""
+    """The traceback (and `extra`, e.g. Textual's rendering of it) in a new private file; its
+    path, or None when no directory could take it."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     body = "".join(
         [
             f"distmon {__version__} crashed at {time.strftime('%Y-%m-%d %H:%M:%S %z')}\n",
-            f"argv: {sys.argv!r}\npython: {sys.version}\n\n",
+            f"argv: {redact_argv(list(sys.argv))!r}\npython: {sys.version}\n\n",
             *traceback.format_exception(error),
-            f"\n{extra}" if extra else "",
+            f"\n{redact(extra)}" if extra else "",
         ]
     )
+    data = body.encode("utf-8", errors="backslashreplace")
+    name = f"crash-{stamp}-{os.getpid()}.log"
     for directory in dirs if dirs is not None else state_dirs():
         try:
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path = directory / f"crash-{stamp}-{os.getpid()}.log"
-            path.write_text(body, encoding="utf-8", errors="backslashreplace")
-            return path
-        except OSError:
+            return write_private(directory, name, data)
+        except OSError:  # not ours, a link, unwritable: the next one
             continue
-    return None
+    if dirs is not None:
+        return None
+    try:  # every usual place refused: a new directory that only we can have made
+        return write_private(Path(tempfile.mkdtemp(prefix=f"distmon-{os.getuid()}-")), name, data)
+    except OSError:
+        return None
 
 
 def report_crash(error: BaseException, extra: str = "", err: TextIO | None = None) -> int:

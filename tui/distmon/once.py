@@ -75,7 +75,9 @@ def collect(options: Options) -> dict[str, Any]:
         {"producer": "logdir", "message": f"{p}: no such log directory", "since": snap.generated_at}
         for p in missing
     ] + doc["errors"]
-    if missing and len(missing) == len(options.logdirs) and not (remote and remote.readable()):
+    # Exit 2 when no source at all could be read: every logdir missing and no remote read
+    # (also when every source is remote).
+    if not local and not (remote and remote.readable()):
         raise DistmonError("\n".join(e["message"] for e in doc["errors"]) or "nothing readable")
     return doc
 

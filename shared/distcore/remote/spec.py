@@ -7,7 +7,6 @@ checked so that nothing from the command line can reach `ssh` as an option (`-oP
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore.errors import DistmonError
+from distcore.safefile import TooDeep, parse_json
 
 # A DNS name, an ssh_config Host alias, an IPv4 address, or an IPv6 address in brackets.
 _HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9._-]*)|\[[0-9A-Fa-f:.%A-Za-z]+\]")
@@ -133,6 +133,9 @@ def parse_sources(args: Iterable[str]) -> tuple[SourceSpec, ...]:
     return tuple(parse_source(a) for a in args)
 
 
+MAX_OPTION_DEPTH: Final = 16  # client_kwargs.config_kwargs.retries...: a few levels
+
+
 def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
     """`--storage-option KEY=VALUE` pairs: JSON values where they parse (true, 3, {"a": 1}),
     strings otherwise; a dotted key nests (`client_kwargs.region_name=eu-west-1`)."""
@@ -142,7 +145,9 @@ def parse_storage_options(pairs: Iterable[str]) -> dict[str, Any]:
         if not sep or not _KEY.fullmatch(key):
             raise DistmonError(f"--storage-option {pair!r}: expected KEY=VALUE")
         try:
-            value: Any = json.loads(raw)
+            value: Any = parse_json(raw, MAX_OPTION_DEPTH)
+        except TooDeep as err:  # JSON, but no storage option nests like that
+            raise DistmonError(f"--storage-option {key}: {err}") from None
         except ValueError:
             value = raw
         *parents, leaf = key.split(".")
