@@ -7,25 +7,38 @@ starts, so one process cannot split the CPU into 1, then 2, then 4 devices (and 
 process starts from the same state each time). A child warms up (traces the step, fills the
 shuffle buffer), then times `--steps` steps; input wait is the step's own in-graph measure (see
 distagent.train.steps). Every count's figures also go into a TensorBoard run,
-`<logdir>/<name>-scale/`, at step = replica count, so distmon and TensorBoard chart them.
+`<logdir>/<name>-scale/`, at step = replica count, so distmon and TensorBoard chart them; a rerun
+gets a run of its own (`<name>-scale-2`, `-3`, ...), since its points at the same steps would
+otherwise replace the first run's as a restart.
+
+Bounds: at most MAX_REPLICAS replicas (the `strategy.cpu_replicas` limit) and MAX_STEPS steps, so
+a typo is one line, not minutes of grinding. SIGTERM, SIGHUP or Ctrl-C stop the child that is
+training (and the child dies with its parent where Linux can arrange it): never an orphan.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from distagent.config import load_config, replace_in
+from distagent.config_rules import MAX_CPU_REPLICAS
 from distagent.schema import JobConfig
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
 
 WARMUP_STEPS = 5
 SCALE_SUFFIX = "-scale"
@@ -36,31 +49,54 @@ RUN_FIELDS = ("replicas", "global_batch_size", "learning_rate", "examples_per_se
               "step_time_ms", "input_wait_fraction", "scaling_efficiency")
 
 
+MAX_REPLICAS = MAX_CPU_REPLICAS
+MAX_STEPS = 100_000
+MAX_RERUNS = 10_000
+_COUNT = re.compile(r"\s*[0-9]{1,6}\s*")
+SHOWN = 60  # characters of the user's text in an error line
+
+
 def parse_replicas(text: str) -> list[int]:
-    """"1,2,4" -> [1, 2, 4] (sorted, without repeats); DistmonError on anything else."""
-    try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError:
-        counts = []
-    if not counts or counts[0] < 1:
-        raise DistmonError(f"--replicas: expected counts like 1,2,4, got {text!r}")
+    """"1,2,4" -> [1, 2, 4] (sorted, without repeats); DistmonError on anything else, each count
+    1 to MAX_REPLICAS in ASCII digits."""
+    parts = [part for part in text.split(",") if part.strip()]
+    if not parts or len(parts) > MAX_REPLICAS or not all(_COUNT.fullmatch(p) for p in parts):
+        raise DistmonError(f"--replicas: expected counts like 1,2,4, got "
+                           f"{terminal_text(repr(text), SHOWN)}")
+    counts = sorted({int(part) for part in parts})
+    if counts[0] < 1 or counts[-1] > MAX_REPLICAS:
+        raise DistmonError(f"--replicas: each count must be 1 to {MAX_REPLICAS} (the "
+                           f"strategy.cpu_replicas limit), got {terminal_text(repr(text), SHOWN)}")
     return counts
+
+
+def check_steps(steps: int) -> int:
+    if not 1 <= steps <= MAX_STEPS:
+        raise DistmonError(f"--steps: expected 1 to {MAX_STEPS:,} timed steps, got {steps}")
+    return steps
 
 
 def run(args: argparse.Namespace) -> int:
     counts = parse_replicas(args.replicas)
-    if args.steps < 1:
-        raise DistmonError("--steps: expected at least 1")
+    check_steps(args.steps)
     cfg = load_config(Path(args.config), args.overrides)  # refuse a bad config before any run
+    run_dir = new_scale_run_dir(cfg)
     runs: list[dict[str, Any]] = []
-    for count in counts:
-        if not args.json:
-            print(f"training {args.steps} steps on {count} replica(s)...", file=sys.stderr)
-        base = next((r["examples_per_second"] for r in runs if r["replicas"] == 1), None)
-        runs.append(_measure_in_child(args, count, base))
+    try:
+        with _stopped_by_signals():
+            for count in counts:
+                if not args.json:
+                    print(f"training {args.steps} steps on {count} replica(s)...",
+                          file=sys.stderr)
+                base = next((r["examples_per_second"] for r in runs if r["replicas"] == 1), None)
+                runs.append(_measure_in_child(args, count, base, run_dir))
+    except BaseException:
+        with contextlib.suppress(OSError):  # nothing measured: leave no empty run behind
+            run_dir.rmdir()
+        raise
     document = scale_document(str(args.config), runs, steps=args.steps,
                               per_replica=cfg.data.per_replica_batch_size)
-    document["logdir"] = str(scale_run_dir(cfg))
+    document["logdir"] = str(run_dir)
     print(json.dumps(document) if args.json else format_document(document))
     return 0
 
@@ -69,19 +105,78 @@ def scale_run_dir(cfg: JobConfig) -> Path:
     return Path(cfg.run.logdir) / f"{cfg.run.name}{SCALE_SUFFIX}"
 
 
-def _measure_in_child(args: argparse.Namespace, count: int, base: float | None) -> dict[str, Any]:
+def new_scale_run_dir(cfg: JobConfig) -> Path:
+    """The first of `<name>-scale`, `<name>-scale-2`, ... that does not exist yet, created now
+    (mkdir is atomic: two `scale`s at once get two runs)."""
+    first = scale_run_dir(cfg)
+    first.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, MAX_RERUNS + 1):
+        candidate = first if n == 1 else first.with_name(f"{first.name}-{n}")
+        with contextlib.suppress(FileExistsError):
+            candidate.mkdir()
+            return candidate
+    raise DistmonError(f"{terminal_text(first)}: {MAX_RERUNS} scale runs already; remove some")
+
+
+class Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `Stopped` in the main thread (the child is stopped on the way
+    out, see `_measure_in_child`); the command then exits 128 + the signal, in one line."""
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # a second one must not cut the clean-up short
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    except Stopped as stop:
+        err = DistmonError(f"scale: stopped by {stop} (the training child was stopped too)")
+        err.exit_code = 128 + stop.signum
+        raise err from None
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: Linux sends it SIGTERM when `scale` dies, even by SIGKILL."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _measure_in_child(args: argparse.Namespace, count: int, base: float | None,
+                      run_dir: Path) -> dict[str, Any]:
     command = [sys.executable, "-m", "distagent.commands.scale", str(args.config),
-               "--child-replicas", str(count), "--steps", str(args.steps)]
+               "--child-replicas", str(count), "--steps", str(args.steps),
+               "--run-dir", str(run_dir)]
     if base is not None:
         command += ["--base-examples-per-second", repr(base)]
     for override in args.overrides:
         command += ["--set", override]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        errors = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        last = errors[-1] if errors else f"exit status {done.returncode}"
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, stdin=subprocess.DEVNULL,
+                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    try:
+        out, err = child.communicate()
+    finally:  # a signal or Ctrl-C while it trains: stop it, never leave it to init
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    lines = out.strip().splitlines()
+    if child.returncode != 0 or not lines:
+        errors = [line for line in err.strip().splitlines() if line.strip()]
+        last = errors[-1] if errors else f"exit status {child.returncode}"
         raise DistmonError(f"{count} replica(s): {last.removeprefix('distagent: ')}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
@@ -218,11 +313,12 @@ def child_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--child-replicas", type=int, required=True)
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--base-examples-per-second", type=float, default=None)
+    parser.add_argument("--run-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
         cfg = load_config(Path(args.config), args.overrides)
         result = measure(cfg, args.child_replicas, args.steps)
-        write_point(scale_run_dir(cfg), result, args.base_examples_per_second)
+        write_point(args.run_dir or scale_run_dir(cfg), result, args.base_examples_per_second)
     except DistmonError as err:
         print(f"distagent: {err}", file=sys.stderr)
         return err.exit_code
