@@ -12,6 +12,7 @@ Without the venv: PYTHONPATH=shared python bench/telemetry.py --gpu-check
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -168,7 +169,15 @@ def gpu_check(seconds: float = 8.0) -> None:
 
 
 def main() -> None:
-    if "--gpu-check" in sys.argv[1:]:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        epilog="Run: .venv/bin/python bench/telemetry.py  (no arguments: the benchmark)")
+    parser.add_argument("--gpu-check", action="store_true",
+                        help="on a machine with an NVIDIA GPU: sample real NVML for a few "
+                             "seconds while PyTorch (optional) keeps GPU 0 busy, and print "
+                             "what was seen")
+    args = parser.parse_args()
+    if args.gpu_check:
         gpu_check()
         return
     print("telemetry tick cost (medians)")

@@ -5,7 +5,10 @@ logits, which is numerically safer, and under mixed precision the last layer com
 A keras.applications name ("ResNet50", "MobileNetV2", "EfficientNetB0", ...) builds that network
 with `weights=None` (nothing is downloaded), the data's input shape, global average pooling and
 the same logits head. A user model is named "package.module:function"; the function takes
-`(input_shape, num_classes)` and returns a Keras model with the same contract.
+`(input_shape, num_classes)` (a tuple of ints without the batch dimension, e.g. (28, 28, 1), and
+an int) and returns a `keras.Model` with the same contract (logits, no softmax); a function that
+cannot be called so is refused in one line before anything is built. `check_model` builds the
+model once for `plan`, so `plan` refuses what `start` would.
 
 BatchNorm: each replica normalises with its own batch's statistics (what Goyal et al. recommend,
 and the cheapest: no all-reduce in the forward pass); `sync_batchnorm=True` rebuilds every
@@ -15,9 +18,11 @@ BatchNormalization layer with `synchronized=True`, which all-reduces the moments
 
 from __future__ import annotations
 
+import gc
 import importlib
+import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import keras
 
@@ -82,7 +87,12 @@ def resnet_small(input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
 BUILTINS: dict[str, ModelBuilder] = {"mlp": mlp, "cnn": cnn, "resnet_small": resnet_small}
 
 
+BUILDER_SIGNATURE = "(input_shape: tuple[int, ...], num_classes: int) -> keras.Model"
+
+
 def _import_builder(spec: str) -> ModelBuilder:
+    """The user's builder, checked to take `(input_shape, num_classes)` before it is called: a
+    wrong signature is one line naming the function, not a TypeError from inside Keras."""
     module_name, _, attr = spec.partition(":")
     try:
         builder = getattr(importlib.import_module(module_name), attr)
@@ -90,7 +100,16 @@ def _import_builder(spec: str) -> ModelBuilder:
         raise ConfigError("model", "model.name", f"cannot load {spec!r}: {err}") from err
     if not callable(builder):
         raise ConfigError("model", "model.name", f"{spec!r} is not a function")
-    return builder
+    try:
+        signature = inspect.signature(builder)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return cast(ModelBuilder, builder)
+    try:
+        signature.bind((1,), 2)
+    except TypeError as err:
+        raise ConfigError("model", "model.name",
+                          f"{spec}{signature} must take {BUILDER_SIGNATURE} ({err})") from None
+    return cast(ModelBuilder, builder)
 
 
 def keras_application(name: str, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
@@ -145,3 +164,23 @@ def build_model(
     if not isinstance(model, keras.Model):
         raise ConfigError("model", "model.name", f"{name!r} returned {type(model).__name__}")
     return with_synchronized_batchnorm(model) if sync_batchnorm else model
+
+
+def check_model(name: str, input_shape: Sequence[int], num_classes: int, *,
+                hidden_units: Sequence[int] | None = None) -> None:
+    """Build the model once on the CPU and drop it, so that `plan` refuses what `start` would
+    (a Keras application whose minimum input is larger than the data's, a `cnn` on vectors, a
+    user builder with the wrong signature): a ConfigError naming model.name, one line."""
+    import tensorflow as tf
+
+    try:
+        with tf.device("/CPU:0"):
+            model = build_model(name, input_shape, num_classes, hidden_units=hidden_units)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as err:  # a layer that cannot take this shape
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError("model", "model.name", f"{name} cannot take input shape "
+                          f"{list(input_shape)}: {first[:300]}") from None
+    del model
+    gc.collect()  # the variables of a large application: gone before the plan is printed

@@ -40,9 +40,11 @@ class InputData:
     the validation examples and a few training ones: no overlap, a little less training data."""
 
 
-def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1) -> Plan:
-    """make_plan with the source's size, files and example size filled in."""
-    source = open_source(cfg)
+def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1,
+             source: Source | None = None) -> Plan:
+    """make_plan with the source's size, files and example size filled in (`source`: one
+    already opened)."""
+    source = source or open_source(cfg)
     return make_plan(
         cfg,
         replicas=replicas,
@@ -52,6 +54,7 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1) -
         num_files=source.num_files,
         example_bytes=source.example_bytes,
         cache_budget_bytes=cache_budget(),
+        notes=source.notes,
     )
 
 

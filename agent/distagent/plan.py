@@ -81,6 +81,7 @@ WARNING_KINDS = {
     "small_validation": "the validation split",
     "cache": "too big to cache",
     "few_files": "TFRecord files for",
+    "skipped_images": "unreadable images skipped",
 }
 """A short name for each kind of warning, found by a phrase its text always contains."""
 
@@ -143,8 +144,10 @@ def make_plan(
     num_files: int | None = None,
     example_bytes: int | None = None,
     cache_budget_bytes: int = CACHE_BUDGET_BYTES,
+    notes: Sequence[str] = (),
 ) -> Plan:
-    """The plan for `cfg` on `replicas` replicas in all (over `workers` workers)."""
+    """The plan for `cfg` on `replicas` replicas in all (over `workers` workers); `notes` are
+    the source's own warnings (images skipped as unreadable), first."""
     data, opt, train = cfg.data, cfg.optimizer, cfg.train
     per_replica = data.per_replica_batch_size
     global_batch = per_replica * replicas
@@ -153,6 +156,7 @@ def make_plan(
     train_examples, validation_examples = split_sizes(num_examples, data.validation_fraction)
     steps = _steps_per_epoch(train.steps_per_epoch, train_examples, global_batch)
     policy, warnings = shard_policy(data.source, num_files, workers)
+    warnings[:0] = notes
     cache = bool(data.optimize and data.cache)
     in_memory = data.cache is True
     if cache and in_memory and _too_big(num_examples, example_bytes, cache_budget_bytes):

@@ -106,6 +106,10 @@ class ImagesConfig:
     """TFRecords only: records in all files; 0 = count them once at start."""
     num_classes: int = 0
     """TFRecords only: 0 = the largest label + 1, found by the same count."""
+    on_error: Literal["skip", "fail"] = "skip"
+    """Directory only: an image that cannot be read (empty, truncated, not a JPEG or PNG, a
+    broken link): "skip" leaves it out, counted, the first few named in the log and run.json;
+    "fail" stops at once, naming the file."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def _socket(path: Path) -> None:
 
 # Each kind makes `path` (a run.json) something hostile; the value is what the readers must
 # conclude: the status it records when it is a readable regular file, else None.
-Maker = Callable[[Path, Any], None]
+Maker = Callable[[Path, Any], object]
 KINDS: dict[str, Maker] = {
     "fifo": lambda p, _: os.mkfifo(p),
     "directory": lambda p, _: p.mkdir(),

@@ -31,12 +31,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def resolve_plan(cfg: JobConfig) -> Plan:
-    """Resolve the strategy's devices and plan the job on them (TensorFlow starts here)."""
+    """Resolve the strategy's devices and plan the job on them (TensorFlow starts here); the
+    model is built once for the data's shape, so the plan refuses what `start` would."""
+    from distagent.commands.start import user_code_path
+    from distagent.data import open_source
     from distagent.devices import resolve_strategy
+    from distagent.models import check_model
     from distagent.pipeline import plan_for
 
     setup = resolve_strategy(cfg.strategy)
-    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers)
+    source = open_source(cfg)
+    user_code_path(cfg.model.name)
+    check_model(cfg.model.name, source.input_shape, source.num_classes,
+                hidden_units=cfg.model.hidden_units)
+    plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers,
+                    source=source)
     if setup.warnings:
         plan = _with_warnings(plan, setup.warnings)
     return plan

@@ -9,13 +9,14 @@ Before TensorFlow loads, a job proves who it is: its environment must name its r
 (`rundir.RUN_DIR_ENV`, read back by `stop` and `status` from /proc), and a process's environment
 there is fixed at exec, so `start` re-executes itself once with it (same pid, same start time).
 A user model ("module:function") is imported from the current directory first, then PYTHONPATH
-and installed packages, in the foreground and with `--detach` alike (see `_user_code_path`).
+and installed packages, in the foreground and with `--detach` alike (see `user_code_path`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         return _detach(args, run_dir)
     if getattr(args, "from_command_line", False):
         _exec_with_identity(run_dir)
-    _user_code_path(cfg.model.name)
+    user_code_path(cfg.model.name)
     from distagent.train import run_job
     from distagent.train.progress import Progress
 
@@ -49,8 +50,23 @@ def run(args: argparse.Namespace) -> int:
 
         status = run_worker(cfg, run_dir=run_dir, task_index=args.task_index, progress=Progress())
     else:
-        status = run_job(cfg, run_dir=run_dir, cluster=_cluster_for(args), progress=Progress())
+        new = not os.path.lexists(run_dir)
+        try:
+            status = run_job(cfg, run_dir=run_dir, cluster=_cluster_for(args),
+                             progress=Progress())
+        except DistmonError:
+            if new:
+                _remove_unrecorded(run_dir)
+            raise
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
+
+
+def _remove_unrecorded(run_dir: Path) -> None:
+    """A run directory this start created and that never got a run.json (the job was refused
+    before training: a model that cannot take the data's shape, ...): without it, it would list
+    as a live job. One with run.json is a record of the failure and stays."""
+    if not os.path.lexists(run_dir / names.RUN_JSON):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 REEXEC_MARK_ENV = "_DISTAGENT_REEXECUTED_PID"
@@ -74,7 +90,7 @@ def _exec_with_identity(run_dir: Path) -> None:
               "`distagent stop` will not recognise this run", file=sys.stderr)
 
 
-def _user_code_path(model_name: str) -> None:
+def user_code_path(model_name: str) -> None:
     """A "module:function" model is user code, imported from the current directory first.
 
     The console script does not put the current directory on sys.path and `python -m` does;
@@ -92,7 +108,7 @@ def _cluster_for(args: argparse.Namespace) -> Any:
 
 
 def child_command(args: argparse.Namespace) -> list[str]:
-    # -P: no implicit sys.path entry; `_user_code_path` adds the current directory, as it does
+    # -P: no implicit sys.path entry; `user_code_path` adds the current directory, as it does
     # in the foreground.
     command = [sys.executable, "-P", "-m", "distagent", "start", str(args.config)]
     if getattr(args, "verbose", False):

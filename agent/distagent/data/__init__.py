@@ -40,6 +40,8 @@ class Source:
     """Bytes of one example in memory after reading: decides whether the cache fits."""
     read_latency_ms: float = 0.0
     """The source's simulated per-example storage latency (synthetic only)."""
+    notes: tuple[str, ...] = ()
+    """What the source left out and why (images skipped as unreadable): plan warnings."""
 
 
 _MODULES = {

@@ -2,10 +2,15 @@
 `image/class/label`.
 
 A directory is laid out as `keras.utils.image_dataset_from_directory` reads it: one sub-directory
-per class (labels in sorted name order), JPEG or PNG files inside. The file list is listed once
-at start and put in a fixed order drawn from the seed, so the validation split (the first
-examples) holds every class. TFRecords are read with a parallel interleave, sharded by file
-across workers, like the tfrecord source.
+per class (labels in sorted name order), JPEG or PNG files inside. Anyone may have filled it, so
+it is checked when it is listed (by `plan` as by `start`): a class folder that loops (a link
+cycle, a link back up) or repeats another is refused in one line; each image's type, size, first
+bytes and end marker are checked without decoding it, and one that cannot be read is skipped and
+counted (`data.images.on_error = "skip"`, named in the plan's warnings) or refused, named
+("fail"). Paths reach tf.data as bytes, so a name that is not UTF-8 is read like any other. The
+file list is listed once at start and put in a fixed order drawn from the seed, so the
+validation split (the first examples) holds every class. TFRecords are read with a parallel
+interleave, sharded by file across workers, like the tfrecord source.
 
 The work is split where the tf.data guide splits it: `decode` (read, decode, resize to
 `image_size`, kept as uint8: a quarter of float32's cache) is deterministic and is cached after
@@ -15,7 +20,10 @@ the first pass; `preprocess` scales to float32 in [0, 1]; `augment` (flip, crop,
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +33,7 @@ from distagent.data import Source
 from distagent.data.tfrecord import MAX_PARALLEL_FILES
 from distagent.schema import AugmentConfig, JobConfig
 from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 ENCODED = "image/encoded"
@@ -32,24 +41,151 @@ LABEL = "image/class/label"
 CHANNELS = 3
 
 
-def list_directory(directory: Path) -> tuple[list[str], list[int], list[str]]:
-    """(files, labels, class names) of a class-per-folder directory, in sorted order."""
+JPEG_START, JPEG_END = b"\xff\xd8\xff", b"\xff\xd9"
+PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND"
+TAIL_BYTES = 1024  # where the end marker must be: a JPEG may carry a little padding after it
+NAMED_SKIPS = 5  # unreadable images named in the log and run.json; the rest are counted
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A class-per-folder directory as the job will read it."""
+
+    files: list[bytes]  # file system paths as bytes: any name, UTF-8 or not, reaches tf.data
+    labels: list[int]
+    classes: list[str]
+    skipped: tuple[str, ...] = ()  # the first NAMED_SKIPS unreadable images, "path (why)"
+    skipped_count: int = 0
+
+
+def image_problem(path: str) -> str | None:
+    """Why `path` cannot be an image tf.io.decode_image reads, or None. Cheap: the file type,
+    the size, the format's first bytes and its end marker (a truncated JPEG or PNG has none),
+    without decoding."""
+    fd = -1
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size == 0:
+            return "empty"
+        head = os.pread(fd, 8, 0)
+        tail = os.pread(fd, TAIL_BYTES, max(0, st.st_size - TAIL_BYTES))
+    except OSError as err:
+        return "a symbolic link loop" if err.errno == errno.ELOOP else (
+            err.strerror or type(err).__name__).lower()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if head.startswith(JPEG_START):
+        return None if JPEG_END in tail else "truncated JPEG (no end marker)"
+    if head.startswith(PNG_START):
+        return None if PNG_END in tail else "truncated PNG (no IEND chunk)"
+    return "not a JPEG or PNG"
+
+
+def _class_folders(directory: Path) -> list[tuple[str, str]]:
+    """(name, resolved path) of each class folder, sorted; a DistmonError for a folder that loops
+    (a link cycle, or a link back to the directory or above it) or repeats another one."""
+    root = os.path.realpath(directory)
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError as err:
+        raise DistmonError(f"data.images.directory: {terminal_text(directory)}: cannot be "
+                           f"listed ({err.strerror or err})") from None
+    folders: list[tuple[str, str]] = []
+    seen: dict[str, str] = {}
+    for entry in entries:
+        where = terminal_text(entry.path)
+        try:
+            is_dir = entry.is_dir()
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                continue  # not a folder we can read: not a class
+            is_dir = False
+        real = os.path.realpath(entry.path)
+        if entry.is_symlink() and not is_dir and _loops(entry.path):
+            raise DistmonError(f"data.images.directory: class folder {where} is a symbolic link "
+                               "loop")
+        if not is_dir:
+            continue
+        if real == root or root.startswith(real.rstrip(os.sep) + os.sep):
+            raise DistmonError(f"data.images.directory: class folder {where} links back to "
+                               f"{terminal_text(real)}, which holds it (a loop)")
+        if real in seen:
+            raise DistmonError(f"data.images.directory: class folders {terminal_text(seen[real])} "
+                               f"and {where} are the same folder ({terminal_text(real)}): its "
+                               "images would count under two labels")
+        seen[real] = entry.path
+        folders.append((entry.name, entry.path))
+    return folders
+
+
+def _loops(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
+
+
+def list_directory(directory: Path, on_error: str = "skip") -> Listing:
+    """The class folders' images, in sorted order, each checked (`image_problem`): an unreadable
+    one is skipped and counted (`on_error = "skip"`) or a DistmonError naming it ("fail")."""
     if not directory.is_dir():
-        raise DistmonError(f"data.images.directory: {directory} is not a directory"
-                           f"{_make_hint(directory)}")
-    classes = sorted(e.name for e in os.scandir(directory) if e.is_dir())
-    files: list[str] = []
+        raise DistmonError(f"data.images.directory: {terminal_text(directory)} is not a "
+                           f"directory{_make_hint(directory)}")
+    folders = _class_folders(directory)
+    files: list[bytes] = []
     labels: list[int] = []
-    for label, name in enumerate(classes):
-        found = sorted(e.path for e in os.scandir(directory / name)
-                       if e.is_file() and e.name.lower().endswith(IMAGE_EXTENSIONS))
-        files.extend(found)
-        labels.extend([label] * len(found))
+    skipped: list[str] = []
+    count = 0
+    for label, (_, path) in enumerate(folders):
+        try:
+            found = sorted(e.path for e in os.scandir(path)
+                           if e.name.lower().endswith(IMAGE_EXTENSIONS) and not _is_dir(e))
+        except OSError as err:
+            raise DistmonError(f"data.images.directory: class folder {terminal_text(path)}: "
+                               f"cannot be listed ({err.strerror or err})") from None
+        for image in found:
+            problem = image_problem(image)
+            if problem is None:
+                files.append(os.fsencode(image))
+                labels.append(label)
+                continue
+            named = f"{terminal_text(image)} ({problem})"
+            if on_error == "fail":
+                raise DistmonError(f"data.images: {named}; set data.images.on_error = "
+                                   '"skip" to leave unreadable images out')
+            count += 1
+            if len(skipped) < NAMED_SKIPS:
+                skipped.append(named)
+    classes = [name for name, _ in folders]
     if len(classes) < 2 or not files:
-        raise DistmonError(f"data.images.directory: {directory} holds {len(files)} images in "
-                           f"{len(classes)} class folders; expected at least 2 folders of "
-                           f"JPEG/PNG images{_make_hint(directory)}")
-    return files, labels, classes
+        also = f" ({count} unreadable skipped: {', '.join(skipped)})" if count else ""
+        raise DistmonError(f"data.images.directory: {terminal_text(directory)} holds "
+                           f"{len(files)} readable images in {len(classes)} class folders"
+                           f"{also}; expected at least 2 folders of JPEG/PNG images"
+                           f"{_make_hint(directory)}")
+    return Listing(files, labels, classes, tuple(skipped), count)
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def skipped_warning(listing: Listing) -> str | None:
+    """The plan's warning for skipped images: the count and the first few, named."""
+    if not listing.skipped_count:
+        return None
+    more = listing.skipped_count - len(listing.skipped)
+    rest = f" and {more} more" if more else ""
+    return (f"{listing.skipped_count} unreadable images skipped (data.images.on_error = "
+            f'"skip"): {", ".join(listing.skipped)}{rest}')
 
 
 def _make_hint(directory: Path) -> str:
@@ -60,8 +196,11 @@ def _make_hint(directory: Path) -> str:
 def open_source(cfg: JobConfig) -> Source:
     images = cfg.data.images
     height, width = (int(d) for d in images.image_size)
+    notes: tuple[str, ...] = ()
     if images.directory:
-        read, count, classes, num_files = _directory_reader(cfg)
+        read, count, classes, num_files, listing = _directory_reader(cfg)
+        note = skipped_warning(listing)
+        notes = (note,) if note else ()
     else:
         read, count, classes, num_files = _tfrecord_reader(cfg)
     return Source(
@@ -70,22 +209,24 @@ def open_source(cfg: JobConfig) -> Source:
         num_files=num_files,
         example_bytes=height * width * CHANNELS + 4,
         preprocess=_to_float, augment=make_augment(cfg.data.augment, height, width),
+        notes=notes,
     )
 
 
-def _directory_reader(cfg: JobConfig) -> tuple[Any, int, int, None]:
-    files, labels, classes = list_directory(Path(cfg.data.images.directory))
-    order = np.random.default_rng(cfg.run.seed).permutation(len(files))
-    paths = [files[i] for i in order]
-    ordered_labels = np.asarray(labels, dtype=np.int32)[order]
+def _directory_reader(cfg: JobConfig) -> tuple[Any, int, int, None, Listing]:
+    listing = list_directory(Path(cfg.data.images.directory), cfg.data.images.on_error)
+    order = np.random.default_rng(cfg.run.seed).permutation(len(listing.files))
+    paths = [listing.files[i] for i in order]
+    ordered_labels = np.asarray(listing.labels, dtype=np.int32)[order]
 
     def read(parallel: Any) -> Any:
         import tensorflow as tf
 
         # Reading happens in the decode map (tf.io.read_file), in parallel with decoding.
-        return tf.data.Dataset.from_tensor_slices((paths, ordered_labels))
+        return tf.data.Dataset.from_tensor_slices((np.asarray(paths, dtype=object),
+                                                   ordered_labels))
 
-    return read, len(paths), max(len(classes), 2), None
+    return read, len(paths), max(len(listing.classes), 2), None, listing
 
 
 def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
