@@ -165,7 +165,7 @@ def list_directory(directory: Path, on_error: str = "skip") -> Listing:
     if len(classes) < 2 or not files:
         also = f" ({count} unreadable skipped: {', '.join(skipped)})" if count else ""
         raise DistmonError(f"data.images.directory: {terminal_text(directory)} holds "
-                           f"{len(files)} readable images in {len(classes)} class folders"
+                           f"{len(files)} images in {len(classes)} class folders"
                            f"{also}; expected at least 2 folders of JPEG/PNG images"
                            f"{_make_hint(directory)}")
     return Listing(files, labels, classes, tuple(skipped), count)
