@@ -153,14 +153,19 @@ def test_any_run_json_through_distmon_and_distagent(
         assert row["status"] == want, (name, row)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "link-to-fifo", "link-to-dev-zero", "directory"])
-def test_stop_on_a_hostile_run_json_is_one_line(tmp_path: Path, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "why"), [
+    ("fifo", "a FIFO, not a regular file"), ("link-to-fifo", "a symbolic link (not followed)"),
+    ("link-to-dev-zero", "a symbolic link (not followed)"),
+    ("directory", "a directory, not a regular file"), ("too-big", "larger than 16777216 bytes"),
+    ("socket", "No such device or address"),  # open(2) on a socket: ENXIO
+])
+def test_stop_on_a_hostile_run_json_is_one_line(tmp_path: Path, kind: str, why: str) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     KINDS[kind](run_dir / names.RUN_JSON, None)
     stop = cli("distagent", "stop", str(run_dir), "--timeout", "1")
     assert stop.returncode == 2
-    assert stop.stderr == f"distagent: {run_dir}: no readable {names.RUN_JSON} (not a " \
+    assert stop.stderr == f"distagent: {run_dir}: no readable {names.RUN_JSON} ({why}; not a " \
                           "distagent run directory?)\n"
 
 

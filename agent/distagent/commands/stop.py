@@ -22,7 +22,7 @@ import psutil
 from distagent.train.rundir import prove_process
 from distcore import names
 from distcore.errors import DistmonError
-from distcore.jobs.agent import read_run_json
+from distcore.jobs.agent import read_run_json, read_run_json_or_why
 from distcore.textsafe import terminal_text
 
 SHOWN = 200  # characters of an outside value (a path, a field of run.json) in a message
@@ -33,11 +33,10 @@ def run(args: argparse.Namespace) -> int:
         raise DistmonError(f"--timeout: expected seconds >= 0, got {args.timeout}")
     run_dir = Path(args.run_dir)
     shown = terminal_text(run_dir, SHOWN)
-    record = read_run_json(run_dir)
+    record, why = read_run_json_or_why(run_dir)
     if record is None:
-        raise DistmonError(
-            f"{shown}: no readable {names.RUN_JSON} (not a distagent run directory?)"
-        )
+        raise DistmonError(f"{shown}: no readable {names.RUN_JSON} ({terminal_text(why, SHOWN)}"
+                           "; not a distagent run directory?)")
     status = record.get("status")
     if status != names.STATUS_RUNNING:
         print(f"{shown}: not running (status {terminal_text(status, SHOWN)})")

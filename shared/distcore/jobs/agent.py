@@ -75,11 +75,23 @@ def read_run_json(job_dir: Path) -> dict[str, Any] | None:
     (distagent writes a file, never a link) or not a JSON object: anyone who can write the
     logdir can write it, so nothing in it is trusted. The one reader of the file for distmon and
     distagent alike (`distcore.safefile`)."""
+    return read_run_json_or_why(job_dir)[0]
+
+
+def read_run_json_or_why(job_dir: Path) -> tuple[dict[str, Any] | None, str]:
+    """`read_run_json`, and when it is None, why in a few words ("no such file", "a FIFO, not
+    a regular file", "not JSON: ...") for a command's one error line."""
     try:
         doc = load_json(Path(job_dir) / names.RUN_JSON, MAX_RUN_JSON_BYTES)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    except FileNotFoundError:
+        return None, "no such file"
+    except OSError as err:
+        return None, err.strerror or type(err).__name__
+    except ValueError as err:
+        return None, f"not JSON: {str(err)[:120]}"
+    if not isinstance(doc, dict):
+        return None, "not a JSON object"
+    return doc, ""
 
 
 def read_agent_record(job_dir: Path) -> AgentRecord | None:
