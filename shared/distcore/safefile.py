@@ -167,6 +167,30 @@ def write_private(directory: Path, name: str, data: bytes) -> Path:
     return directory / name
 
 
+def open_append(path: Path) -> int:
+    """A descriptor appending to the regular file `path` (created 0644 if missing), never
+    through a link and never blocking on a FIFO planted there (ENXIO then); else OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC,
+                 0o644)
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UnsafeFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
+    return fd
+
+
+def read_tail(path: Path, max_bytes: int) -> bytes:
+    """The last `max_bytes` of the regular file `path` (opened as `read_regular` opens)."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC | _NOCTTY | _NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+        return os.pread(fd, max_bytes, max(0, st.st_size - max_bytes))
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """`path` replaced whole by `data`: a new temporary file beside it (O_EXCL, 0600, never an
     existing file or a link), then `os.replace`, so a reader sees the old file or the new one."""

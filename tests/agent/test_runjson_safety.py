@@ -206,3 +206,19 @@ def test_start_over_a_fifo_run_json_trains_and_writes_a_file(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr[-2000:]
     assert (run_dir / names.RUN_JSON).is_file()
     assert (read_run_json(run_dir) or {}).get("status") == names.STATUS_FINISHED
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dangling-link", "directory"])
+def test_detach_over_a_planted_output_log_is_one_line(tmp_path: Path, kind: str) -> None:
+    """`start --detach` appends the job's output to `<run>/output.log`: a FIFO there used to
+    block the open, a link to redirect the output. Neither is opened; nothing starts."""
+    quickstart = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
+    run_dir = tmp_path / "planted"
+    run_dir.mkdir()
+    KINDS[kind](run_dir / "output.log", None)
+    done = cli("distagent", "start", str(quickstart), "--detach", "--set",
+               f"run.logdir={tmp_path}", "--set", "run.name=planted")
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"distagent: {run_dir}/output.log: cannot write the job's output (")
+    assert not (run_dir / names.RUN_JSON).exists()

@@ -28,6 +28,7 @@ from distagent.train.rundir import RUN_DIR_ENV, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json
+from distcore.safefile import open_append, read_tail
 from distcore.textsafe import terminal_text
 
 OUTPUT_LOG = "output.log"
@@ -123,7 +124,12 @@ def child_command(args: argparse.Namespace) -> list[str]:
 def _detach(args: argparse.Namespace, run_dir: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / OUTPUT_LOG
-    with open(log_path, "ab") as log:
+    try:  # a FIFO or link planted as output.log would block or redirect the job's output
+        log_fd = open_append(log_path)
+    except OSError as err:
+        raise DistmonError(f"{terminal_text(log_path)}: cannot write the job's output "
+                           f"({err.strerror or err})") from None
+    with os.fdopen(log_fd, "ab") as log:
         child = subprocess.Popen(
             child_command(args), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, RUN_DIR_ENV: str(run_dir.resolve())},
@@ -137,7 +143,11 @@ def _detach(args: argparse.Namespace, run_dir: Path) -> int:
             return 0
         code = child.poll()
         if code is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+            try:
+                text = read_tail(log_path, 64 * 1024).decode(errors="replace")
+            except OSError:
+                text = ""
+            tail = text.strip().splitlines()[-1:] or [""]
             raise DistmonError(f"the job exited with code {code} before starting: {tail[0]}")
         time.sleep(0.2)
     print(terminal_text(run_dir))
