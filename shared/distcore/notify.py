@@ -11,6 +11,7 @@ tokens in the query or user:password@): only `redact_url` of it is ever printed.
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import logging
@@ -67,6 +68,19 @@ def check_url(url: str) -> str:
             f"--notify: expected an http:// or https:// URL with a host, got {redact_url(url)}"
         )
     return url
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """urllib does not send `user:password@` itself: the URL without it, and the Basic
+    Authorization header that carries it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    user = urllib.parse.unquote(parts.username)
+    password = urllib.parse.unquote(parts.password or "")
+    netloc = parts.netloc.rpartition("@")[2]
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    return parts._replace(netloc=netloc).geturl(), {"Authorization": f"Basic {token}"}
 
 
 def check_level(level: str) -> str:
@@ -127,6 +141,7 @@ class Notifier:
     ) -> None:
         self.url, self.level = check_url(url), check_level(level)
         self.shown_url = redact_url(url)
+        self._target, self._headers = split_credentials(url)
         self._timeout, self._first, self._max = timeout, first_backoff, max_backoff
         self._report, self._host = report, hostname or socket.gethostname()
         self._active: frozenset[AlertKey] = frozenset()
@@ -205,8 +220,8 @@ class Notifier:
     def _post(self, data: bytes) -> str | None:
         """One try: None when accepted (2xx), else why not in words that never hold the URL."""
         request = urllib.request.Request(
-            self.url, data=data, method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "distmon"},
+            self._target, data=data, method="POST",
+            headers={"Content-Type": "application/json", "User-Agent": "distmon", **self._headers},
         )  # fmt: skip
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:
