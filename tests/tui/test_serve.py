@@ -68,7 +68,7 @@ class Serve:
         def found() -> str | None:
             if self.proc.poll() is not None:
                 raise AssertionError(f"distmon exited {self.proc.returncode}: {self.stderr()}")
-            match = re.search(r"serving metrics at http://127\.0\.0\.1:(\d+)/metrics", self.stderr())
+            match = re.search(r"serving metrics at http://127\.0\.0\.1:(\d+)/", self.stderr())
             return match.group(1) if match else None
 
         return int(str(wait_for(found)))
@@ -121,7 +121,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
         (["--serve", "--metrics", "0", "--once"], "--serve and --once do not go together"),
         (["--serve", "--notify", "http://h/x", "--notify-level", "loud"], "invalid choice"),
         (["--serve", "--metrics", "0", "--notify-level", "info"], "--notify-level needs --notify"),
-        (["--serve", "--notify", "http://h/x", "--max-series", "5"], "--max-series needs --metrics"),
+        (["--serve", "--notify", "http://h/x", "--max-series", "5"], "needs --metrics"),
         (["--serve", "--metrics", "0", "--max-series", "0"], "expected a count from 1 to"),
         (["--serve", "--notify", f"ftp://u:hunter2@h/{SECRET}"], "expected an http:// or https://"),
     ],
@@ -138,8 +138,8 @@ def test_usage_errors_are_one_line_and_exit_2(
 def test_help_names_every_serve_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for flag in ("--serve", "--metrics [HOST:]PORT", "--notify URL", "--notify-level", "--max-series"):
-        assert flag in out
+    flags = ("--serve", "--metrics [HOST:]PORT", "--notify URL", "--notify-level", "--max-series")
+    assert all(flag in out for flag in flags)
 
 
 def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -165,7 +165,12 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
     serve = Serve(tmp_path, ["--metrics", "0", "--notify", receiver.url, "--no-gpu", str(logdir)])
     try:
         port = serve.port()
-        text = str(wait_for(lambda: (t := scrape(port)) and 'tag="loss"' in t and "broken" in t and t))
+
+        def both() -> str | None:
+            text = scrape(port)
+            return text if 'run="mnist/train",tag="loss"' in text and 'job="broken"' in text else None
+
+        text = str(wait_for(both))
         loss = sample(text, "distmon_scalar", job="mnist", run="mnist/train", tag="loss")
         assert loss == pytest.approx(1.0 / 20)
         assert sample(text, "distmon_scalar_step", job="mnist", tag="loss") == 19
@@ -182,7 +187,8 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
     assert kinds == ["job_failed", "loss_nan"]  # each once, critical only (the default level)
     assert all(b["text"].startswith("[critical] broken") for b in receiver.bodies)
     err = serve.stderr()
-    assert f"posting critical alerts to http://127.0.0.1:{receiver.server.server_address[1]}/…" in err
+    port = receiver.server.server_address[1]
+    assert f"posting critical alerts to http://127.0.0.1:{port}/…" in err
     assert err.endswith("distmon: stopped\n")
     assert SECRET not in err and "pw" not in err
 
