@@ -168,7 +168,8 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
 
         def both() -> str | None:
             text = scrape(port)
-            return text if 'run="mnist/train",tag="loss"' in text and 'job="broken"' in text else None
+            ready = 'run="mnist/train",tag="loss"' in text and 'job="broken"' in text
+            return text if ready else None
 
         text = str(wait_for(both))
         loss = sample(text, "distmon_scalar", job="mnist", run="mnist/train", tag="loss")
