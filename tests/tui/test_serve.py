@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -24,7 +25,11 @@ from tests.core.test_notify import SECRET, Receiver
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def wait_for(what: Callable[[], object], timeout: float = 60.0, every: float = 0.1) -> object:
+T = TypeVar("T")
+
+
+def wait_for(what: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
+    """`what()` once it is truthy (polled: on a loaded machine it may take a while)."""
     deadline = time.monotonic() + timeout
     while True:
         found = what()
