@@ -185,6 +185,13 @@ class Notifier:
             return len(self._queue)
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # a bug: said, never a silent end of notifications
+            log.exception("notifier stopped")
+            self._report("notify: stopped by an internal error; alerts are no longer posted")
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             with self._cond:
                 while not self._queue and not self._stop.is_set():

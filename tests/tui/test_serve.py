@@ -20,6 +20,9 @@ from typing import TypeVar
 import pytest
 
 from distmon.cli import main
+from distmon.options import Options
+from distmon.producers import ProducerSet, make_producers
+from distmon.serve import _levels
 from tests.core.test_notify import SECRET, Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,6 +159,41 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert serve.proc.wait(60) == 2
     err = serve.stderr()
     assert err == f"distmon: --metrics 127.0.0.1:{port}: cannot listen (Address already in use)\n"
+
+
+# --- the producers ------------------------------------------------------------------------------
+
+
+def test_a_producer_set_reads_the_logdir_and_closes_every_thread(tmp_path: Path) -> None:
+    write_job(tmp_path, "j", [1.0, 0.5])
+    options = Options(logdirs=(tmp_path,), no_gpu=True, refresh=0.2)
+    producers = ProducerSet(make_producers(options), options)
+    producers.start()
+    try:
+        def jobs() -> list[str]:
+            snap = producers.index.latest()
+            return [job.name for job in snap.jobs] if snap is not None else []
+
+        assert wait_for(jobs) == ["j"]
+    finally:
+        producers.close()  # the autouse thread-leak guard checks that each one ended
+
+
+def test_a_producer_set_closed_first_starts_nothing(tmp_path: Path) -> None:
+    options = Options(logdirs=(tmp_path,), no_gpu=True)
+    producers = ProducerSet(make_producers(options), options)
+    producers.close()
+    producers.start()
+    assert producers.index.latest() is None and producers.index.refreshes == 0
+
+
+@pytest.mark.parametrize(
+    ("least", "shown"),
+    [("critical", "critical"), ("warning", "warning and critical"),
+     ("info", "info, warning and critical")],
+)  # fmt: skip
+def test_the_start_line_names_the_levels_posted(least: str, shown: str) -> None:
+    assert _levels(least) == shown
 
 
 # --- a real server -------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ what a user gets wrong (a port in use, a bad URL) is one line and exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
@@ -79,16 +80,17 @@ class _Errors:
         self._shown = current
 
 
-def _wait_for_signal(done: threading.Event) -> None:
-    """Block until SIGTERM or SIGINT (or until `done` is set by someone else)."""
+@contextlib.contextmanager
+def _stop_on_signals(done: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `done` (from the start: a signal during start-up stops us cleanly
+    too); the previous handlers come back after."""
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while not done.wait(3600):
-            pass
+        yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -121,9 +123,24 @@ def _make_notifier(options: Options, err: TextIO) -> Notifier | None:
     return Notifier(options.notify, options.notify_level, report=report)
 
 
+def _levels(least: str) -> str:
+    """'critical', 'warning and critical', 'info, warning and critical'."""
+    from distcore.notify import LEVELS
+
+    shown = LEVELS[LEVELS.index(least) :]
+    return " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
+
+
 def run_serve(options: Options, err: TextIO | None = None) -> int:
     """Watch and export until SIGTERM/SIGINT, then close everything and return 0."""
-    err = err or sys.stderr
+    done = threading.Event()
+    with _stop_on_signals(done):
+        _serve(options, err or sys.stderr, done)
+    print("distmon: stopped", file=err or sys.stderr, flush=True)
+    return 0
+
+
+def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
     notifier = _make_notifier(options, err)  # a bad URL ends here, before anything starts
     producers = ProducerSet(make_producers(options), options)
     server = None
@@ -136,14 +153,13 @@ def run_serve(options: Options, err: TextIO | None = None) -> int:
         if notifier is not None:
             notifier.start()
             producers.index.subscribe(notifier.observe)
-            print(
-                f"distmon: posting {options.notify_level} alerts to {notifier.shown_url}", file=err
-            )
+            levels = _levels(options.notify_level)
+            print(f"distmon: posting {levels} alerts to {notifier.shown_url}", file=err)
         producers.index.subscribe(_Errors(err))
         err.flush()
-        done = threading.Event()
         failures = _start_in_background(producers, done)
-        _wait_for_signal(done)
+        while not done.wait(3600):
+            pass
         if failures:
             raise failures[0]
     finally:
@@ -153,5 +169,3 @@ def run_serve(options: Options, err: TextIO | None = None) -> int:
         producers.close()
         if notifier is not None:
             notifier.close()
-    print("distmon: stopped", file=err, flush=True)
-    return 0
