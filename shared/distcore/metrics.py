@@ -17,6 +17,7 @@ snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, get_args
 
@@ -39,6 +40,7 @@ HOST_LABELS = ("host", "source", "job", "worker")
 GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape
 def label_text(value: object) -> str:
     """An outside string as a label value: valid UTF-8 (undecodable bytes as `\\xNN`), elided."""
     return elide(json_text(str(value)), LABEL_LIMIT)

@@ -22,7 +22,7 @@ import pytest
 from distmon.cli import main
 from distmon.options import Options
 from distmon.producers import ProducerSet, make_producers
-from distmon.serve import _levels
+from distmon.serve import _levels, parse_listen
 from tests.core.test_notify import SECRET, Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,6 +141,15 @@ def test_usage_errors_are_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
     assert "hunter2" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "listen"),
+    [("9464", ("127.0.0.1", 9464)), ("0.0.0.0:9464", ("0.0.0.0", 9464)),
+     ("[::1]:0", ("::1", 0)), ("localhost:65535", ("localhost", 65535))],
+)  # fmt: skip
+def test_listen_addresses_default_to_loopback(text: str, listen: tuple[str, int]) -> None:
+    assert parse_listen(text) == listen
 
 
 def test_help_names_every_serve_flag(capsys: pytest.CaptureFixture[str]) -> None:
