@@ -21,7 +21,7 @@ import pytest
 
 from distmon.cli import main
 from distmon.options import Options
-from distmon.producers import ProducerSet, make_producers
+from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.serve import _levels, parse_listen
 from tests.core.test_notify import SECRET, Receiver
 
@@ -194,6 +194,34 @@ def test_a_producer_set_closed_first_starts_nothing(tmp_path: Path) -> None:
     producers.close()
     producers.start()
     assert producers.index.latest() is None and producers.index.refreshes == 0
+
+
+def test_a_bug_while_starting_is_a_crash_never_exit_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A producer that raises (a bug) ends --serve with the crash status and a log, after
+    closing what had started."""
+    import dataclasses
+
+    import distmon.serve
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    class Broken:
+        def scan_once(self) -> None:
+            raise RuntimeError("a bug in the first scan")
+
+        def start(self) -> None: ...
+        def close(self) -> None: ...
+
+    def broken(options: Options) -> Producers:
+        return dataclasses.replace(make_producers(options), watcher=Broken())
+
+    monkeypatch.setattr(distmon.serve, "make_producers", broken)
+    code = main(["--serve", "--metrics", "0", "--no-gpu", str(tmp_path)])
+    assert code not in (0, 2)
+    err = capsys.readouterr().err
+    assert "a bug in the first scan" in err and "traceback in" in err
 
 
 @pytest.mark.parametrize(
