@@ -8,6 +8,7 @@ store, a sampler over prepared telemetry).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -101,7 +102,7 @@ class ProducerSet:
             hosts=made.hosts,
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
             interval=options.refresh,
-            **({"clock": clock} if clock is not None else {}),
+            clock=clock or time.time,
         )
         self._lock = threading.Lock()
         self._closing = False
