@@ -131,7 +131,8 @@ def logdir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def served(tmp_path: Path, logdir: Path) -> Iterator[Serve]:
-    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", "--refresh", "0.5", str(logdir)])
+    serve = Serve(tmp_path, ["--metrics", "0", "--simulate-gpus", "2", "--refresh", "0.5",
+                             str(logdir)])  # fmt: skip
     yield serve
     assert serve.stop() == 0, serve.stderr()
 
@@ -152,6 +153,10 @@ def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, serv
         hostile = wait_for(lambda: prometheus.query('distmon_scalar{job=~"(?s)we.*"}'))
         assert [s["metric"]["job"] for s in hostile] == [name]
         assert name == 'we"ird\\job\nname\\xff'
+        # This machine's GPUs, one series each, told apart by index and UUID.
+        gpus = prometheus.query('distmon_gpu_utilization_ratio{source="local"}')
+        assert sorted((g["metric"]["gpu"], g["metric"]["uuid"]) for g in gpus) == [
+            ("0", "GPU-simulated-0000"), ("1", "GPU-simulated-0001")]  # fmt: skip
         # The shipped rules run on what distmon exports: the NaN loss fires DistmonJobDiverged.
         def firing() -> list[str]:
             alerts = (prometheus.api("alerts") or {}).get("alerts", [])
