@@ -15,12 +15,20 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from distcore import __version__
 from distcore.errors import DistmonError
 from distcore.textsafe import terminal_text
-from distmon.options import MAX_POINTS, MAX_REFRESH, MAX_SIMULATED_GPUS, MIN_REFRESH, Options
+from distmon.options import (
+    DEFAULT_MAX_SERIES,
+    MAX_POINTS,
+    MAX_REFRESH,
+    MAX_SERIES,
+    MAX_SIMULATED_GPUS,
+    MIN_REFRESH,
+    Options,
+)
 
 USAGE_EXIT = 2
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
@@ -114,8 +122,77 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="points kept per series (default 2000)",
     )
+    _add_serve_flags(parser)
     parser.add_argument("--version", action="version", version=f"distmon {__version__}")
     return parser
+
+
+def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    """`--serve` and its outputs (issue 22)."""
+    serve = parser.add_argument_group("headless service (--serve)")
+    serve.add_argument(
+        "--serve",
+        action="store_true",
+        help="watch the sources without a terminal until SIGTERM/SIGINT (cron, systemd, a Slurm "
+        "job); needs --metrics and/or --notify",
+    )
+    serve.add_argument(
+        "--metrics",
+        metavar="[HOST:]PORT",
+        help="with --serve: Prometheus metrics at http://HOST:PORT/metrics (HOST defaults to "
+        "127.0.0.1; 0.0.0.0 for every interface; port 0 picks a free one, printed at start)",
+    )
+    serve.add_argument(
+        "--notify",
+        metavar="URL",
+        help="with --serve: POST each new alert as JSON with a Slack-compatible 'text' field to "
+        "this webhook (retried with backoff; the URL is never printed whole)",
+    )
+    serve.add_argument(
+        "--notify-level",
+        choices=("info", "warning", "critical"),
+        help="with --notify: the least severe alert posted (default critical)",
+    )
+    serve.add_argument(
+        "--max-series",
+        type=_bounded(int, 1, MAX_SERIES),
+        metavar="N",
+        help=f"with --metrics: series exported at most; the rest are counted in "
+        f"distmon_series_dropped (default {DEFAULT_MAX_SERIES:,})",
+    )
+
+
+def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The --serve fields of Options, or a usage error naming what is missing or misplaced."""
+    from distcore.notify import check_url
+    from distmon.serve import parse_listen
+
+    if not args.serve:
+        for flag in ("metrics", "notify", "notify_level", "max_series"):
+            if getattr(args, flag) is not None:
+                parser.error(f"--{flag.replace('_', '-')} needs --serve")
+        return {}
+    for flag in ("once", "json", "check"):
+        if getattr(args, flag):
+            parser.error(f"--serve and --{flag} do not go together")
+    if args.metrics is None and args.notify is None:
+        parser.error("--serve needs an output: add --metrics [HOST:]PORT and/or --notify URL")
+    if args.notify_level is not None and args.notify is None:
+        parser.error("--notify-level needs --notify URL")
+    if args.max_series is not None and args.metrics is None:
+        parser.error("--max-series needs --metrics")
+    try:
+        metrics = parse_listen(args.metrics) if args.metrics is not None else None
+        notify = check_url(args.notify) if args.notify is not None else None
+    except DistmonError as err:
+        parser.error(str(err))
+    return {
+        "serve": True,
+        "metrics": metrics,
+        "notify": notify,
+        "notify_level": args.notify_level or "critical",
+        "max_series": args.max_series or DEFAULT_MAX_SERIES,
+    }
 
 
 def _default_logdirs() -> tuple[Path, ...]:
@@ -130,6 +207,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         parser.error("--json needs --once")
     if args.check and not args.once:
         parser.error("--check needs --once")
+    serve = _serve_options(parser, args)
     from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
 
     try:
@@ -156,6 +234,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         remotes=remotes,
         ssh_config=args.ssh_config,
         storage_options=storage_options,
+        **serve,
     )
 
 
@@ -195,6 +274,10 @@ def _run(argv: Sequence[str] | None) -> int:
         if not options.remotes:  # with remote sources: one line among the others (--once)
             for logdir in options.logdirs:
                 check_logdir(logdir)
+        if options.serve:  # headless: no terminal needed
+            from distmon.serve import run_serve
+
+            return run_serve(options)
         # Textual draws on stderr: both must be terminals, or escape codes go into a file.
         if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
             options = dataclasses.replace(options, once=True)

@@ -16,6 +16,9 @@ MIN_REFRESH = 0.1
 MAX_REFRESH = 3600.0
 MAX_SIMULATED_GPUS = 64
 MAX_POINTS = 1_000_000
+# --serve --metrics: the default bound on exported series (README "Cardinality bound").
+DEFAULT_MAX_SERIES = 10_000
+MAX_SERIES = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -33,3 +36,9 @@ class Options:
     remotes: tuple[SshSpec | UrlSpec, ...] = ()
     ssh_config: Path | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
+    # --serve (issue 22): headless, long-running; metrics over HTTP and/or alerts to a webhook.
+    serve: bool = False
+    metrics: tuple[str, int] | None = None  # (host, port) to listen on; port 0: any free port
+    notify: str | None = None  # webhook URL (a secret: never printed whole)
+    notify_level: str = "critical"
+    max_series: int = DEFAULT_MAX_SERIES

@@ -7,6 +7,8 @@ store, a sampler over prepared telemetry).
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -78,3 +80,66 @@ def make_producers(options: Options) -> Producers:
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
     return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,))
+
+
+class ProducerSet:
+    """The producers and their job index, started and closed as one: what `--serve` runs (and
+    what the app can run later). Starting builds the index over `made`, starts the samplers,
+    host sources and extras, then the index, then scans the logdirs once and watches them.
+    `close()` may come at any time, from any thread, even during `start()`: nothing it would
+    not close is started after it."""
+
+    def __init__(
+        self, made: Producers, options: Options, *, clock: Callable[[], float] | None = None
+    ) -> None:
+        from distcore.jobs.index import JobIndex
+
+        self.made = made
+        self.index = JobIndex(
+            made.store,
+            logdirs=[str(p) for p in options.logdirs],
+            telemetry=made.telemetry,
+            hosts=made.hosts,
+            producers=[p for p in (made.watcher, *made.extra) if p is not None],
+            interval=options.refresh,
+            clock=clock or time.time,
+        )
+        self._lock = threading.Lock()
+        self._closing = False
+        self._started: list[Closeable] = []
+
+    def _start(self, producer: Closeable) -> bool:
+        with self._lock:  # never start what close() would not close
+            if self._closing:
+                return False
+            self._started.append(producer)
+            producer.start()
+            return True
+
+    def start(self) -> None:
+        """Start everything; the first scan runs on the calling thread (it may take a while)."""
+        made = self.made
+        for producer in (made.telemetry, *made.hosts, *made.extra, self.index):
+            if producer is not None and not self._start(producer):
+                return
+        if made.watcher is not None:
+            made.watcher.scan_once()
+            if not self._start(made.watcher):
+                return
+        self.index.wake()  # what the scan read, in the next snapshot
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing = True
+            started, self._started = self._started, []
+        # The index first (it reads the others), then the rest, newest first; one that fails
+        # to close does not keep the others open.
+        first = [p for p in started if p is self.index]
+        failures: list[Exception] = []
+        for producer in first + [p for p in reversed(started) if p is not self.index]:
+            try:
+                producer.close()
+            except Exception as err:
+                failures.append(err)
+        if failures:
+            raise failures[0]

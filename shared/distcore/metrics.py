@@ -1,0 +1,301 @@
+"""A JobsSnapshot as Prometheus metric families: what `distmon --serve --metrics` exposes.
+
+Pure: a snapshot in, `prometheus_client` metric families out (no threads, no clock, no I/O);
+`SnapshotCollector` renders the latest snapshot at scrape time. Names follow Prometheus'
+conventions: base units in the name (`_seconds`, `_bytes`, `_celsius`, `_watts`, `_hertz`),
+fractions as `_ratio` in [0, 1], timestamps as `_timestamp_seconds`, unknown values absent
+(never a zero that reads like an idle GPU).
+
+Label values come from logdirs and event files, so they are untrusted: the exposition escapes
+quotes, backslashes and newlines (prometheus_client does it); undecodable bytes take distcore's
+one form (`\\xNN`, distcore.textsafe) since the format is UTF-8; values are elided to
+`LABEL_LIMIT` characters. Two values equal once shown keep the first series only. The number
+of series is bounded (`max_series`): families are filled in a fixed order of importance (the
+snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit is counted in
+`distmon_series_dropped`, never sent.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, get_args
+
+from prometheus_client.core import GaugeMetricFamily, Metric, StateSetMetricFamily
+from prometheus_client.registry import Collector
+
+from distcore import __version__
+from distcore.jobs.model import JobStatus
+from distcore.textsafe import elide, json_text
+
+if TYPE_CHECKING:
+    from distcore.jobs.model import Host, Job, JobsSnapshot
+    from distcore.telemetry.model import GpuDevice
+
+LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one
+DEFAULT_MAX_SERIES = 10_000
+JOB_STATES: tuple[str, ...] = get_args(JobStatus)
+MIB = 1024 * 1024
+HOST_LABELS = ("host", "source", "job", "worker")
+GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
+
+
+@functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape
+def label_text(value: object) -> str:
+    """An outside string as a label value: valid UTF-8 (undecodable bytes as `\\xNN`), elided."""
+    return elide(json_text(str(value)), LABEL_LIMIT)
+
+
+class _Budget:
+    """The series still allowed in this scrape, and every series refused (over the cap, or a
+    duplicate once the labels were made safe)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.left, self.dropped = limit, limit, 0
+
+    def take(self, n: int = 1) -> bool:
+        if n > self.left:
+            self.dropped += n
+            return False
+        self.left -= n
+        return True
+
+
+class _Family:
+    """One gauge family whose series are bounded by the budget and unique by label values."""
+
+    def __init__(self, budget: _Budget, name: str, doc: str, labels: Sequence[str]) -> None:
+        self.metric = GaugeMetricFamily(name, doc, labels=list(labels))
+        self._budget = budget
+        self._seen: set[tuple[str, ...]] = set()
+
+    def add(self, labels: Sequence[object], value: float | None) -> None:
+        if value is None:  # unknown: absent, never zero
+            return
+        key = tuple(label_text(v) for v in labels)
+        if key in self._seen:
+            self._budget.dropped += 1
+            return
+        if self._budget.take():
+            self._seen.add(key)
+            self.metric.add_metric(list(key), float(value))
+
+
+def _ratio(percent: float | None) -> float | None:
+    return None if percent is None else percent / 100.0
+
+
+def _times(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
+
+
+def _opt(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+class _Families:
+    """Builds every family of one snapshot, in the order the budget serves them."""
+
+    def __init__(self, snap: JobsSnapshot, max_series: int) -> None:
+        self.snap, self.budget = snap, _Budget(max_series)
+        self.out: list[Metric] = []
+        # An alert names a run ("job/train") or a job: both lead to the job's name.
+        self.job_of: dict[str, str] = {}
+        for job in snap.jobs:
+            self.job_of[job.name] = job.name
+            for run in job.parts.values():
+                self.job_of.setdefault(run.name, job.name)
+
+    def family(self, name: str, doc: str, labels: Sequence[str] = ()) -> _Family:
+        made = _Family(self.budget, name, doc, labels)
+        self.out.append(made.metric)
+        return made
+
+    def build(self) -> list[Metric]:
+        self._meta()
+        self._jobs()
+        self._alerts()
+        self._hosts()
+        self._gpus()
+        self._errors()
+        self._scalars()
+        dropped = GaugeMetricFamily(
+            "distmon_series_dropped",
+            "Series left out of this scrape: over the --max-series bound, or equal to another "
+            "once their labels were made safe",
+            value=self.budget.dropped,
+        )
+        return [*self.out, dropped]
+
+    def _meta(self) -> None:
+        self.family("distmon_build_info", "distmon's version", ["version"]).add([__version__], 1)
+        when = self.family(
+            "distmon_snapshot_timestamp_seconds", "When distmon last judged every source"
+        )
+        when.add([], self.snap.generated_at)
+        self.family("distmon_series_limit", "The --max-series bound").add([], self.budget.limit)
+        self.family("distmon_jobs", "Jobs seen in the watched logdirs").add([], len(self.snap.jobs))
+        self.family("distmon_problems", "Logdir-level problems (unreadable directories, ...)").add(
+            [], len(self.snap.problems)
+        )
+
+    def _jobs(self) -> None:
+        status = StateSetMetricFamily(
+            "distmon_job_status", "Each job's status (one of the states is 1)", labels=["job"]
+        )
+        seen: set[str] = set()
+        updated = self.family(
+            "distmon_job_last_update_timestamp_seconds",
+            "Wall time of the newest point read from any of the job's runs",
+            ["job"],
+        )
+        replicas = self.family("distmon_job_replicas", "Replicas (run.json)", ["job"])
+        batch = self.family("distmon_job_global_batch_size", "Global batch (run.json)", ["job"])
+        for job in self.snap.jobs:
+            name = label_text(job.name)
+            if name in seen:  # equal to another job's once made safe
+                self.budget.dropped += len(JOB_STATES)
+                continue
+            if not self.budget.take(len(JOB_STATES)):
+                continue
+            seen.add(name)
+            status.add_metric([name], {s: s == job.status for s in JOB_STATES})
+            updated.add([job.name], _last_update(job))
+            if job.agent is not None:
+                replicas.add([job.name], job.agent.replicas)
+                batch.add([job.name], job.agent.global_batch_size)
+        self.out.append(status)
+
+    def _alerts(self) -> None:
+        active = self.family(
+            "distmon_alert",
+            "An active alert (1) with its kind and severity; the job is empty for host alerts",
+            ["job", "run", "kind", "severity"],
+        )
+        since = self.family(
+            "distmon_alert_since_timestamp_seconds",
+            "When the condition behind an active alert began",
+            ["job", "run", "kind", "severity"],
+        )
+        for alert in self.snap.alerts:
+            run = alert.run or ""
+            labels = [self.job_of.get(run, run), run, alert.kind, alert.severity]
+            active.add(labels, 1)
+            since.add(labels, alert.since)
+
+    def _host_labels(self, host: Host) -> list[object]:
+        return [host.name, host.source, _opt(host.job), _opt(host.worker)]
+
+    def _hosts(self) -> None:
+        f = self.family
+        sampled = f(
+            "distmon_host_last_sample_timestamp_seconds",
+            "Wall time of the host's newest sample",
+            HOST_LABELS,
+        )
+        interval = f(
+            "distmon_host_sample_interval_seconds", "How often the host is sampled", HOST_LABELS
+        )
+        reachable = f(
+            "distmon_host_reachable", "1 while the host answers, 0 with an error", HOST_LABELS
+        )
+        cpu = f("distmon_host_cpu_ratio", "CPU busy, all cores (0-1)", HOST_LABELS)
+        used = f("distmon_host_memory_used_bytes", "Memory in use", HOST_LABELS)
+        total = f("distmon_host_memory_total_bytes", "Memory installed", HOST_LABELS)
+        load = f("distmon_host_load1", "One-minute load average", HOST_LABELS)
+        gpus = f("distmon_host_gpus", "GPUs seen on the host", HOST_LABELS)
+        for host in self.snap.hosts:
+            labels = self._host_labels(host)
+            sampled.add(labels, host.sampled_at)
+            interval.add(labels, host.interval_seconds)
+            reachable.add(labels, 1 if host.error is None else 0)
+            cpu.add(labels, _ratio(host.cpu_percent))
+            used.add(labels, _times(host.memory_used_mib, MIB))
+            total.add(labels, _times(host.memory_total_mib, MIB))
+            load.add(labels, host.load_avg_1m)
+            gpus.add(labels, len(host.gpus))
+
+    def _gpus(self) -> None:
+        fields: list[tuple[str, str, Callable[[GpuDevice], float | None]]] = [
+            ("utilization_ratio", "Time a kernel ran (0-1)", lambda g: _ratio(g.utilization_gpu)),
+            (
+                "memory_utilization_ratio",
+                "Time memory was read or written (0-1)",
+                lambda g: _ratio(g.utilization_memory),
+            ),
+            ("memory_used_bytes", "Memory in use", lambda g: _times(g.memory_used_mib, MIB)),
+            ("memory_total_bytes", "Memory on the GPU", lambda g: _times(g.memory_total_mib, MIB)),
+            ("temperature_celsius", "Core temperature", lambda g: g.temperature_c),
+            ("power_watts", "Power draw", lambda g: g.power_w),
+            ("power_limit_watts", "Enforced power limit", lambda g: g.power_limit_w),
+            ("sm_clock_hertz", "SM clock", lambda g: _times(g.sm_clock_mhz, 1e6)),
+            ("fan_speed_ratio", "Fan speed (0-1)", lambda g: _ratio(g.fan_percent)),
+            ("pcie_rx_bytes_per_second", "PCIe receive", lambda g: _times(g.pcie_rx_kib_s, 1024)),
+            ("pcie_tx_bytes_per_second", "PCIe send", lambda g: _times(g.pcie_tx_kib_s, 1024)),
+            ("processes", "Compute processes on the GPU", lambda g: len(g.processes)),
+        ]
+        families = [(self.family(f"distmon_gpu_{n}", d, GPU_LABELS), get) for n, d, get in fields]
+        info = self.family("distmon_gpu_info", "The GPU's model name", [*GPU_LABELS, "name"])
+        for host in self.snap.hosts:
+            for gpu in host.gpus:
+                labels = [*self._host_labels(host), gpu.index, _opt(gpu.uuid)]
+                info.add([*labels, _opt(gpu.name)], 1)
+                for family, get in families:
+                    family.add(labels, get(gpu))
+
+    def _errors(self) -> None:
+        failing = self.family(
+            "distmon_producer_error_since_timestamp_seconds",
+            "A failing source (reader, sampler, remote host) and since when",
+            ["producer"],
+        )
+        for error in self.snap.errors:
+            failing.add([error.producer], error.since)
+
+    def _scalars(self) -> None:
+        labels = ["job", "run", "tag"]
+        value = self.family("distmon_scalar", "Each scalar series' last value", labels)
+        step = self.family("distmon_scalar_step", "The step of that last value", labels)
+        wall = self.family(
+            "distmon_scalar_timestamp_seconds", "Wall time of that last value", labels
+        )
+        for job in self.snap.jobs:
+            for part, run in job.parts.items():
+                if part == "system" or part.startswith("system/"):  # exported as host/GPU series
+                    continue
+                for tag, series in run.scalars.items():
+                    key = [job.name, run.name, tag]
+                    value.add(key, series.last_value)
+                    step.add(key, series.last_step)
+                    wall.add(key, series.last_wall_time)
+
+
+def _last_update(job: Job) -> float | None:
+    times = [r.last_update for r in job.parts.values() if r.last_update is not None]
+    return max(times) if times else None
+
+
+def snapshot_families(snap: JobsSnapshot, max_series: int = DEFAULT_MAX_SERIES) -> list[Metric]:
+    """Every metric family of `snap`, with at most `max_series` series in all."""
+    return _Families(snap, max_series).build()
+
+
+class SnapshotCollector(Collector):
+    """A prometheus_client collector that renders `latest()` at each scrape (nothing before the
+    first snapshot but the bound and `distmon_series_dropped`)."""
+
+    def __init__(
+        self, latest: Callable[[], JobsSnapshot | None], max_series: int = DEFAULT_MAX_SERIES
+    ) -> None:
+        self._latest, self.max_series = latest, max_series
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # no collect() at registration: the first snapshot may be far away
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self._latest()
+        if snap is not None:
+            yield from snapshot_families(snap, self.max_series)
+            return
+        yield GaugeMetricFamily("distmon_series_limit", "The --max-series bound", self.max_series)
+        yield GaugeMetricFamily("distmon_series_dropped", "Series left out", value=0)

@@ -1,0 +1,291 @@
+"""`distmon --serve`: usage errors, a real subprocess serving /metrics and posting to a real
+webhook receiver, and its end on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from distmon.cli import main
+from distmon.options import Options
+from distmon.producers import Producers, ProducerSet, make_producers
+from distmon.serve import _levels, parse_listen
+from tests.core.test_notify import SECRET, Receiver
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+T = TypeVar("T")
+
+
+def wait_for(what: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
+    """`what()` once it is truthy (polled: on a loaded machine it may take a while)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = what()
+        if found:
+            return found
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(every)
+
+
+def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | None = None) -> Path:
+    """A job as distagent lays it out: <job>/train events and, where given, run.json."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(logdir / name / "train"))
+    start = time.time() - len(losses)
+    for step, value in enumerate(losses):
+        writer.add_scalar("loss", value, step, walltime=start + step)
+    writer.close()
+    if status is not None:
+        (logdir / name / "run.json").write_text(json.dumps({"status": status}))
+    return logdir / name
+
+
+class Serve:
+    """`distmon --serve ...` as a user starts it: a real process, its stderr in a file."""
+
+    def __init__(self, tmp: Path, args: Sequence[str]) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            str(ROOT / p) for p in ("shared", "agent", "tui"))}  # fmt: skip
+        self.err_path = tmp / "serve.err"
+        with self.err_path.open("wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "distmon", "--serve", *args],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+            )  # fmt: skip
+
+    def stderr(self) -> str:
+        return self.err_path.read_text(errors="replace")
+
+    def port(self) -> int:
+        def found() -> str | None:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"distmon exited {self.proc.returncode}: {self.stderr()}")
+            match = re.search(r"serving metrics at http://127\.0\.0\.1:(\d+)/", self.stderr())
+            return match.group(1) if match else None
+
+        return int(str(wait_for(found)))
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signum)
+        try:
+            return self.proc.wait(60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return str(response.read().decode("utf-8"))
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None
+
+
+# --- usage errors: one line, exit 2 --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--serve"], "--serve needs an output: add --metrics [HOST:]PORT and/or --notify URL"),
+        (["--metrics", "9100"], "--metrics needs --serve"),
+        (["--notify", "http://h/x"], "--notify needs --serve"),
+        (["--serve", "--metrics", "abc"], "expected [HOST:]PORT with a port 0-65535"),
+        (["--serve", "--metrics", "70000"], "expected [HOST:]PORT with a port 0-65535"),
+        (["--serve", "--metrics", ":9100"], "no host before ':'"),
+        (["--serve", "--metrics", "0", "--once"], "--serve and --once do not go together"),
+        (["--serve", "--notify", "http://h/x", "--notify-level", "loud"], "invalid choice"),
+        (["--serve", "--metrics", "0", "--notify-level", "info"], "--notify-level needs --notify"),
+        (["--serve", "--notify", "http://h/x", "--max-series", "5"], "needs --metrics"),
+        (["--serve", "--metrics", "0", "--max-series", "0"], "expected a count from 1 to"),
+        (["--serve", "--notify", f"ftp://u:hunter2@h/{SECRET}"], "expected an http:// or https://"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+    assert "hunter2" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize(
+    ("text", "listen"),
+    [("9464", ("127.0.0.1", 9464)), ("0.0.0.0:9464", ("0.0.0.0", 9464)),
+     ("[::1]:0", ("::1", 0)), ("localhost:65535", ("localhost", 65535))],
+)  # fmt: skip
+def test_listen_addresses_default_to_loopback(text: str, listen: tuple[str, int]) -> None:
+    assert parse_listen(text) == listen
+
+
+def test_help_names_every_serve_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    flags = ("--serve", "--metrics [HOST:]PORT", "--notify URL", "--notify-level", "--max-series")
+    assert all(flag in out for flag in flags)
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        serve = Serve(tmp_path, ["--no-gpu", "--metrics", f"127.0.0.1:{port}", str(tmp_path)])
+        assert serve.proc.wait(60) == 2
+    err = serve.stderr()
+    assert err == f"distmon: --metrics 127.0.0.1:{port}: cannot listen (Address already in use)\n"
+
+
+# --- the producers ------------------------------------------------------------------------------
+
+
+def test_a_producer_set_reads_the_logdir_and_closes_every_thread(tmp_path: Path) -> None:
+    write_job(tmp_path, "j", [1.0, 0.5])
+    options = Options(logdirs=(tmp_path,), no_gpu=True, refresh=0.2)
+    producers = ProducerSet(make_producers(options), options)
+    producers.start()
+    try:
+        def jobs() -> list[str]:
+            snap = producers.index.latest()
+            return [job.name for job in snap.jobs] if snap is not None else []
+
+        assert wait_for(jobs) == ["j"]
+    finally:
+        producers.close()  # the autouse thread-leak guard checks that each one ended
+
+
+def test_a_producer_set_closed_first_starts_nothing(tmp_path: Path) -> None:
+    options = Options(logdirs=(tmp_path,), no_gpu=True)
+    producers = ProducerSet(make_producers(options), options)
+    producers.close()
+    producers.start()
+    assert producers.index.latest() is None and producers.index.refreshes == 0
+
+
+def test_a_bug_while_starting_is_a_crash_never_exit_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A producer that raises (a bug) ends --serve with the crash status and a log, after
+    closing what had started."""
+    import dataclasses
+
+    import distmon.serve
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    class Broken:
+        def scan_once(self) -> None:
+            raise RuntimeError("a bug in the first scan")
+
+        def start(self) -> None: ...
+        def close(self) -> None: ...
+
+    def broken(options: Options) -> Producers:
+        return dataclasses.replace(make_producers(options), watcher=Broken())
+
+    monkeypatch.setattr(distmon.serve, "make_producers", broken)
+    code = main(["--serve", "--metrics", "0", "--no-gpu", str(tmp_path)])
+    assert code not in (0, 2)
+    err = capsys.readouterr().err
+    assert "a bug in the first scan" in err and "traceback in" in err
+
+
+@pytest.mark.parametrize(
+    ("least", "shown"),
+    [("critical", "critical"), ("warning", "warning and critical"),
+     ("info", "info, warning and critical")],
+)  # fmt: skip
+def test_the_start_line_names_the_levels_posted(least: str, shown: str) -> None:
+    assert _levels(least) == shown
+
+
+# --- a real server -------------------------------------------------------------------------------
+
+
+def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    logdir = tmp_path / "logs"
+    write_job(logdir, "mnist", [1.0 / (i + 1) for i in range(20)], status="running")
+    write_job(logdir, "broken", [1.0, 0.5, math.nan], status="failed")
+    serve = Serve(tmp_path, ["--metrics", "0", "--notify", receiver.url, "--no-gpu", str(logdir)])
+    try:
+        port = serve.port()
+
+        def both() -> str | None:
+            text = scrape(port)
+            ready = 'run="mnist/train",tag="loss"' in text and 'job="broken"' in text
+            return text if ready else None
+
+        text = str(wait_for(both))
+        loss = sample(text, "distmon_scalar", job="mnist", run="mnist/train", tag="loss")
+        assert loss == pytest.approx(1.0 / 20)
+        assert sample(text, "distmon_scalar_step", job="mnist", tag="loss") == 19
+        assert sample(text, "distmon_job_status", job="mnist", distmon_job_status="running") == 1
+        assert sample(text, "distmon_job_status", job="broken", distmon_job_status="failed") == 1
+        assert sample(text, "distmon_alert", job="broken", kind="job_failed") == 1
+        wait_for(lambda: {b["kind"] for b in receiver.bodies} >= {"job_failed", "loss_nan"})
+        write_job(logdir, "later", [3.0, 2.0], status="running")  # a new job, read live
+        wait_for(lambda: 'job="later"' in scrape(port))
+    finally:
+        code = serve.stop(signal.SIGTERM)
+    assert code == 0, serve.stderr()
+    kinds = sorted(b["kind"] for b in receiver.bodies)
+    assert kinds == ["job_failed", "loss_nan"]  # each once, critical only (the default level)
+    assert all(b["text"].startswith("[critical] broken") for b in receiver.bodies)
+    err = serve.stderr()
+    port = receiver.server.server_address[1]
+    assert f"posting critical alerts to http://127.0.0.1:{port}/…" in err
+    assert err.endswith("distmon: stopped\n")
+    assert SECRET not in err and "pw" not in err
+
+
+def test_notify_only_serve_stops_on_sigint_and_a_down_receiver_never_stops_it(
+    tmp_path: Path,
+) -> None:
+    write_job(tmp_path, "bad", [1.0], status="diverged")
+    serve = Serve(tmp_path, ["--notify", f"http://user:pw@127.0.0.1:9/{SECRET}", "--no-gpu",
+                             str(tmp_path)])  # fmt: skip
+    try:
+        wait_for(lambda: "failed (" in serve.stderr())  # port 9 (discard) refuses: retried
+        assert serve.proc.poll() is None
+    finally:
+        code = serve.stop(signal.SIGINT)
+    assert code == 0
+    err = serve.stderr()
+    assert "notify: post to http://127.0.0.1:9/… failed" in err
+    assert SECRET not in err and "pw@" not in err

@@ -1,0 +1,171 @@
+"""`distmon --serve SOURCE...`: the dashboard's producers and job index, headless, until signalled.
+
+No terminal, no Textual: for cron, systemd, a Slurm job or a login node. The same
+`make_producers` and `JobIndex` as the dashboard, run by one `ProducerSet`; the index's
+snapshots go to Prometheus (`--metrics`: a prometheus_client HTTP server whose collector
+renders the latest snapshot at each scrape) and to a webhook (`--notify`: new alerts at or above
+`--notify-level`, on the notifier's own thread). SIGTERM or SIGINT closes everything and exits 0;
+what a user gets wrong (a port in use, a bad URL) is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
+
+from distcore.errors import DistmonError
+from distcore.textsafe import terminal_text
+from distmon.options import Options
+from distmon.producers import ProducerSet, make_producers
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from distcore.jobs.model import JobsSnapshot
+    from distcore.notify import Notifier
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (HOST may be `[::1]`) -> (host, port); 127.0.0.1 unless a host is given."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if sep and not host:
+        raise DistmonError(f"--metrics: no host before ':' in {text!r} (give PORT or HOST:PORT)")
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise DistmonError(f"--metrics: expected [HOST:]PORT with a port 0-65535, got {text!r}")
+    return host, port
+
+
+def start_metrics(options: Options, latest: Callable[[], JobsSnapshot | None]) -> WSGIServer:
+    """Serve /metrics on its own thread; a port in use or a bad host is a DistmonError."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from distcore.metrics import SnapshotCollector
+
+    assert options.metrics is not None
+    host, port = options.metrics
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(SnapshotCollector(latest, options.max_series))
+    try:
+        server, _thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as err:  # EADDRINUSE, EACCES below 1024, an unknown host name
+        why = err.strerror or str(err)
+        raise DistmonError(f"--metrics {host}:{port}: cannot listen ({why})") from None
+    return server
+
+
+class _Errors:
+    """Each producer error printed once (headless: stderr is the only place it can go)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out, self._shown = out, set[tuple[str, str]]()
+
+    def __call__(self, snap: JobsSnapshot) -> None:
+        current = {(e.producer, e.message) for e in snap.errors}
+        for producer, message in sorted(current - self._shown):
+            line = f"distmon: error ({terminal_text(producer, 80)}): {terminal_text(message, 300)}"
+            print(line, file=self._out, flush=True)
+        self._shown = current
+
+
+@contextlib.contextmanager
+def _stop_on_signals(done: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `done` (from the start: a signal during start-up stops us cleanly
+    too); the previous handlers come back after."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _start_in_background(producers: ProducerSet, done: threading.Event) -> list[BaseException]:
+    """Start the producers on a thread (the first scan may be long: a signal during it still
+    ends us at once); a failure is kept and ends the wait, so that it is reported as a crash."""
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            producers.start()
+        except BaseException as err:
+            failures.append(err)
+            done.set()
+
+    threading.Thread(target=start, name="serve-start", daemon=True).start()
+    return failures
+
+
+def _make_notifier(options: Options, err: TextIO) -> Notifier | None:
+    if options.notify is None:
+        return None
+    from distcore.notify import Notifier
+
+    def report(line: str) -> None:
+        print(f"distmon: {terminal_text(line, 300)}", file=err, flush=True)
+
+    return Notifier(options.notify, options.notify_level, report=report)
+
+
+def _levels(least: str) -> str:
+    """'critical', 'warning and critical', 'info, warning and critical'."""
+    from distcore.notify import LEVELS
+
+    shown = LEVELS[LEVELS.index(least) :]
+    return " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
+
+
+def run_serve(options: Options, err: TextIO | None = None) -> int:
+    """Watch and export until SIGTERM/SIGINT, then close everything and return 0."""
+    done = threading.Event()
+    with _stop_on_signals(done):
+        _serve(options, err or sys.stderr, done)
+    print("distmon: stopped", file=err or sys.stderr, flush=True)
+    return 0
+
+
+def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
+    notifier = _make_notifier(options, err)  # a bad URL ends here, before anything starts
+    producers = ProducerSet(make_producers(options), options)
+    server = None
+    try:
+        if options.metrics is not None:
+            server = start_metrics(options, producers.index.latest)
+            host, port = str(server.server_address[0]), int(server.server_address[1])
+            shown = f"[{host}]" if ":" in host else host
+            print(f"distmon: serving metrics at http://{shown}:{port}/metrics", file=err)
+        if notifier is not None:
+            notifier.start()
+            producers.index.subscribe(notifier.observe)
+            levels = _levels(options.notify_level)
+            print(f"distmon: posting {levels} alerts to {notifier.shown_url}", file=err)
+        producers.index.subscribe(_Errors(err))
+        err.flush()
+        failures = _start_in_background(producers, done)
+        while not done.wait(3600):
+            pass
+        if failures:
+            raise failures[0]
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        producers.close()
+        if notifier is not None:
+            notifier.close()
