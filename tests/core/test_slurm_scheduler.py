@@ -139,7 +139,8 @@ def test_agent_died_rule(status: str | None, state: str, alerted: bool) -> None:
     assert (alert is not None) == alerted
     if alert is not None:
         assert alert.severity == "critical" and alert.kind == "agent_died"
-        assert f"Slurm job 12 is {state}" in alert.message and "died without a word" in alert.message
+        assert f"Slurm job 12 is {state}" in alert.message
+        assert "died without a word" in alert.message
 
 
 @pytest.mark.parametrize(
@@ -161,7 +162,8 @@ class Commands:
     """Slurm's commands as the producer sees them: argv in, CompletedProcess out."""
 
     def __init__(self, answers: dict[str, tuple[int, str, str]], have: Sequence[str]) -> None:
-        self.answers, self.have, self.calls = answers, set(have), []  # type: list[list[str]]
+        self.answers, self.have = answers, set(have)
+        self.calls: list[list[str]] = []
 
     def which(self, name: str) -> str | None:
         return f"/usr/bin/{name}" if name in self.have else None
