@@ -73,7 +73,7 @@ def test_ports_are_derived_from_job_and_step(job: int, step: int) -> None:
     env = {"SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str(step)}
     base = slurm_port_base(env)
     assert base == slurm_port_base(dict(env))  # every task of the step agrees
-    assert SLURM_PORT_FIRST <= base and base + SLURM_PORT_STRIDE <= 32768  # below ephemeral
+    assert base >= SLURM_PORT_FIRST and base + SLURM_PORT_STRIDE <= 32768  # below ephemeral
     neighbours = [{"SLURM_JOB_ID": str(job + 1), "SLURM_STEP_ID": str(step)},
                   {"SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str((step + 1) % 8)}]
     for other in neighbours:  # the next job, the next step: a range of their own
