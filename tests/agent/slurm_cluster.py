@@ -86,10 +86,21 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
 """
 
 
+def node_name() -> str:
+    """`hostname -s`, as on a real cluster; TensorFlow's workers dial the node by this name, so
+    where it does not resolve (a bare container) the node is `localhost`."""
+    name = socket.gethostname().split(".")[0]
+    try:
+        socket.gethostbyname(name)
+    except OSError:
+        return "localhost"
+    return name
+
+
 @dataclass
 class SlurmCluster:
     root: Path
-    node: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    node: str = field(default_factory=node_name)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property

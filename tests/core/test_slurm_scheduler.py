@@ -108,9 +108,29 @@ def test_scheduler_ref_from_untrusted_json(value: Any, expected: SchedulerRef | 
     assert scheduler_ref_from(value) == expected
 
 
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["kind", "job_id", "step_id", "node_list", "partition",
+                                        "pod", "other"]), JSON, max_size=7))
+def test_any_scheduler_object_is_safe(value: dict[str, Any]) -> None:
+    ref = scheduler_ref_from(value)
+    if ref is None:
+        return
+    line = describe_scheduler(ref, None)
+    assert isinstance(line, str)
+    assert ref.slurm_job_id is None or ref.slurm_job_id.isdigit()
+
+
 @pytest.mark.parametrize(
     ("job_id", "safe"),
-    [("12", "12"), ("12; rm -rf /", None), ("-j1", None), ("1" * 13, None), (None, None)],
+    [("12", "12"), ("12\n", None), ("12; rm -rf /", None), ("-j1", None), ("1" * 13, None),
+     (None, None)],
 )
 def test_only_plain_job_ids_reach_a_command(job_id: str | None, safe: str | None) -> None:
     assert SchedulerRef("slurm", job_id).slurm_job_id == safe

@@ -25,13 +25,13 @@ from distcore.jobs.model import ProducerError
 MAX_JOBS: Final = 1000  # followed at once; the rest are unknown (bounded memory and command line)
 COMMAND_TIMEOUT_SECONDS: Final = 10.0
 MAX_OUTPUT_CHARS: Final = 4 * 1024 * 1024
-_JOB_ID: Final = re.compile(r"^[0-9]{1,12}$")  # run.json is untrusted: only these reach a command
+_JOB_ID: Final = re.compile(r"[0-9]{1,12}\Z")  # run.json is untrusted: only these reach a command
 # Slurm's states in which the job is over (its processes are gone or going).
 ENDED_STATES: Final = frozenset({
     "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
     "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
 })
-_STATE: Final = re.compile(r"^[A-Z_]{2,32}$")
+_STATE: Final = re.compile(r"[A-Z_]{2,32}\Z")
 
 
 @dataclass(frozen=True)
