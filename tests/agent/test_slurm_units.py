@@ -7,6 +7,7 @@ suite's own cluster); tests/agent/test_slurm.py runs the real thing.
 
 from __future__ import annotations
 
+import itertools
 import socket
 
 import pytest
@@ -78,6 +79,16 @@ def test_ports_are_derived_from_job_and_step(job: int, step: int) -> None:
                   {"SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str((step + 1) % 8)}]
     for other in neighbours:  # the next job, the next step: a range of their own
         assert abs(slurm_port_base(other) - base) >= SLURM_PORT_STRIDE
+
+
+@pytest.mark.parametrize("tasks", [1, 16, 17, 64, 300])
+def test_many_tasks_per_node_get_wider_ranges(tasks: int) -> None:
+    bases = {slurm_port_base({"SLURM_JOB_ID": str(j)}, tasks) for j in range(1, 20)}
+    assert len(bases) == 19  # consecutive jobs still apart
+    for base in bases:
+        assert base >= SLURM_PORT_FIRST and base + tasks <= 32768
+    ordered = sorted(bases)
+    assert min(b - a for a, b in itertools.pairwise(ordered)) >= tasks
 
 
 def test_tensorflow_default_port_is_not_every_jobs() -> None:

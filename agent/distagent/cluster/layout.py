@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from distagent.cluster.scheduler import SLURM_PORT_STRIDE, in_slurm_batch_script, slurm_port_base
+from distagent.cluster.scheduler import in_slurm_batch_script, slurm_port_base
 from distcore.errors import DistmonError
 
 ClusterSource = Literal["config", "tf_config", "slurm"]
@@ -168,17 +168,14 @@ def layout_from_slurm(environ: Mapping[str, str], *, port_base: int | None = Non
     start at `port_base`, by default derived from the job and step ids (TensorFlow's own
     default, 8888 for every job, makes two jobs on one node collide).
     """
-    if port_base is None:
-        port_base = slurm_port_base(environ)
     from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
 
     try:
         per_node = slurm.expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
-        if max(per_node) > SLURM_PORT_STRIDE:
-            raise ValueError(f"at most {SLURM_PORT_STRIDE} tasks per node, got {max(per_node)}")
         gpus_per_node, gpus_per_task, auto_gpu = _slurm_gpus_per_node(environ, max(per_node))
+        base = slurm_port_base(environ, max(per_node)) if port_base is None else port_base
         resolver = slurm.SlurmClusterResolver(
-            port_base=port_base, gpus_per_node=gpus_per_node, gpus_per_task=gpus_per_task,
+            port_base=base, gpus_per_node=gpus_per_node, gpus_per_task=gpus_per_task,
             auto_set_gpu=auto_gpu,
         )
         spec = resolver.cluster_spec().as_dict()

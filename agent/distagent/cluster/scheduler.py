@@ -62,18 +62,21 @@ def scheduler_info(environ: Mapping[str, str]) -> dict[str, Any] | None:
     return None
 
 
-def slurm_port_base(environ: Mapping[str, str]) -> int:
+def slurm_port_base(environ: Mapping[str, str], tasks_per_node: int = 1) -> int:
     """The first port of this step's tasks on each node, derived from the job and step ids.
 
     Every task of a step computes the same base without talking to the others, and two jobs
     sharing a node get different ones (job ids 1 apart are `SLURM_STEPS_PER_JOB` slots apart;
     they meet again only `SLURM_PORT_SLOTS / SLURM_STEPS_PER_JOB` jobs later). Tasks take
-    base, base + 1, ... on their node, as TensorFlow's SlurmClusterResolver assigns them.
+    base, base + 1, ... on their node, as TensorFlow's SlurmClusterResolver assigns them; a
+    step with more tasks per node than `SLURM_PORT_STRIDE` takes wider (so fewer) slots.
     """
     job = _int(environ.get("SLURM_JOB_ID")) or 0
     step = _int(environ.get("SLURM_STEP_ID")) or 0
-    slot = (job * SLURM_STEPS_PER_JOB + step % SLURM_STEPS_PER_JOB) % SLURM_PORT_SLOTS
-    return SLURM_PORT_FIRST + slot * SLURM_PORT_STRIDE
+    stride = SLURM_PORT_STRIDE * max(1, -(-tasks_per_node // SLURM_PORT_STRIDE))
+    slots = max(1, SLURM_PORT_SLOTS * SLURM_PORT_STRIDE // stride)
+    slot = (job * SLURM_STEPS_PER_JOB + step % SLURM_STEPS_PER_JOB) % slots
+    return SLURM_PORT_FIRST + slot * stride
 
 
 def in_slurm_batch_script(environ: Mapping[str, str]) -> bool:
