@@ -70,3 +70,36 @@ def test_a_job_that_wrote_its_end_raises_nothing(tmp_path: Path) -> None:
     snapshot(index)
     slurm.query_once()
     assert not [a for a in snapshot(index).alerts if a.kind == "agent_died"]
+
+
+async def test_the_dashboard_names_the_slurm_job_and_its_end(tmp_path: Path) -> None:
+    """The real app over a real watcher: the producer (started by the app) asks Slurm off the
+    UI thread; the focused job's detail names the job and its state, the alert follows."""
+    from distcore.events import LogdirWatcher, RunStore
+    from distmon.app import DistmonApp
+    from distmon.options import Options
+    from distmon.producers import Producers
+    from distmon.widgets.panels import Panel
+    from tests.tui.conftest import ready
+
+    job_dir(tmp_path, "running")
+    logdir = tmp_path / "runs"
+    slurm = squeue_says("CANCELLED")
+    slurm.interval = 0.1
+
+    def producers() -> Producers:
+        store = RunStore()
+        return Producers(store, LogdirWatcher([logdir], store), extra=(slurm,))
+
+    app = DistmonApp(Options(logdirs=(logdir,), refresh=0.2, no_gpu=True), producers=producers)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await ready(pilot)
+        await pilot.press("enter")
+        details, alerts = app.query_one("#details", Panel), app.query_one("#alerts", Panel)
+        for _ in range(500):
+            if "CANCELLED" in str(details.render()) and "without a word" in str(alerts.render()):
+                break
+            await pilot.pause(0.02)
+        text = str(details.render())
+        assert "Slurm job 4242 step 0 on gpu[01-02]" in text and ": CANCELLED" in text
+        assert "Slurm job 4242 is CANCELLED" in str(alerts.render())
