@@ -38,7 +38,9 @@ LOG=$FIGS/gpu_check.log
 : >"$LOG"
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK/logs"' EXIT
 # Hard bound on the whole script, whatever hangs (a wedged driver, a stuck import).
-( sleep 290; echo "gpu_check: 290 s bound reached, stopping" >>"$LOG"; kill -TERM $$ ) &
+# Its output goes nowhere, and it ends its sleep when ended: no pipe held open after exit.
+( trap 'kill $! 2>/dev/null; exit 0' TERM; sleep 290 & wait $!
+  echo "gpu_check: 290 s bound reached, stopping" >>"$LOG"; kill -TERM $$ ) >/dev/null 2>&1 &
 WATCHDOG=$!
 trap 'echo; echo "SUMMARY: FAIL (stopped at the 290 s bound; see $LOG)"; exit 1' TERM
 
