@@ -7,6 +7,7 @@ slurmctld); tests/agent/test_slurm.py runs the real commands against a real clus
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from hypothesis import strategies as st
 
 from distcore.alerts import agent_died
 from distcore.jobs.agent import agent_record_from
+from distcore.jobs.jsonify import scheduler_to_json
+from distcore.jobs.model import Job
 from distcore.jobs.scheduler import (
     SchedulerRef,
     SchedulerState,
@@ -29,6 +32,7 @@ from distcore.jobs.scheduler import (
     parse_squeue,
     scheduler_ref_from,
 )
+from distcore.textsafe import json_safe
 
 SQUEUE = """4|CANCELLED|Priority
 2|COMPLETED|None
@@ -119,12 +123,17 @@ JSON = st.recursive(
 @given(st.dictionaries(st.sampled_from(["kind", "job_id", "step_id", "node_list", "partition",
                                         "pod", "other"]), JSON, max_size=7))
 def test_any_scheduler_object_is_safe(value: dict[str, Any]) -> None:
-    ref = scheduler_ref_from(value)
-    if ref is None:
-        return
-    line = describe_scheduler(ref, None)
-    assert isinstance(line, str)
-    assert ref.slurm_job_id is None or ref.slurm_job_id.isdigit()
+    """From run.json to --once's JSON and the detail line: never an exception, always JSON."""
+    agent = agent_record_from({"status": "running", "scheduler": value})
+    assert agent is not None
+    job = Job("j", None, {}, "running", agent, (), (),
+              scheduler_state=SchedulerState("1", "RUNNING", "\ud800"))
+    doc = scheduler_to_json(job)
+    json.dumps(json_safe(doc), allow_nan=False)
+    ref = agent.scheduler
+    if ref is not None:
+        assert isinstance(describe_scheduler(ref, job.scheduler_state), str)
+        assert ref.slurm_job_id is None or ref.slurm_job_id.isdigit()
 
 
 @pytest.mark.parametrize(
