@@ -315,6 +315,19 @@ def agent_outcome(
     return None
 
 
+def agent_died(job: str, agent_status: str | None, job_id: str, state: str, ended: bool,
+               since: float | None) -> Alert | None:
+    """The scheduler ended the job while run.json still says running: the agent was killed
+    without a chance to write its end (SIGKILL, out of memory, a node that failed, a time limit
+    without a signal before it)."""
+    if agent_status != names.STATUS_RUNNING or not ended:
+        return None
+    return Alert("agent_died", "critical", job,
+                 f"Slurm job {job_id} is {state} but run.json still says running: the agent died "
+                 "without a word (killed, out of memory, or its node failed); see the job's "
+                 "output file", since)
+
+
 def sort_alerts(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
     """Most severe first, then by run and kind: a stable order for screens and JSON."""
     return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind)))

@@ -24,6 +24,7 @@ from distagent.cluster.layout import (
     layout_from_workers,
     resolve_layout,
 )
+from distagent.cluster.scheduler import slurm_port_base
 from distagent.cluster.strategy import environ_without_cluster
 from distagent.commands.launch_local import (
     describe_exit,
@@ -155,8 +156,10 @@ def test_slurm_step_on_cpu_nodes(tf: Any, monkeypatch: pytest.MonkeyPatch, tmp_p
     assert in_slurm_step(os.environ)
     layout = resolve_layout((), None, os.environ)
     assert layout.source == "slurm"
+    base = slurm_port_base(SRUN)  # from the job id: not TensorFlow's 8888 for every job
+    assert base != 8888
     assert [t.address for t in layout.tasks] == [
-        "node01:8888", "node01:8889", "node02:8888", "node02:8889"]
+        f"node01:{base}", f"node01:{base + 1}", f"node02:{base}", f"node02:{base + 1}"]
     assert (layout.task_type, layout.task_index, layout.rank) == ("worker", 3, 3)
     assert not layout.is_chief
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""  # CPU nodes: left alone
@@ -167,7 +170,8 @@ def test_slurm_step_with_gpus(tf: Any, monkeypatch: pytest.MonkeyPatch, tmp_path
 
     _slurm_env(monkeypatch, tmp_path, SLURM_GPUS_ON_NODE="4", SLURM_PROCID="2")
     layout = layout_from_slurm(os.environ)
-    assert (layout.rank, layout.me.address, layout.is_chief) == (2, "node02:8888", False)
+    assert (layout.rank, layout.me.address, layout.is_chief) == (
+        2, f"node02:{slurm_port_base(SRUN)}", False)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "0,1"  # 2 GPUs per task, first task on node02
 
 
@@ -178,7 +182,9 @@ def test_slurm_uneven_tasks_per_node(tf: Any, monkeypatch: pytest.MonkeyPatch,
     _slurm_env(monkeypatch, tmp_path, SLURM_STEP_NODELIST="gpu-a,gpu-b",
                SLURM_STEP_TASKS_PER_NODE="2,1", SLURM_STEP_NUM_TASKS="3", SLURM_PROCID="0")
     layout = layout_from_slurm(os.environ)
-    assert [t.address for t in layout.tasks] == ["gpu-a:8888", "gpu-a:8889", "gpu-b:8888"]
+    base = slurm_port_base(SRUN)
+    assert [t.address for t in layout.tasks] == [f"gpu-a:{base}", f"gpu-a:{base + 1}",
+                                                 f"gpu-b:{base}"]
     assert layout.is_chief
 
 

@@ -31,6 +31,7 @@ def collect(options: Options) -> dict[str, Any]:
     from distcore.events.jsonify import run_to_json
     from distcore.jobs.index import JobIndex
     from distcore.jobs.jsonify import index_to_json
+    from distcore.jobs.scheduler import SlurmStates
     from distcore.telemetry import make_source
     from distcore.telemetry.jsonify import telemetry_to_json
     from distcore.telemetry.sampler import TelemetrySampler
@@ -46,15 +47,18 @@ def collect(options: Options) -> dict[str, Any]:
         telemetry = sampler.sample_once()
     finally:
         sampler.close()
+    slurm = SlurmStates()  # asked once below, on this thread: --once has no UI to keep alive
     try:
         logdirs = [str(p.resolve()) for p in options.logdirs]
         logdirs += [_spec_text(s) for s in options.remotes]
         index = JobIndex(
             store, logdirs=logdirs, telemetry=sampler, interval=options.refresh,
             hosts=remote.host_sources if remote else (),
-            producers=(watcher, remote) if remote else (watcher,),
+            producers=(watcher, remote, slurm) if remote else (watcher, slurm),
         )  # fmt: skip
         snap = index.refresh()
+        if snap is not None and slurm.query_once():  # the jobs' Slurm states, then judge again
+            snap = index.refresh()
         if snap is None:  # the index failed: its error says why
             raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
     finally:
@@ -107,6 +111,19 @@ def _spec_text(spec: SshSpec | UrlSpec) -> str:
     return spec.url if isinstance(spec, UrlSpec) else f"{spec.host}:{spec.path}"
 
 
+def _scheduler_text(job: dict[str, Any]) -> str:
+    """`, Slurm job 12 (RUNNING)`, `, pod trainer-0`: where the scheduler runs the job."""
+    sched = job.get("scheduler")
+    if not sched:
+        return ""
+    if sched.get("kind") == "slurm" and sched.get("job_id"):
+        state = f" ({sched['state']})" if sched.get("state") else ""
+        return f", Slurm job {terminal_text(sched['job_id'], 40)}{state}"
+    if sched.get("pod"):
+        return f", pod {terminal_text(sched['pod'], 80)}"
+    return ""
+
+
 def has_critical(doc: dict[str, Any]) -> bool:
     return any(a.get("severity") == "critical" for a in doc.get("alerts", ()))
 
@@ -121,7 +138,7 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
     out.write(f"{len(doc['runs'])} runs in {t(', '.join(doc['logdirs']))}\n")
     for job in doc.get("jobs", ()):
         step = f", step {job['last_step']}" if job.get("last_step") is not None else ""
-        out.write(f"job {t(job['name'], 120)}: {job['status']}{step}\n")
+        out.write(f"job {t(job['name'], 120)}: {job['status']}{step}{_scheduler_text(job)}\n")
     for run in doc["runs"]:
         files = f"{run['files']} file" + ("" if run["files"] == 1 else "s")
         out.write(f"\n{t(run['name'], 200)}  [{run['status']}, {files}]  {t(run['path'], 200)}\n")

@@ -21,6 +21,9 @@ if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, o
     from distcore.telemetry.model import TelemetrySnapshot
 
 
+SLURM_MIN_INTERVAL = 5.0  # squeue at most this often: the controller serves a whole cluster
+
+
 class RunSource(Protocol):
     def snapshot(self) -> tuple[RunSnapshot, ...]: ...
     def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
@@ -63,6 +66,7 @@ def make_producers(options: Options) -> Producers:
     """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
+    from distcore.jobs.scheduler import SlurmStates
     from distcore.telemetry import make_source
     from distcore.telemetry.sampler import TelemetrySampler
 
@@ -70,8 +74,10 @@ def make_producers(options: Options) -> Producers:
     watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
     source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
     sampler = TelemetrySampler(source, interval=options.refresh)
+    # The Slurm state of each job whose run.json names one (squeue on its own thread).
+    slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
     if not options.remotes:
-        return Producers(store, watcher, sampler)
+        return Producers(store, watcher, sampler, extra=(slurm,))
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -79,7 +85,7 @@ def make_producers(options: Options) -> Producers:
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
-    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,))
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm))
 
 
 class ProducerSet:

@@ -17,13 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from distagent.cluster.scheduler import in_slurm_batch_script, slurm_port_base
 from distcore.errors import DistmonError
 
 ClusterSource = Literal["config", "tf_config", "slurm"]
 # MultiWorkerMirroredStrategy trains on these; evaluator and ps tasks are other strategies' jobs.
 TRAINING_JOBS = ("chief", "worker")
-SLURM_PORT_BASE = 8888
-"""TensorFlow's default first port of a Slurm task on each node (one port per task)."""
 
 
 class ClusterError(DistmonError):
@@ -160,20 +159,23 @@ def _slurm_gpus_per_node(environ: Mapping[str, str], tasks_per_node: int) -> tup
     return tasks_per_node, 1, False
 
 
-def layout_from_slurm(environ: Mapping[str, str], *, port_base: int = SLURM_PORT_BASE
+def layout_from_slurm(environ: Mapping[str, str], *, port_base: int | None = None
                       ) -> ClusterLayout:
     """The cluster of this `srun` step, through TensorFlow's own SlurmClusterResolver.
 
     The resolver reads SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_STEP_NODELIST and
-    SLURM_STEP_TASKS_PER_NODE from `os.environ`; `environ` must be that environment.
+    SLURM_STEP_TASKS_PER_NODE from `os.environ`; `environ` must be that environment. Ports
+    start at `port_base`, by default derived from the job and step ids (TensorFlow's own
+    default, 8888 for every job, makes two jobs on one node collide).
     """
     from tensorflow.python.distribute.cluster_resolver import slurm_cluster_resolver as slurm
 
     try:
         per_node = slurm.expand_tasks_per_node(environ["SLURM_STEP_TASKS_PER_NODE"])
         gpus_per_node, gpus_per_task, auto_gpu = _slurm_gpus_per_node(environ, max(per_node))
+        base = slurm_port_base(environ, max(per_node)) if port_base is None else port_base
         resolver = slurm.SlurmClusterResolver(
-            port_base=port_base, gpus_per_node=gpus_per_node, gpus_per_task=gpus_per_task,
+            port_base=base, gpus_per_node=gpus_per_node, gpus_per_task=gpus_per_task,
             auto_set_gpu=auto_gpu,
         )
         spec = resolver.cluster_spec().as_dict()
@@ -197,6 +199,11 @@ def resolve_layout(workers: Sequence[str], task_index: int | None,
         return layout_from_tf_config(environ["TF_CONFIG"])
     if in_slurm_step(environ):
         return layout_from_slurm(environ)
+    if in_slurm_batch_script(environ):
+        raise ClusterError(
+            f"Slurm job {environ['SLURM_JOB_ID']}: this is the batch script, not a job step: "
+            "start the workers with `srun distagent start ...` (one per task)"
+        )
     if workers:
         raise ClusterError(
             "[cluster] workers is set: start each worker with --task-index I "

@@ -57,10 +57,15 @@ class Preemption:
             # StopRequest restores the previous SIGINT handler when the job ends.)
             signal.signal(signal.SIGINT, self._handler._sigterm_handler_fn)
 
+        from tensorflow.python.util import deprecation
+
         def hook(step: int) -> None:
             saved_at.append(step)
             del saved_at[:-1]
-            self._handler.save_checkpoint_if_preempted(checkpoint_number=step)
+            # The handler's own save reads its deprecated `total_run_calls`: without this,
+            # every SIGTERM stop prints TensorFlow's deprecation warning twice per worker.
+            with deprecation.silence():
+                self._handler.save_checkpoint_if_preempted(checkpoint_number=step)
 
         return hook
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distagent.cluster.faults import explain_startup_failure
-from distagent.cluster.layout import TRAINING_JOBS, ClusterLayout, resolve_layout
+from distagent.cluster.layout import TRAINING_JOBS, ClusterError, ClusterLayout, resolve_layout
 from distagent.devices import StrategySetup
 from distagent.schema import ClusterConfig, StrategyConfig
 
@@ -156,6 +157,26 @@ class JoinWatchdog:
         self._thread.join()
 
 
+def refuse_busy_port(layout: ClusterLayout) -> None:
+    """One line when this worker's port is taken (another job on this node, most often).
+
+    TensorFlow's gRPC server sets SO_REUSEPORT, so a second server on a taken port may start
+    and join the other job's cluster; a plain listener bind (SO_REUSEADDR only: a port left in
+    TIME_WAIT by the previous session of this job is free) tells a live listener apart.
+    """
+    port = int(layout.me.address.rpartition(":")[2])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+            probe.listen(1)
+        except OSError as err:
+            raise ClusterError(
+                f"{layout.me.describe()}: port {port} on this host is in use ({err.strerror}); "
+                "another job's worker may hold it: stop that job or pick other addresses"
+            ) from None
+
+
 def create_cluster_setup(
     layout: ClusterLayout,
     *,
@@ -164,6 +185,7 @@ def create_cluster_setup(
 ) -> ClusterSetup:
     """Set TF_CONFIG for `layout`, then create the strategy (it waits for every worker)."""
     environ = os.environ if environ is None else environ
+    refuse_busy_port(layout)
     environ["TF_CONFIG"] = layout.tf_config()
     import tensorflow as tf
 

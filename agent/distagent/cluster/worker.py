@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from distagent.cluster.faults import explain
+from distagent.cluster.layout import in_slurm_step, resolve_layout
 from distagent.cluster.preempt import Preemption
 from distagent.cluster.strategy import ClusterRequest
 from distagent.schema import JobConfig
@@ -57,6 +59,10 @@ def run_worker(
     stop: Any = None,
 ) -> str:
     """Train this worker's part of `cfg`; returns the final status (as `run_job` does)."""
+    if not in_slurm_step(os.environ):
+        # Pure outside an srun step: a missing or wrong cluster is one line before TensorFlow
+        # loads (seconds sooner; a batch script without srun learns it at once).
+        resolve_layout(cfg.cluster.workers, task_index, os.environ)
     import tensorflow as tf
 
     from distagent.train import run_job

@@ -28,9 +28,13 @@ def run_dir_for(logdir: str | Path, run_name: str) -> Path:
 
 
 def process_identity(pid: int | None = None) -> dict[str, Any]:
-    """pid, host and the process's start time (psutil's create_time, seconds since the epoch)."""
+    """pid, host and the process's start time (psutil's create_time, seconds since the epoch),
+    and the scheduler that started it (Slurm's job and step, Kubernetes' pod; None if none)."""
+    from distagent.cluster.scheduler import scheduler_info
+
     proc = psutil.Process(pid or os.getpid())
-    return {"pid": proc.pid, "host": socket.gethostname(), "pid_create_time": proc.create_time()}
+    return {"pid": proc.pid, "host": socket.gethostname(), "pid_create_time": proc.create_time(),
+            "scheduler": scheduler_info(os.environ)}
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:

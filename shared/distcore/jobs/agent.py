@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from distcore import names
 from distcore.jobs.model import AgentRecord
+from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
@@ -66,6 +67,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         last_step=_int(doc.get("last_step")),
         error=_str(doc.get("error")),
         extra=extra,
+        scheduler=scheduler_ref_from(doc.get("scheduler")),
     )
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from distcore.alerts import Alert, keep_since, sort_alerts
@@ -24,6 +24,7 @@ from distcore.jobs.hosts import local_host
 from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
 from distcore.jobs.model import Host, HostSource, JobsSnapshot, ProducerError
 from distcore.jobs.parts import group_runs, job_dir_of
+from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
 
 if TYPE_CHECKING:
@@ -191,7 +192,8 @@ class JobIndex:
         self._records.forget({f.directory for f in self._facts.values() if f.directory})
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
-        jobs = tuple(judge_job(f, now, local.gpus) for f in self._facts.values())
+        states = self._scheduler_states()
+        jobs = tuple(judge_job(f, now, local.gpus, states) for f in self._facts.values())
         hosts = (local, *(h for j in jobs for h in j.hosts), *self._remote_hosts())
         found: list[Alert] = [a for j in jobs for a in j.alerts]
         found += host_alerts(hosts, now)
@@ -206,6 +208,16 @@ class JobIndex:
             errors=self._gather_errors(),
             problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
         )
+
+    def _scheduler_states(self) -> Mapping[str, SchedulerState]:
+        """Tell the scheduler producer (distcore.jobs.scheduler, among `producers`) which Slurm
+        jobs the logdirs name; take its cached states. Never waits for the scheduler."""
+        wanted = slurm_job_ids(f.agent.scheduler for f in self._facts.values() if f.agent)
+        for producer in self._producers:
+            if isinstance(producer, SlurmStates):
+                producer.track(wanted)
+                return producer.states()
+        return {}
 
     def _remote_hosts(self) -> list[Host]:
         out: list[Host] = []

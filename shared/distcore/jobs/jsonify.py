@@ -35,6 +35,29 @@ def host_to_json(host: Host, now: float) -> dict[str, Any]:
     }
 
 
+def scheduler_to_json(job: Job) -> dict[str, Any] | None:
+    """run.json's scheduler (Slurm job, step, nodes, partition; or a Kubernetes pod) and what
+    the scheduler says of the job (`state` None where it did not answer)."""
+    ref = job.agent.scheduler if job.agent is not None else None
+    if ref is None:
+        return None
+    state = job.scheduler_state
+
+    def text(value: str | None) -> str | None:
+        return json_text(value) if value is not None else None
+
+    return {
+        "kind": json_text(ref.kind),
+        "job_id": text(ref.job_id),
+        "step_id": text(ref.step_id),
+        "node_list": text(ref.node_list),
+        "partition": text(ref.partition),
+        "pod": text(ref.pod),
+        "state": state.state if state is not None else None,
+        "reason": text(state.reason) if state is not None else None,
+    }
+
+
 def job_to_json(job: Job) -> dict[str, Any]:
     agent = job.agent
     return {
@@ -44,6 +67,7 @@ def job_to_json(job: Job) -> dict[str, Any]:
         "parts": [json_text(p) for p in job.parts],
         "last_step": agent.last_step if agent is not None else None,
         "error": json_text(agent.error) if agent is not None and agent.error else None,
+        "scheduler": scheduler_to_json(job),
     }
 
 

@@ -20,6 +20,7 @@ from distcore.jobs.parts import is_system_part, job_dir_of, job_status
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
+    from distcore.jobs.scheduler import SchedulerState
     from distcore.telemetry.model import GpuDevice
 
 FactsKey = tuple[Any, ...]
@@ -78,9 +79,14 @@ def job_facts(
     )
 
 
-def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice]) -> Job:
-    """The job at `now`: its status, and its alerts including the clock-dependent ones."""
+def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
+              scheduler: Mapping[str, SchedulerState] | None = None) -> Job:
+    """The job at `now`: its status, and its alerts including the clock-dependent ones.
+    `scheduler`: Slurm job id -> its state, as the scheduler producer last heard it."""
     agent_status = facts.agent.status if facts.agent is not None else None
+    ref = facts.agent.scheduler if facts.agent is not None else None
+    job_id = ref.slurm_job_id if ref is not None else None
+    state = scheduler.get(job_id) if scheduler and job_id else None
     training = [r for p, r in facts.parts.items() if not is_system_part(p)]
     found = list(facts.point_alerts)
     for run in training:
@@ -92,6 +98,11 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice]) -> J
     gpus = [g for h in fresh for g in h.gpus] if fresh else list(local_gpus)
     if agent_status in (None, "running"):
         found += alerts.input_bound_suspected(training, gpus, now, facts.intervals)
+    if state is not None:
+        died = alerts.agent_died(facts.name, agent_status, state.job_id, state.state,
+                                 state.ended, now)
+        if died is not None:
+            found.append(died)
     return Job(
         name=facts.name,
         directory=facts.directory,
@@ -101,6 +112,7 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice]) -> J
         hosts=facts.hosts,
         alerts=alerts.sort_alerts(found),
         version=facts.version,
+        scheduler_state=state,
     )
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
     from distcore.alerts import Alert
     from distcore.events.model import RunSnapshot
+    from distcore.jobs.scheduler import SchedulerRef, SchedulerState
     from distcore.telemetry.model import GpuDevice
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
@@ -66,6 +67,7 @@ class AgentRecord:
     last_step: int | None = None
     error: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    scheduler: SchedulerRef | None = None  # the Slurm job (or Kubernetes pod) that ran it
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Job:
     hosts: tuple[Host, ...]
     alerts: tuple[Alert, ...]
     version: int = 0
+    scheduler_state: SchedulerState | None = None  # what Slurm says of the job, where it answers
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,11 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
     lines.append(Text(f"learning rate {terminal_text(agent.learning_rate or '–', 120)}"))
     if agent.error:
         lines.append(Text(f"error: {terminal_text(agent.error, MESSAGE_LIMIT)}", style="red"))
+    if agent.scheduler is not None:
+        from distcore.jobs.scheduler import describe_scheduler
+
+        where = describe_scheduler(agent.scheduler, job.scheduler_state)
+        lines.append(Text(f"scheduler: {terminal_text(where, MESSAGE_LIMIT)}"))
     return Text("\n").join(lines)
 
 

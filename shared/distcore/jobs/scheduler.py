@@ -1,0 +1,300 @@
+"""The scheduler behind a job: run.json's `scheduler`, and what Slurm says became of the job.
+
+distagent records which Slurm job (or Kubernetes pod) ran it; `SlurmStates` asks Slurm about
+every such job in one `squeue` per refresh (`scontrol show job` where squeue is missing, and
+`sacct` for jobs the controller has forgotten when an accounting database answers). It is a
+producer: its own thread runs the commands, bounded in time and in the jobs it follows, and the
+job index reads only its cached answers, so a slow controller never blocks a refresh or the UI.
+
+The parsers are pure functions over the commands' real output formats (Slurm 22.05).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from distcore.jobs.model import ProducerError
+
+MAX_JOBS: Final = 1000  # followed at once; the rest are unknown (bounded memory and command line)
+COMMAND_TIMEOUT_SECONDS: Final = 10.0
+MAX_OUTPUT_CHARS: Final = 4 * 1024 * 1024
+_JOB_ID: Final = re.compile(r"[0-9]{1,12}\Z")  # run.json is untrusted: only these reach a command
+# Slurm's states in which the job is over (its processes are gone or going).
+ENDED_STATES: Final = frozenset({
+    "COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL",
+    "DEADLINE", "OUT_OF_MEMORY", "REVOKED", "SPECIAL_EXIT",
+})
+_STATE: Final = re.compile(r"[A-Z_]{2,32}\Z")
+
+
+@dataclass(frozen=True)
+class SchedulerRef:
+    """run.json's `scheduler`, checked: every field a short string or None."""
+
+    kind: str  # "slurm" or "kubernetes"
+    job_id: str | None = None
+    step_id: str | None = None
+    node_list: str | None = None
+    partition: str | None = None
+    pod: str | None = None
+
+    @property
+    def slurm_job_id(self) -> str | None:
+        """The job id when it is a Slurm job with a well-formed id (safe to pass to squeue)."""
+        if self.kind == "slurm" and self.job_id is not None and _JOB_ID.match(self.job_id):
+            return self.job_id
+        return None
+
+
+@dataclass(frozen=True)
+class SchedulerState:
+    job_id: str
+    state: str  # Slurm's long name: PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, NODE_FAIL ...
+    reason: str | None = None
+    source: str = "squeue"
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+
+def _short(value: Any, limit: int = 256) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    text = str(value)
+    return text[:limit] if text else None
+
+
+def scheduler_ref_from(value: Any) -> SchedulerRef | None:
+    """run.json's `scheduler` object, or None when absent or not an object with a kind."""
+    if not isinstance(value, dict):
+        return None
+    kind = _short(value.get("kind"), 32)
+    if kind is None:
+        return None
+    return SchedulerRef(
+        kind=kind,
+        job_id=_short(value.get("job_id"), 64),
+        step_id=_short(value.get("step_id"), 64),
+        node_list=_short(value.get("node_list")),
+        partition=_short(value.get("partition")),
+        pod=_short(value.get("pod")),
+    )
+
+
+def normalize_state(text: str) -> str | None:
+    """`CANCELLED by 1000` (sacct), `CANCELLED+` (sacct, truncated), `RUNNING` -> the state."""
+    words = text.strip().split()
+    if not words:
+        return None
+    state = words[0].rstrip("+").upper()
+    return state if _STATE.match(state) else None
+
+
+def parse_squeue(text: str) -> dict[str, SchedulerState]:
+    """`squeue --noheader --format=%A|%T|%r` lines: job id, state, reason."""
+    found: dict[str, SchedulerState] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 2 or not _JOB_ID.match(fields[0]):
+            continue
+        state = normalize_state(fields[1])
+        if state is not None:
+            reason = fields[2].strip() if len(fields) > 2 else ""
+            found[fields[0]] = SchedulerState(fields[0], state,
+                                              reason if reason not in ("", "None") else None)
+    return found
+
+
+_PAIR: Final = re.compile(r"(?:^|\s)(JobId|JobState|Reason)=(\S*)")
+
+
+def parse_scontrol(text: str) -> dict[str, SchedulerState]:
+    """`scontrol show job` output, one line per job (`-o`) or blocks separated by blank lines."""
+    found: dict[str, SchedulerState] = {}
+    for block in re.split(r"\n\s*\n|\n(?=JobId=)", text):
+        pairs = dict(_PAIR.findall(block))
+        job_id, state = pairs.get("JobId", ""), normalize_state(pairs.get("JobState", ""))
+        if _JOB_ID.match(job_id) and state is not None:
+            reason = pairs.get("Reason")
+            found[job_id] = SchedulerState(job_id, state, reason if reason not in (None, "", "None")
+                                           else None, source="scontrol")
+    return found
+
+
+def parse_sacct(text: str) -> dict[str, SchedulerState]:
+    """`sacct --noheader --allocations --parsable2 --format=JobIDRaw,State` lines."""
+    found: dict[str, SchedulerState] = {}
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 2 or not _JOB_ID.match(fields[0]):
+            continue
+        state = normalize_state(fields[1])
+        if state is not None:
+            found[fields[0]] = SchedulerState(fields[0], state, None, source="sacct")
+    return found
+
+
+Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def run_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """A Slurm command, bounded in time; its output as text (undecodable bytes replaced)."""
+    return subprocess.run(list(argv), capture_output=True, text=True, errors="replace",
+                          timeout=COMMAND_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0][:200] if lines else "no output"
+
+
+class SlurmStates:
+    """The Slurm state of each followed job, refreshed on its own thread.
+
+    `track(ids)` says which job ids the index wants (cheap; wakes the thread when one is new);
+    `states()` returns the cached answers; `query_once()` runs the commands now (--once).
+    Without Slurm's commands on PATH it does nothing, and every state stays unknown.
+    """
+
+    def __init__(self, *, interval: float = 5.0, runner: Runner = run_command,
+                 which: Callable[[str], str | None] = shutil.which,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.interval, self._runner, self._which, self._clock = interval, runner, which, clock
+        self._lock = threading.Lock()
+        self._wanted: tuple[str, ...] = ()
+        self._states: dict[str, SchedulerState] = {}
+        self._error: ProducerError | None = None
+        self._sacct_ok: bool | None = None  # unknown until tried; False: no accounting database
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+        self.queries = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="slurm-states", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=COMMAND_TIMEOUT_SECONDS + 5.0)
+
+    def track(self, job_ids: Iterable[str]) -> None:
+        wanted = tuple(sorted({j for j in job_ids if _JOB_ID.match(j)}, key=int)[-MAX_JOBS:])
+        with self._lock:
+            new = set(wanted) - set(self._wanted)
+            self._wanted = wanted
+        if new:
+            self._wake.set()
+
+    def states(self) -> Mapping[str, SchedulerState]:
+        with self._lock:
+            return dict(self._states)
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        with self._lock:
+            return (self._error,) if self._error is not None else ()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.query_once()
+            except Exception as err:  # never a silent death: the error is shown, the loop goes on
+                self._set_error(f"{type(err).__name__}: {err}")
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def _set_error(self, message: str | None) -> None:
+        with self._lock:
+            if message is None:
+                self._error = None
+            elif self._error is None or self._error.message != message:
+                self._error = ProducerError("slurm", message, self._clock())
+
+    def query_once(self) -> bool:
+        """One squeue (or scontrol) for every followed job, then sacct for the ones it lacks;
+        False when no job is followed (nothing asked)."""
+        with self._lock:
+            wanted = self._wanted
+        if not wanted:
+            return False
+        self.queries += 1
+        found, error = self._from_controller(wanted)
+        missing = [j for j in wanted if j not in found]
+        if missing and self._sacct_ok is not False and self._which("sacct"):
+            found.update(self._from_sacct(missing))
+        with self._lock:
+            # A job the controller forgot keeps its last known state (sacct may be absent).
+            kept = {j: s for j, s in self._states.items() if j in wanted}
+            self._states = {**kept, **found}
+        self._set_error(error)
+        return True
+
+    def _from_controller(self, wanted: Sequence[str]) -> tuple[dict[str, SchedulerState],
+                                                                 str | None]:
+        ids = ",".join(wanted)
+        if self._which("squeue"):
+            argv = ["squeue", "--noheader", "--all", "--states=all", "--format=%A|%T|%r",
+                    f"--jobs={ids}"]
+            parse = parse_squeue
+        elif self._which("scontrol"):
+            argv, parse = ["scontrol", "show", "job", "--oneliner"], parse_scontrol
+        else:
+            return {}, None  # no Slurm here: states stay unknown, which is not an error
+        try:
+            result = self._runner(argv)
+        except subprocess.TimeoutExpired:
+            return {}, f"{argv[0]} gave no answer in {COMMAND_TIMEOUT_SECONDS:g} s"
+        except OSError as err:
+            return {}, f"{argv[0]}: {err.strerror or err}"
+        if result.returncode != 0:
+            # One job id the controller no longer knows makes squeue fail: that is an answer.
+            if "Invalid job id" in result.stderr:
+                return {}, None
+            return {}, f"{argv[0]} exited {result.returncode}: {_first_line(result.stderr)}"
+        asked = set(wanted)
+        parsed = parse(result.stdout[:MAX_OUTPUT_CHARS])
+        return {j: s for j, s in parsed.items() if j in asked}, None
+
+    def _from_sacct(self, missing: Sequence[str]) -> dict[str, SchedulerState]:
+        argv = ["sacct", "--noheader", "--allocations", "--parsable2",
+                "--format=JobIDRaw,State", f"--jobs={','.join(missing)}"]
+        try:
+            result = self._runner(argv)
+        except (subprocess.TimeoutExpired, OSError):
+            return {}
+        if result.returncode != 0:
+            if "accounting storage is disabled" in result.stderr:
+                self._sacct_ok = False  # no database here: do not ask again
+            return {}
+        self._sacct_ok = True
+        asked = set(missing)
+        return {j: s for j, s in parse_sacct(result.stdout[:MAX_OUTPUT_CHARS]).items()
+                if j in asked}
+
+
+def describe_scheduler(ref: SchedulerRef, state: SchedulerState | None) -> str:
+    """One line for a job's detail, e.g. `Slurm job 12 step 0 on node[1-2] (partition gpu):
+    RUNNING`; not escaped (the front end escapes it)."""
+    if ref.kind == "slurm":
+        step = f" step {ref.step_id}" if ref.step_id else ""
+        nodes = f" on {ref.node_list}" if ref.node_list else ""
+        part = f" (partition {ref.partition})" if ref.partition else ""
+        known = "state unknown" if state is None else state.state
+        if state is not None and state.reason:
+            known += f", {state.reason}"
+        return f"Slurm job {ref.job_id or '?'}{step}{nodes}{part}: {known}"
+    where = f" pod {ref.pod}" if ref.pod else ""
+    return f"{ref.kind}{where}"
+
+
+def slurm_job_ids(refs: Iterable[SchedulerRef | None]) -> list[str]:
+    return [r.slurm_job_id for r in refs if r is not None and r.slurm_job_id is not None]

@@ -1,0 +1,246 @@
+"""A real single-node Slurm for the tests: munged, slurmctld and slurmd from a temporary directory.
+
+Debian's `slurm-wlm` and `munge` (22.05 here), started by the test and stopped after it. Nothing
+of the machine's own configuration is read or changed: munged gets its own key and socket, the
+daemons and the client commands read the temporary `slurm.conf` through `SLURM_CONF`, and every
+state, spool, pid and log file lives in the temporary directory. No cgroups (linuxproc process
+tracking, no task plugin) and no accounting database, so it runs in a container as root.
+
+Use `slurm_cluster(tmp_path_factory)` from a module-scoped fixture: one cluster per module, as a
+cluster takes seconds to start and the tests share it (each job has its own id and logdir).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",
+           "slurmd": "/usr/sbin/slurmd"}
+CLIENTS = ("srun", "sbatch", "squeue", "scontrol", "scancel", "sinfo", "mungekey")
+INSTALL_HINT = "apt-get install slurm-wlm munge (.ci/run installs them)"
+NODE_CPUS = 8  # declared, not counted: two 2-task jobs fit at once on a 2-core machine
+START_SECONDS = 60.0
+
+
+def missing_binaries() -> list[str]:
+    gone = [name for name, path in DAEMONS.items() if not os.access(path, os.X_OK)]
+    return gone + [name for name in CLIENTS if shutil.which(name) is None]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+SLURM_CONF = """\
+ClusterName=distmon-test
+SlurmctldHost={node}(127.0.0.1)
+SlurmUser={user}
+SlurmdUser=root
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+AuthType=auth/munge
+AuthInfo=socket={root}/munge/munge.socket
+CredType=cred/munge
+StateSaveLocation={root}/ctld
+SlurmdSpoolDir={root}/slurmd
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SlurmdParameters=config_overrides
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+ReturnToService=2
+SchedulerType=sched/builtin
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+MinJobAge=300
+KillWait=30
+MessageTimeout=10
+JobRequeue=1
+PlugStackConfig={root}/plugstack.conf
+NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+"""
+
+
+def node_name() -> str:
+    """`hostname -s`, as on a real cluster; TensorFlow's workers dial the node by this name, so
+    where it does not resolve (a bare container) the node is `localhost`."""
+    name = socket.gethostname().split(".")[0]
+    try:
+        socket.gethostbyname(name)
+    except OSError:
+        return "localhost"
+    return name
+
+
+@dataclass
+class SlurmCluster:
+    root: Path
+    node: str = field(default_factory=node_name)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def conf(self) -> Path:
+        return self.root / "slurm.conf"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a client command (srun, sbatch, squeue ...) runs with."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def run(self, *args: str, timeout: float = 30.0, check: bool = True,
+            env: Mapping[str, str] | None = None, cwd: Path | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
+                                env=dict(env or self.env), cwd=cwd)
+        if check and result.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {result.returncode}: "
+                                 f"{result.stderr.strip()[-2000:]}\n{self.logs()}")
+        return result
+
+    def start(self) -> None:
+        for sub in ("munge", "ctld", "slurmd", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root / "munge", 0o700)
+        self._start_munged()
+        user = "root" if os.geteuid() == 0 else os.environ.get("USER", "root")
+        (self.root / "plugstack.conf").write_text("")
+        self.conf.write_text(SLURM_CONF.format(
+            root=self.root, node=self.node, user=user, ctld_port=free_port(),
+            slurmd_port=free_port(), cpus=NODE_CPUS))
+        env = self.env
+        self.procs["slurmctld"] = self._daemon(
+            [DAEMONS["slurmctld"], "-D", "-i", "-f", str(self.conf)], "slurmctld", env)
+        self.procs["slurmd"] = self._daemon(
+            [DAEMONS["slurmd"], "-D", "-f", str(self.conf), "-N", self.node], "slurmd", env)
+        self.wait_idle()
+
+    def _start_munged(self) -> None:
+        key = self.root / "munge" / "munge.key"
+        subprocess.run(["mungekey", "--create", "--keyfile", str(key)], check=True,
+                       capture_output=True, timeout=30)
+        os.chmod(key, 0o600)
+        self.procs["munged"] = self._daemon([
+            DAEMONS["munged"], "--foreground", "--force",
+            f"--socket={self.root}/munge/munge.socket", f"--key-file={key}",
+            f"--log-file={self.root}/log/munged.log", f"--pid-file={self.root}/munge/munged.pid",
+            f"--seed-file={self.root}/munge/munged.seed",
+        ], "munged", self.env)
+        deadline = time.monotonic() + START_SECONDS
+        while not (self.root / "munge" / "munge.socket").exists():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"munged did not create its socket\n{self.logs()}")
+            time.sleep(0.05)
+
+    def _daemon(self, argv: list[str], name: str, env: Mapping[str, str]
+                ) -> subprocess.Popen[bytes]:
+        out = open(self.root / "log" / f"{name}.out", "wb")  # noqa: SIM115 (the daemon's stdout)
+        try:
+            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=dict(env),
+                                    start_new_session=True)
+        finally:
+            out.close()
+
+    def _check_alive(self) -> None:
+        dead = {n: p.returncode for n, p in self.procs.items() if p.poll() is not None}
+        if dead:
+            raise AssertionError(f"Slurm daemon(s) exited: {dead}\n{self.logs()}")
+
+    def wait_idle(self, timeout: float = START_SECONDS) -> None:
+        """Until `sinfo` says the node is idle: the cluster takes jobs."""
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            result = self.run("sinfo", "-h", "-n", self.node, "-o", "%T", check=False,
+                              timeout=15)
+            state = result.stdout.strip()
+            if result.returncode == 0 and state == "idle":
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"node {self.node} not idle after {timeout} s ({state!r})\n"
+                             f"{self.logs()}")
+
+    def job_state(self, job_id: str) -> str:
+        """The job's state as scontrol says it (PENDING, RUNNING, COMPLETED, CANCELLED ...)."""
+        out = self.run("scontrol", "show", "job", "-o", job_id, check=False).stdout
+        for word in out.split():
+            if word.startswith("JobState="):
+                return word.split("=", 1)[1]
+        return ""
+
+    def wait_state(self, job_id: str, states: tuple[str, ...], timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.job_state(job_id)
+            if state in states:
+                return state
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} is {state!r}, not {states}, after {timeout} s")
+
+    def logs(self, tail: int = 1500) -> str:
+        parts = []
+        for path in sorted((self.root / "log").glob("*")):
+            text = path.read_text(errors="replace")
+            if text.strip():
+                parts.append(f"--- {path.name}\n{text[-tail:]}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.run("scancel", "--full", "--user", os.environ.get("USER", "root"), check=False,
+                     timeout=10)
+        for name in ("slurmd", "slurmctld", "munged"):
+            proc = self.procs.get(name)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
+def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
+    """A started cluster under `root`, stopped on exit; skips when Slurm is not installed."""
+    gone = missing_binaries()
+    if gone:
+        pytest.skip(f"Slurm/munge not installed ({', '.join(gone)} missing): {INSTALL_HINT}")
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm tests start slurmd, which launches jobs as root: run them as root")
+    cluster = SlurmCluster(root)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()

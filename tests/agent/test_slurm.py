@@ -1,0 +1,227 @@
+"""distagent under a real Slurm (tests/agent/slurm_cluster.py), and distmon asking it.
+
+One single-node cluster for the module: munged, slurmctld and slurmd from a temporary
+directory. Through it: `srun -n 2` and the shipped `sample_configs/slurm/train.sbatch` each
+train one two-worker job at the same time (in sync, on distinct ports, recorded in run.json);
+`scontrol requeue` stops a job at a checkpoint and its next start resumes from it; `scancel`
+checkpoints and ends it `stopped`; an agent killed with SIGKILL leaves run.json `running` and
+distmon raises the alert once Slurm says the job ended. Models and step counts are tiny.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distcore import names
+from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SBATCH = REPO / "sample_configs" / "slurm" / "train.sbatch"
+TOML = REPO / "sample_configs" / "slurm" / "train.toml"
+DIGEST = re.compile(r"worker (\d+) \(worker:\d+ at [^:]+:(\d+)\): (\w+); weights digest (\w+)")
+
+
+def tiny(logdir: Path, *, steps: int, latency: float = 0.0, name: str = "job") -> list[str]:
+    """`--set` overrides that shrink the shipped config to seconds of training."""
+    sets = {"run.name": json.dumps(name), "run.logdir": json.dumps(str(logdir)),
+            "data.synthetic.num_examples": "640", "data.synthetic.input_shape": "[8]",
+            "data.synthetic.read_latency_ms": str(latency), "data.per_replica_batch_size": "16",
+            "data.validation_fraction": "0.0", "model.hidden_units": "[8]",
+            "train.epochs": "1", "train.steps_per_epoch": str(steps),
+            "train.log_every_steps": "2", "train.checkpoint_every_steps": "4",
+            "cluster.timeout_seconds": "30"}
+    return [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
+
+
+def job_env(slurm: SlurmCluster) -> dict[str, str]:
+    """What a user's shell would have: distagent on PATH, this checkout first on PYTHONPATH."""
+    env = slurm.env
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def sbatch(slurm: SlurmCluster, tmp: Path, *args: str) -> str:
+    out = slurm.run("sbatch", "--parsable", f"--chdir={tmp}", f"--output={tmp}/slurm-%j.out",
+                    *args, env=job_env(slurm)).stdout
+    return out.strip().split(";")[0]
+
+
+def run_json(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((run_dir / names.RUN_JSON).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def wait_until(what: str, check: Any, timeout: float = 150.0, slurm: SlurmCluster | None = None
+               ) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not within {timeout} s\n{slurm.logs() if slurm else ''}")
+
+
+def checkpoint_step(run_dir: Path) -> int:
+    try:
+        state = (run_dir / names.CHECKPOINT_DIR / "checkpoint").read_text()
+    except OSError:
+        return -1
+    match = re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state, re.M)
+    return int(match.group(1)) if match else -1
+
+
+def distmon_json(slurm: SlurmCluster, logdir: Path) -> dict[str, Any]:
+    result = subprocess.run([sys.executable, "-m", "distmon", "--once", "--json", "--no-gpu",
+                             str(logdir)], capture_output=True, text=True, env=job_env(slurm),
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    doc = json.loads(result.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_srun_and_sbatch_train_two_jobs_at_once(slurm: SlurmCluster, tmp_path: Path) -> None:
+    # The shipped batch script and a plain srun, both on the one node at the same time.
+    batch_id = sbatch(slurm, tmp_path, str(SBATCH), str(TOML),
+                      *tiny(tmp_path / "runs", steps=8, name="batch"))
+    srun = subprocess.run(
+        ["srun", "-n", "2", f"--chdir={tmp_path}", "distagent", "start", str(TOML),
+         "--set", "strategy.kind=multi_worker", *tiny(tmp_path / "runs", steps=8, name="step")],
+        capture_output=True, text=True, env=job_env(slurm), timeout=240)
+    srun_out = srun.stdout + srun.stderr
+    assert srun.returncode == 0, srun_out[-3000:]
+    slurm.wait_state(batch_id, ("COMPLETED", "FAILED", "CANCELLED"), timeout=180)
+    batch_out = (tmp_path / f"slurm-{batch_id}.out").read_text()
+    assert slurm.job_state(batch_id) == "COMPLETED", batch_out[-3000:]
+
+    ports = {}
+    for name, out in (("step", srun_out), ("batch", batch_out)):
+        found = {int(i): (port, status, digest) for i, port, status, digest in DIGEST.findall(out)}
+        assert set(found) == {0, 1}, out[-3000:]
+        assert found[0][1:] == found[1][1:] and found[0][1] == names.STATUS_FINISHED, found
+        ports[name] = {found[0][0], found[1][0]}
+        assert "Traceback" not in out and "deprecat" not in out.lower(), out[-3000:]
+        run_dir = tmp_path / "runs" / name
+        record = run_json(run_dir)
+        assert record["status"] == names.STATUS_FINISHED and record["last_step"] == 8
+        sched = record["scheduler"]
+        assert sched["kind"] == "slurm" and sched["partition"] == "debug", sched
+        assert sched["node_list"] == slurm.node and sched["step_id"] == "0", sched
+        # Only the chief writes events; both workers record their own system samples.
+        assert len(list((run_dir / names.TRAIN_DIR).glob("*tfevents*"))) == 1
+        for i in range(2):
+            assert list((run_dir / names.worker_system_dir(i)).glob("*tfevents*")), (name, i)
+    assert run_json(tmp_path / "runs" / "batch")["scheduler"]["job_id"] == batch_id
+    assert not ports["step"] & ports["batch"], ports  # two jobs, one node: distinct ports
+
+    # distmon names each job's Slurm job and what Slurm says of it.
+    doc = distmon_json(slurm, tmp_path / "runs")
+    jobs = {j["name"]: j for j in doc["jobs"]}
+    assert jobs["batch"]["scheduler"]["job_id"] == batch_id
+    assert {jobs[n]["scheduler"]["state"] for n in ("batch", "step")} == {"COMPLETED"}
+    assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"]
+
+
+def test_requeue_resumes_and_scancel_stops(slurm: SlurmCluster, tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "long"
+    job_id = sbatch(slurm, tmp_path, str(SBATCH), str(TOML),
+                    *tiny(tmp_path / "runs", steps=400, latency=2.0, name="long"))
+    output = tmp_path / f"slurm-{job_id}.out"
+    wait_until("a first checkpoint", lambda: checkpoint_step(run_dir) > 0, slurm=slurm)
+
+    # As after a preemption: Slurm signals the job, puts it back in the queue, starts it again.
+    slurm.run("scontrol", "requeue", job_id)
+    stopped = wait_until("run.json stopped after the requeue", lambda: run_json(run_dir).get(
+        "status") == names.STATUS_STOPPED and run_json(run_dir), slurm=slurm)
+    slurm.wait_state(job_id, ("PENDING",), timeout=90)
+    # Slurm holds a requeued job back for two minutes (its begin time); let it start now.
+    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    resumed = wait_until("the requeued job resuming", lambda: (
+        run_json(run_dir).get("status") == names.STATUS_RUNNING
+        and run_json(run_dir).get("resumed_from") and run_json(run_dir)), slurm=slurm)
+    assert resumed["scheduler"]["restart_count"] == "1", resumed["scheduler"]
+    wait_until("a checkpoint past the stop",
+               lambda: checkpoint_step(run_dir) > stopped["last_step"], slurm=slurm)
+    assert f"from step {stopped['last_step']} " in output.read_text()
+
+    # scancel: every task gets SIGTERM, the workers agree on a step and checkpoint there.
+    cancelled_at = time.monotonic()
+    slurm.run("scancel", job_id)
+    final = wait_until("run.json stopped after scancel", lambda: run_json(run_dir).get(
+        "status") == names.STATUS_STOPPED and run_json(run_dir), timeout=60, slurm=slurm)
+    took = time.monotonic() - cancelled_at
+    slurm.wait_state(job_id, ("CANCELLED",), timeout=60)
+    assert final["last_step"] > stopped["last_step"]
+    assert checkpoint_step(run_dir) == final["last_step"], took
+    text = output.read_text()
+    assert "Traceback" not in text and "deprecat" not in text.lower(), text[-3000:]
+    doc = distmon_json(slurm, tmp_path / "runs")
+    assert doc["jobs"][0]["scheduler"]["state"] == "CANCELLED"
+    assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"]
+
+
+def test_agent_killed_without_a_word_is_an_alert(slurm: SlurmCluster, tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "doomed"
+    job_id = sbatch(slurm, tmp_path, "--ntasks=1", "--wrap",
+                    f"distagent start {TOML} --set strategy.kind=mirrored "
+                    f"--set strategy.cpu_replicas=1 "
+                    + " ".join(f"'{a}'" for a in tiny(tmp_path / "runs", steps=400, latency=2.0,
+                                                      name="doomed")))
+    record = wait_until("the job running", lambda: run_json(run_dir).get("last_step")
+                        and run_json(run_dir), slurm=slurm)
+    assert record["scheduler"]["job_id"] == job_id and record["scheduler"]["step_id"] == "batch"
+    # While Slurm runs it, distmon shows the job's id and state and raises nothing.
+    doc = distmon_json(slurm, tmp_path / "runs")
+    assert doc["jobs"][0]["scheduler"]["state"] == "RUNNING"
+    assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"]
+
+    os.kill(int(record["pid"]), signal.SIGKILL)  # no chance to write its end
+    slurm.wait_state(job_id, ("FAILED", "CANCELLED", "COMPLETED"), timeout=60)
+    assert run_json(run_dir)["status"] == names.STATUS_RUNNING
+    doc = distmon_json(slurm, tmp_path / "runs")
+    died = [a for a in doc["alerts"] if a["kind"] == "agent_died"]
+    assert len(died) == 1 and died[0]["severity"] == "critical", doc["alerts"]
+    assert f"Slurm job {job_id} is FAILED" in died[0]["message"]
+    text = subprocess.run([sys.executable, "-m", "distmon", "--once", "--no-gpu", "--check",
+                           str(tmp_path / "runs")], capture_output=True, text=True,
+                          env=job_env(slurm), timeout=120)
+    assert text.returncode == 1  # --check: a critical alert
+    assert f"Slurm job {job_id} (FAILED)" in text.stdout and "died without a word" in text.stdout
+
+
+def test_multi_worker_in_the_batch_script_outside_srun_says_so(slurm: SlurmCluster,
+                                                               tmp_path: Path) -> None:
+    job_id = sbatch(slurm, tmp_path, "--ntasks=1", "--wrap",
+                    f"distagent start {TOML} --set strategy.kind=multi_worker "
+                    f"--set 'run.logdir=\"{tmp_path}/runs\"'")
+    slurm.wait_state(job_id, ("FAILED", "COMPLETED"), timeout=120)
+    lines = (tmp_path / f"slurm-{job_id}.out").read_text().strip().splitlines()
+    assert slurm.job_state(job_id) == "FAILED"
+    assert len(lines) == 1, lines
+    assert f"Slurm job {job_id}: this is the batch script, not a job step" in lines[0]
+    assert "srun distagent start" in lines[0]

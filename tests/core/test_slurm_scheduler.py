@@ -1,0 +1,278 @@
+"""The scheduler behind a job: run.json's `scheduler`, Slurm's answers parsed, the producer, and
+the alert when Slurm ended a job whose run.json still says running.
+
+Pure: the command outputs below are Slurm 22.05's real formats (captured from the suite's own
+slurmctld); tests/agent/test_slurm.py runs the real commands against a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distcore.alerts import agent_died
+from distcore.jobs.agent import agent_record_from
+from distcore.jobs.jsonify import scheduler_to_json
+from distcore.jobs.model import Job
+from distcore.jobs.scheduler import (
+    SchedulerRef,
+    SchedulerState,
+    SlurmStates,
+    describe_scheduler,
+    normalize_state,
+    parse_sacct,
+    parse_scontrol,
+    parse_squeue,
+    scheduler_ref_from,
+)
+from distcore.textsafe import json_safe
+
+SQUEUE = """4|CANCELLED|Priority
+2|COMPLETED|None
+3|PENDING|Resources
+1|RUNNING|None
+"""
+SCONTROL_ONELINER = (
+    "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "
+    "Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 "
+    "Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:07 TimeLimit=UNLIMITED\n"
+    "JobId=3 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901757 "
+    "Nice=0 Account=(null) QOS=(null) JobState=PENDING Reason=Resources Dependency=(null)\n"
+)
+SCONTROL_BLOCKS = """JobId=3 JobName=wrap
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   Priority=4294901757 Nice=0 Account=(null) QOS=(null)
+   JobState=TIMEOUT Reason=TimeLimit Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0
+
+JobId=7 JobName=train
+   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
+"""
+SACCT = "12|CANCELLED by 0\n13|COMPLETED\n14|OUT_OF_MEMORY\n15|RUNNING\n16|CANCELLED+\n"
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "expected"),
+    [
+        (parse_squeue, SQUEUE, {"4": ("CANCELLED", "Priority"), "2": ("COMPLETED", None),
+                                "3": ("PENDING", "Resources"), "1": ("RUNNING", None)}),
+        (parse_squeue, "", {}),
+        (parse_squeue, "123_4|RUNNING|None\nnot a line\n9|running|x\n", {"9": ("RUNNING", "x")}),
+        (parse_scontrol, SCONTROL_ONELINER, {"1": ("RUNNING", None),
+                                             "3": ("PENDING", "Resources")}),
+        (parse_scontrol, SCONTROL_BLOCKS, {"3": ("TIMEOUT", "TimeLimit"),
+                                           "7": ("NODE_FAIL", "NodeDown")}),
+        (parse_scontrol, "No jobs in the system\n", {}),
+        (parse_sacct, SACCT, {"12": ("CANCELLED", None), "13": ("COMPLETED", None),
+                              "14": ("OUT_OF_MEMORY", None), "15": ("RUNNING", None),
+                              "16": ("CANCELLED", None)}),
+    ],
+)
+def test_parsers(parse: Any, text: str, expected: dict[str, tuple[str, str | None]]) -> None:
+    assert {j: (s.state, s.reason) for j, s in parse(text).items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [("RUNNING", "RUNNING"), ("CANCELLED by 1000", "CANCELLED"), ("CANCELLED+", "CANCELLED"),
+     ("node_fail", "NODE_FAIL"), ("", None), ("$(rm -rf)", None)],
+)
+def test_normalize_state(text: str, state: str | None) -> None:
+    assert normalize_state(text) == state
+
+
+@given(st.text(max_size=300))
+def test_parsers_never_raise(text: str) -> None:
+    for parse in (parse_squeue, parse_scontrol, parse_sacct):
+        for job_id, state in parse(text).items():
+            assert job_id.isdigit() and state.state.replace("_", "").isalpha()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"kind": "slurm", "job_id": "12", "step_id": "0", "node_list": "n[1-2]",
+          "partition": "gpu"}, SchedulerRef("slurm", "12", "0", "n[1-2]", "gpu")),
+        ({"kind": "kubernetes", "pod": "trainer-0"}, SchedulerRef("kubernetes", pod="trainer-0")),
+        ({"kind": "slurm", "job_id": 12}, SchedulerRef("slurm", "12")),
+        ({"kind": "slurm", "job_id": ["12"], "partition": True}, SchedulerRef("slurm")),
+        ({"job_id": "12"}, None),
+        ("slurm", None),
+        (None, None),
+    ],
+)
+def test_scheduler_ref_from_untrusted_json(value: Any, expected: SchedulerRef | None) -> None:
+    assert scheduler_ref_from(value) == expected
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=40),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
+                                                                max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["kind", "job_id", "step_id", "node_list", "partition",
+                                        "pod", "other"]), JSON, max_size=7))
+def test_any_scheduler_object_is_safe(value: dict[str, Any]) -> None:
+    """From run.json to --once's JSON and the detail line: never an exception, always JSON."""
+    agent = agent_record_from({"status": "running", "scheduler": value})
+    assert agent is not None
+    job = Job("j", None, {}, "running", agent, (), (),
+              scheduler_state=SchedulerState("1", "RUNNING", "\ud800"))
+    doc = scheduler_to_json(job)
+    json.dumps(json_safe(doc), allow_nan=False)
+    ref = agent.scheduler
+    if ref is not None:
+        assert isinstance(describe_scheduler(ref, job.scheduler_state), str)
+        assert ref.slurm_job_id is None or ref.slurm_job_id.isdigit()
+
+
+@pytest.mark.parametrize(
+    ("job_id", "safe"),
+    [("12", "12"), ("12\n", None), ("12; rm -rf /", None), ("-j1", None), ("1" * 13, None),
+     (None, None)],
+)
+def test_only_plain_job_ids_reach_a_command(job_id: str | None, safe: str | None) -> None:
+    assert SchedulerRef("slurm", job_id).slurm_job_id == safe
+    assert SchedulerRef("kubernetes", job_id).slurm_job_id is None
+
+
+def test_agent_record_carries_the_scheduler() -> None:
+    record = agent_record_from({"status": "running",
+                                "scheduler": {"kind": "slurm", "job_id": "5", "step_id": "0"}})
+    assert record is not None and record.scheduler == SchedulerRef("slurm", "5", "0")
+
+
+@pytest.mark.parametrize(
+    ("status", "state", "alerted"),
+    [
+        ("running", "CANCELLED", True), ("running", "NODE_FAIL", True),
+        ("running", "TIMEOUT", True), ("running", "COMPLETED", True),
+        ("running", "RUNNING", False), ("running", "PENDING", False),
+        ("stopped", "CANCELLED", False), ("finished", "COMPLETED", False),
+        ("failed", "FAILED", False), (None, "CANCELLED", False),
+    ],
+)
+def test_agent_died_rule(status: str | None, state: str, alerted: bool) -> None:
+    ended = SchedulerState("12", state).ended
+    alert = agent_died("job", status, "12", state, ended, 100.0)
+    assert (alert is not None) == alerted
+    if alert is not None:
+        assert alert.severity == "critical" and alert.kind == "agent_died"
+        assert f"Slurm job 12 is {state}" in alert.message
+        assert "died without a word" in alert.message
+
+
+@pytest.mark.parametrize(
+    ("ref", "state", "line"),
+    [
+        (SchedulerRef("slurm", "12", "0", "n[1-2]", "gpu"), SchedulerState("12", "RUNNING"),
+         "Slurm job 12 step 0 on n[1-2] (partition gpu): RUNNING"),
+        (SchedulerRef("slurm", "12", "batch"), None, "Slurm job 12 step batch: state unknown"),
+        (SchedulerRef("slurm", "3"), SchedulerState("3", "PENDING", "Resources"),
+         "Slurm job 3: PENDING, Resources"),
+        (SchedulerRef("kubernetes", pod="trainer-0"), None, "kubernetes pod trainer-0"),
+    ],
+)
+def test_describe(ref: SchedulerRef, state: SchedulerState | None, line: str) -> None:
+    assert describe_scheduler(ref, state) == line
+
+
+class Commands:
+    """Slurm's commands as the producer sees them: argv in, CompletedProcess out."""
+
+    def __init__(self, answers: dict[str, tuple[int, str, str]], have: Sequence[str]) -> None:
+        self.answers, self.have = answers, set(have)
+        self.calls: list[list[str]] = []
+
+    def which(self, name: str) -> str | None:
+        return f"/usr/bin/{name}" if name in self.have else None
+
+    def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(argv))
+        code, out, err = self.answers[argv[0]]
+        return subprocess.CompletedProcess(list(argv), code, out, err)
+
+
+def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
+    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, "")},
+                    have=("squeue", "sacct"))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    assert states.query_once() is False and cmds.calls == []  # nothing followed: nothing asked
+    states.track(["1", "3", "12", "bad id"])
+    assert states.query_once()
+    assert [c[0] for c in cmds.calls] == ["squeue", "sacct"]
+    assert "--jobs=1,3,12" in cmds.calls[0] and "--jobs=12" in cmds.calls[1]
+    assert {j: s.state for j, s in states.states().items()} == {
+        "1": "RUNNING", "3": "PENDING", "12": "CANCELLED"}
+    assert states.errors() == ()
+
+
+@pytest.mark.parametrize(
+    ("answers", "error"),
+    [
+        ({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified\n")}, None),
+        ({"squeue": (1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")},
+         "squeue exited 1: slurm_load_jobs error: Unable to contact slurm controller"),
+    ],
+)
+def test_controller_errors(answers: dict[str, tuple[int, str, str]], error: str | None) -> None:
+    cmds = Commands({**answers, "sacct": (1, "", "Slurm accounting storage is disabled\n")},
+                    have=("squeue", "sacct"))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    states.track(["5"])
+    states.query_once()
+    states.query_once()
+    assert states.states() == {}
+    assert [e.message for e in states.errors()] == ([error] if error else [])
+    assert sum(c[0] == "sacct" for c in cmds.calls) == 1  # no accounting database: asked once
+
+
+def test_scontrol_when_squeue_is_missing_and_nothing_without_slurm() -> None:
+    cmds = Commands({"scontrol": (0, SCONTROL_ONELINER, "")}, have=("scontrol",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    states.track(["3"])
+    states.query_once()
+    assert {j: s.state for j, s in states.states().items()} == {"3": "PENDING"}
+    none = Commands({}, have=())
+    quiet = SlurmStates(runner=none.run, which=none.which)
+    quiet.track(["3"])
+    quiet.query_once()
+    assert none.calls == [] and quiet.states() == {} and quiet.errors() == ()
+
+
+def test_a_hung_squeue_is_an_error_not_a_hang() -> None:
+    def hung(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(list(argv), 10.0)
+
+    states = SlurmStates(runner=hung, which=lambda name: name)
+    states.track(["1"])
+    states.query_once()
+    assert "gave no answer" in states.errors()[0].message
+
+
+def test_thread_asks_when_a_new_job_appears_and_closes() -> None:
+    asked = threading.Event()
+    cmds = Commands({"squeue": (0, SQUEUE, "")}, have=("squeue",))
+
+    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        asked.set()
+        return cmds.run(argv)
+
+    states = SlurmStates(interval=3600.0, runner=run, which=cmds.which)
+    states.start()
+    try:
+        states.track(["1"])  # new: wakes the thread long before its interval
+        assert asked.wait(10.0)
+    finally:
+        states.close()
+    assert states.states()["1"].state == "RUNNING"
