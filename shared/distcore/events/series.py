@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distcore.events.decimate import keep_indices
-from distcore.events.model import Series
+from distcore.events.model import Column, Series
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -108,11 +108,13 @@ class SeriesBuffer:
 
     def snapshot(self) -> Series:
         if self._frozen is None:
+            # The snapshot shares the arrays: they are never written after they are built
+            # (extend, purge and decimate make new ones), so read-only views are enough.
             self._frozen = Series(
                 tag=self.tag,
-                steps=tuple(self.steps.tolist()),
-                values=tuple(self.values.tolist()),
-                wall_times=tuple(self.walls.tolist()),
+                steps=Column(_frozen_view(self.steps)),
+                values=Column(_frozen_view(self.values)),
+                wall_times=Column(_frozen_view(self.walls)),
                 last_step=int(self.steps[-1]),
                 last_value=float(self.values[-1]),
                 last_wall_time=float(self.walls[-1]),
@@ -121,3 +123,9 @@ class SeriesBuffer:
                 max=self.max,
             )
         return self._frozen
+
+
+def _frozen_view(array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    view = array.view()
+    view.flags.writeable = False
+    return view

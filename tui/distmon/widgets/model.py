@@ -165,7 +165,7 @@ def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> t
             if tag is None or not run.scalars[tag].values:
                 continue
             series = run.scalars[tag]
-            ys = tuple(debiased_ema(series.values, smoothing)) if smoothing else series.values
+            ys = tuple(debiased_ema(series.values, smoothing) if smoothing else series.values)
             label = labels[_label(job.name, part)]
             out.append(Curve(label, x_values(series, mode), ys, color, part == "validation"))
     return tuple(out)

@@ -1,0 +1,167 @@
+"""Hyperparameter sweeps: many small runs, against TensorBoard's Rust data server.
+
+Generates a sweep like issue 20's (default 10,000 runs x 2 tags x 1,000 steps, one small events
+file per run, its hparams in the TF hparams plugin's session-start record, as Keras' hparams
+callback writes it; tensorboardX's simple_value bytes), cached under --cache, and measures in
+one run, alternating A B A B:
+  distmon_once  the whole `distmon --once --json --no-gpu SWEEP` process, spawn to exit, and
+                its peak RSS
+  rustboard     `tensorboard_data_server --reload once`, every point kept
+                (`--samples-per-plugin=scalars=all`), its own load-cycle time and VmHWM
+Each figure is the median of --repeats rounds (with min-max); ratios are distmon / rustboard.
+Targets (issue 20): time and memory at most the data server's (ratio <= 1.0).
+
+Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
+                           [--cache DIR] [--generate-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shutil
+import statistics
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ingest  # bench/ is not a package: its helpers drive the same loaders
+
+DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-sweep"))
+TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
+
+
+def _record(data: bytes) -> bytes:
+    from distcore.events.crc import masked_crc
+
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
+
+
+def _hparams_event(lr: float, batch: int, optimizer: str) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    data = plugin_data_pb2.HParamsPluginData(version=0)
+    hp = data.session_start_info.hparams
+    hp["lr"].number_value = lr
+    hp["batch_size"].number_value = batch
+    hp["optimizer"].string_value = optimizer
+    meta = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="hparams", content=data.SerializeToString()
+        )
+    )
+    value = summary_pb2.Summary.Value(tag="_hparams_/session_start_info", metadata=meta)
+    value.tensor.dtype = 7  # DT_STRING, empty, as the hparams API writes it
+    summary = summary_pb2.Summary(value=[value])
+    return event_pb2.Event(wall_time=1.7e9, step=0, summary=summary).SerializeToString()
+
+
+def _run_bytes(run: int, tags: int, steps: int) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    lr = 10 ** -(1 + run % 4) * (1 + run % 7)
+    out = [
+        _record(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString()),
+        _record(_hparams_event(lr, 32 << (run % 3), ("adam", "sgd")[run % 2])),
+    ]
+    template = []
+    for tag in range(tags):
+        value = summary_pb2.Summary.Value(tag=TAG_NAMES[tag % len(TAG_NAMES)], simple_value=0.0)
+        template.append(summary_pb2.Summary(value=[value]))
+    for step in range(steps):
+        for tag, summary in enumerate(template):
+            summary.value[0].simple_value = math.exp(-step * lr / 50) + 0.01 * tag + run * 1e-6
+            event = event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary)
+            out.append(_record(event.SerializeToString()))
+    return b"".join(out)
+
+
+def generate(root: Path, runs: int, tags: int, steps: int) -> None:
+    for run in range(runs):
+        directory = root / f"lr-sweep-{run:05d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"events.out.tfevents.{1_700_000_000 + run}.sweep"
+        path.write_bytes(_run_bytes(run, tags, steps))
+
+
+def ensure_sweep(cache: Path, runs: int, tags: int, steps: int) -> Path:
+    root = cache / f"sweep-{runs}x{tags}x{steps}"
+    if (root / ".complete").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    print(f"generating {root} ...", flush=True)
+    start = time.perf_counter()
+    generate(root, runs, tags, steps)
+    (root / ".complete").write_text("ok\n")
+    print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
+def _row(name: str, results: list[dict[str, Any]], anchor: dict[str, float] | None) -> str:
+    seconds = [r["seconds"] for r in results]
+    rss = [r["rss_mib"] for r in results]
+    median_s, median_rss = statistics.median(seconds), statistics.median(rss)
+    ratios = ""
+    if anchor:
+        ratios = f"{median_s / anchor['seconds']:>9.2f}x{median_rss / anchor['rss_mib']:>9.2f}x"
+    spread = f"({min(seconds):.2f}-{max(seconds):.2f}, {len(seconds)})"
+    return f"{name:<14}{median_s:>9.2f}{spread:>20}{median_rss:>9.0f} MB{ratios}"
+
+
+def bench(root: Path, expected: int, repeats: int) -> None:
+    size_mb = ingest.logdir_bytes(root) / 1e6
+    print(f"\n== {root} ({expected:,} points, {size_mb:.0f} MB); alternating rounds, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {"rustboard": [], "distmon_once": []}
+    for _ in range(repeats):
+        rust = ingest.run_rustboard(root)
+        if rust is not None:
+            runs["rustboard"].append(rust)
+        once = ingest.run_distmon_once(root, "--no-gpu")
+        if once is None:
+            raise SystemExit("distmon --once failed")
+        if once["events"] != expected:
+            raise SystemExit(f"distmon --once read {once['events']:,} points, not {expected:,}")
+        runs["distmon_once"].append(once)
+    anchor = None
+    if runs["rustboard"]:
+        anchor = {
+            "seconds": statistics.median(r["seconds"] for r in runs["rustboard"]),
+            "rss_mib": statistics.median(r["rss_mib"] for r in runs["rustboard"]),
+        }
+    print(f"{'loader':<14}{'median s':>9}{'(min-max, n)':>20}{'peak RSS':>12}"
+          f"{'time/rust':>10}{'RSS/rust':>10}")
+    if runs["rustboard"]:
+        print(_row("rustboard", runs["rustboard"], None))
+    else:
+        print("rustboard     unavailable (pip install tensorboard-data-server)")
+    print(_row("distmon_once", runs["distmon_once"], anchor), flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the sweep")
+    parser.add_argument("--tags", type=int, default=2, help="scalar tags per run")
+    parser.add_argument("--steps", type=int, default=1_000, help="steps per tag")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--generate-only", action="store_true", help="only build the sweep")
+    args = parser.parse_args()
+    for name in ("runs", "tags", "steps", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    root = ensure_sweep(args.cache, args.runs, args.tags, args.steps)
+    if not args.generate_only:
+        bench(root, args.runs * args.tags * args.steps, args.repeats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
