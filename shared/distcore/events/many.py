@@ -30,7 +30,7 @@ from distcore.events.groups import decode_grouped
 from distcore.events.reader import FileState
 
 SMALL_FILE: Final = 1 << 20  # larger files are read on their own (and in chunks)
-BATCH_BYTES: Final = 16 << 20  # bytes decoded together
+BATCH_BYTES: Final = 4 << 20  # bytes decoded together (its transient arrays are ~10x that)
 _MARK: Final = 32  # as reader._MARK: bytes remembered at the start and before the offset
 
 Apply = Callable[[RunDir, Path, Batch], None]

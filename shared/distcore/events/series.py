@@ -28,6 +28,10 @@ def survivors(steps: I64) -> npt.NDArray[np.bool_]:
     return keep
 
 
+def _increasing(steps: I64) -> bool:
+    return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
+
+
 def _fmin(values: F64) -> float:
     return float(np.fmin.reduce(values)) if len(values) else float("nan")
 
@@ -59,6 +63,9 @@ class SeriesBuffer:
         if len(steps) == 0:
             return
         self._frozen = None
+        if not len(self.steps) and len(steps) <= self.max_points and _increasing(steps):
+            self._first(steps, walls, values)  # a run's first read: nothing to merge or purge
+            return
         first_new = int(steps.min())
         purged = len(self.steps) and first_new <= int(self.steps[-1])
         if purged:
@@ -79,6 +86,12 @@ class SeriesBuffer:
             self.max = _fmax(np.array([self.max, _fmax(values[keep])]))
         if len(self.steps) > self.max_points:
             self._decimate()
+
+    def _first(self, steps: I64, walls: F64, values: F64) -> None:
+        self.steps, self.walls, self.values = steps, walls, values
+        self.weights = np.ones(len(steps), dtype=np.int64)
+        self.count = len(steps)
+        self.min, self.max = _fmin(values), _fmax(values)
 
     def purge_from(self, step: int) -> None:
         """Drop the points at steps >= step (a restart of the whole run)."""
