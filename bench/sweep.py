@@ -4,12 +4,14 @@ Generates a sweep like issue 20's (default 10,000 runs x 2 tags x 1,000 steps, o
 file per run, its hparams in the TF hparams plugin's session-start record, as Keras' hparams
 callback writes it; tensorboardX's simple_value bytes), cached under --cache, and measures in
 one run, alternating A B A B:
-  distmon_once  the whole `distmon --once --json --no-gpu SWEEP` process, spawn to exit, and
-                its peak RSS
+  distmon_once  the whole `distmon --once --json --no-gpu SWEEP` process, spawn to exit, its
+                peak RSS and CPU seconds (and it must report every point)
   rustboard     `tensorboard_data_server --reload once`, every point kept
-                (`--samples-per-plugin=scalars=all`), its own load-cycle time and VmHWM
+                (`--samples-per-plugin=scalars=all`), spawn to its "Finished load cycle" line,
+                its VmHWM and CPU seconds then
 Each figure is the median of --repeats rounds (with min-max); ratios are distmon / rustboard.
-Targets (issue 20): time and memory at most the data server's (ratio <= 1.0).
+CPU seconds are the fairer figure on a shared, loaded machine (wall time there is mostly
+waiting for a core). Targets (issue 20): time and memory at most the data server's.
 
 Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
                            [--cache DIR] [--generate-only]
@@ -18,12 +20,15 @@ Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
 import statistics
 import struct
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -104,15 +109,75 @@ def ensure_sweep(cache: Path, runs: int, tags: int, steps: int) -> Path:
     return root
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, from /proc (clock ticks)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_rustboard(root: Path) -> dict[str, Any] | None:
+    """The data server, every point kept: spawn to its "Finished load cycle" line (its whole
+    process, as for distmon), its VmHWM and its CPU seconds then."""
+    try:
+        from tensorboard_data_server import server_binary  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    binary = server_binary()
+    if not binary or not os.path.exists(binary):
+        return None
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v",
+         "--samples-per-plugin=scalars=all"],
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seconds = None
+    for line in proc.stderr:
+        if ingest.LOAD_CYCLE.search(line):
+            seconds = time.perf_counter() - start
+            break
+    cpu, rss_kib = _cpu_seconds(proc.pid), ingest._vm_hwm_kib(proc.pid)
+    proc.kill()
+    proc.wait()
+    if seconds is None:
+        return None
+    return {"seconds": seconds, "cpu": cpu, "rss_mib": rss_kib / 1024}
+
+
+def run_distmon_once(root: Path) -> dict[str, Any]:
+    """`distmon --once --json --no-gpu`: spawn to exit, its peak RSS and CPU seconds; the
+    points it reports are counted (every one must be there)."""
+    distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen([distmon, "--once", "--json", "--no-gpu", str(root)], stdout=out)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        data = out.read()
+    if os.waitstatus_to_exitcode(status) != 0 or not data:
+        raise SystemExit(f"distmon --once failed: exit {os.waitstatus_to_exitcode(status)}")
+    report = json.loads(data)
+    points = sum(s["count"] for run in report["runs"] for s in run["scalars"].values())
+    return {"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime, "points": points,
+            "rss_mib": usage.ru_maxrss / 1024}
+
+
 def _row(name: str, results: list[dict[str, Any]], anchor: dict[str, float] | None) -> str:
     seconds = [r["seconds"] for r in results]
-    rss = [r["rss_mib"] for r in results]
-    median_s, median_rss = statistics.median(seconds), statistics.median(rss)
+    median_s = statistics.median(seconds)
+    median_rss = statistics.median(r["rss_mib"] for r in results)
+    median_cpu = statistics.median(r["cpu"] for r in results)
     ratios = ""
     if anchor:
-        ratios = f"{median_s / anchor['seconds']:>9.2f}x{median_rss / anchor['rss_mib']:>9.2f}x"
+        ratios = (f"{median_s / anchor['seconds']:>9.2f}x{median_cpu / anchor['cpu']:>9.2f}x"
+                  f"{median_rss / anchor['rss_mib']:>9.2f}x")
     spread = f"({min(seconds):.2f}-{max(seconds):.2f}, {len(seconds)})"
-    return f"{name:<14}{median_s:>9.2f}{spread:>20}{median_rss:>9.0f} MB{ratios}"
+    return f"{name:<14}{median_s:>9.2f}{spread:>20}{median_cpu:>8.2f}{median_rss:>9.0f} MB{ratios}"
 
 
 def bench(root: Path, expected: int, repeats: int) -> None:
@@ -121,23 +186,19 @@ def bench(root: Path, expected: int, repeats: int) -> None:
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {"rustboard": [], "distmon_once": []}
     for _ in range(repeats):
-        rust = ingest.run_rustboard(root)
+        rust = run_rustboard(root)
         if rust is not None:
             runs["rustboard"].append(rust)
-        once = ingest.run_distmon_once(root, "--no-gpu")
-        if once is None:
-            raise SystemExit("distmon --once failed")
-        if once["events"] != expected:
-            raise SystemExit(f"distmon --once read {once['events']:,} points, not {expected:,}")
+        once = run_distmon_once(root)
+        if once["points"] != expected:
+            raise SystemExit(f"distmon --once read {once['points']:,} points, not {expected:,}")
         runs["distmon_once"].append(once)
     anchor = None
     if runs["rustboard"]:
-        anchor = {
-            "seconds": statistics.median(r["seconds"] for r in runs["rustboard"]),
-            "rss_mib": statistics.median(r["rss_mib"] for r in runs["rustboard"]),
-        }
-    print(f"{'loader':<14}{'median s':>9}{'(min-max, n)':>20}{'peak RSS':>12}"
-          f"{'time/rust':>10}{'RSS/rust':>10}")
+        anchor = {key: statistics.median(r[key] for r in runs["rustboard"])
+                  for key in ("seconds", "cpu", "rss_mib")}
+    print(f"{'loader':<14}{'median s':>9}{'(min-max, n)':>20}{'CPU s':>8}{'peak RSS':>12}"
+          f"{'time/rust':>10}{'CPU/rust':>10}{'RSS/rust':>10}")
     if runs["rustboard"]:
         print(_row("rustboard", runs["rustboard"], None))
     else:
