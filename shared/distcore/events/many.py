@@ -44,6 +44,7 @@ class _File:
     size: int
     first: int = 0  # its records: frames[first:last] of the group
     last: int = 0
+    tiled: bool = False  # its records cover it exactly (see _tile)
 
 
 @dataclass
@@ -126,8 +127,8 @@ def _decode_group(
 ) -> list[RunDir]:
     buf = np.frombuffer(group.raw, dtype=np.uint8)
     frames = frame(group.raw, buf, group.size)
-    tiled = _tiled(frames, group)
-    good = [r for r in group.runs if all(tiled[f.base] for f in r.files)]
+    _tile(frames, group)
+    good = [r for r in group.runs if all(f.tiled for f in r.files)]
     picks = [np.arange(f.first, f.last) for r in good for f in r.files]
     pick = np.concatenate(picks) if picks else np.zeros(0, np.int64)
     fast = decode_grouped(buf, frames.starts[pick], frames.lengths[pick])
@@ -148,32 +149,29 @@ def _decode_group(
     return [r.run for r in group.runs if r not in good]
 
 
-def _tiled(frames: Frames, group: _Group) -> dict[int, bool]:
-    """Per file (by base): whether its records cover it exactly, edge to edge, and nothing
-    went wrong inside it. Sets each file's range of frames."""
+def _tile(frames: Frames, group: _Group) -> None:
+    """Set each file's range of frames, and whether its records cover it exactly, edge to
+    edge, with nothing gone wrong inside it."""
     heads = frames.starts - HEADER
     ends = frames.starts + frames.lengths + FOOTER
-    joined = np.ones(len(heads) + 1, dtype=bool)  # joined[i]: record i starts where i-1 ended
-    joined[1:-1] = heads[1:] == ends[:-1]
-    breaks = np.concatenate([[0], np.cumsum(~joined[1:-1])]) if len(heads) else np.zeros(0)
+    # breaks[i]: how many records before record i did not end where the next began
+    joined = heads[1:] == ends[:-1]
+    breaks = np.concatenate([[0], np.cumsum(~joined)]) if len(heads) else np.zeros(0, np.int64)
     trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
-    out = {}
     for entry in group.runs:
         for f in entry.files:
             end = f.base + f.size
-            first, last = np.searchsorted(heads, [f.base, end]).tolist()
-            f.first, f.last = first, last
-            problems = np.searchsorted(trouble, [f.base, end]).tolist()
-            if problems[0] != problems[1] or frames.end < end:
-                out[f.base] = False
-            elif first == last:
-                out[f.base] = f.size == 0
+            f.first, f.last = np.searchsorted(heads, [f.base, end]).tolist()
+            lo, hi = np.searchsorted(trouble, [f.base, end]).tolist()
+            if lo != hi or frames.end < end:
+                f.tiled = False
+            elif f.first == f.last:
+                f.tiled = f.size == 0
             else:
-                out[f.base] = bool(
-                    heads[first] == f.base and ends[last - 1] == end
-                    and breaks[last - 1] == breaks[first]
+                f.tiled = bool(
+                    heads[f.first] == f.base and ends[f.last - 1] == end
+                    and breaks[f.last - 1] == breaks[f.first]
                 )
-    return out
 
 
 def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
