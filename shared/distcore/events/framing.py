@@ -250,8 +250,9 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
 def _header_plausible(buf: U8, pos: int) -> bool:
     """A header that stopped the chain: fine if its CRC holds and its length is sane. One
     header: checked in C (a numpy batch of one costs a hundred times more)."""
-    length, stored = _HEAD.unpack_from(buf, pos)
-    return length <= MAX_RECORD and masked_crc(bytes(buf[pos : pos + 8])) == stored
+    head = bytes(buf[pos : pos + HEADER])
+    length, stored = _HEAD.unpack(head)
+    return bool(length <= MAX_RECORD and masked_crc(head[:8]) == stored)
 
 
 def _check_data(
