@@ -13,8 +13,11 @@ Each figure is the median of --repeats rounds (with min-max); ratios are distmon
 CPU seconds are the fairer figure on a shared, loaded machine (wall time there is mostly
 waiting for a core). Targets (issue 20): time and memory at most the data server's.
 
+With --dashboard, also the dashboard in tmux on the same sweep: seconds to its first job row
+and to all jobs listed (targets 1 s and 10 s), then its CPU and RSS while the sweep sits idle.
+
 Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
-                           [--cache DIR] [--generate-only]
+                           [--cache DIR] [--generate-only] [--dashboard [--skip-once]]
 """
 
 from __future__ import annotations
@@ -206,6 +209,29 @@ def bench(root: Path, expected: int, repeats: int) -> None:
     print(_row("distmon_once", runs["distmon_once"], anchor), flush=True)
 
 
+def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
+    """The dashboard in a terminal (tmux, 160x48; bench/dashboard.py's harness) on the sweep:
+    seconds to its first job row and to all jobs listed, then its RSS and CPU while the sweep
+    sits idle (no writer)."""
+    import dashboard as dash  # bench/dashboard.py
+
+    if shutil.which("tmux") is None:
+        print("dashboard: tmux not installed (apt-get install tmux)")
+        return
+    term = dash.Terminal(dash.distmon_command(root))
+    try:
+        first = term.wait_for(lambda s: "lr-sweep-" in s, timeout)
+        listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, timeout)
+        sample = dash.sample_process(term.pid(), idle) if listed is not None else None
+    finally:
+        term.close()
+    print(f"\n== dashboard on {jobs:,} jobs: first row {dash.fmt(first)}, all listed "
+          f"{dash.fmt(listed)} (targets 1 s, 10 s)")
+    if sample is not None:
+        print(f"   idle {idle:.0f} s: {sample['cpu_percent']:.1f}% of a core (target 5%), "
+              f"RSS peak {sample['peak_rss_mib']:.0f} MiB (target 1 GB)", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=10_000, help="runs in the sweep")
@@ -214,13 +240,22 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--generate-only", action="store_true", help="only build the sweep")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="also time the dashboard on it (tmux): first row, all listed, idle")
+    parser.add_argument("--dashboard-timeout", type=float, default=300.0)
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle sampling")
+    parser.add_argument("--skip-once", action="store_true", help="skip the --once comparison")
     args = parser.parse_args()
     for name in ("runs", "tags", "steps", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     root = ensure_sweep(args.cache, args.runs, args.tags, args.steps)
-    if not args.generate_only:
+    if args.generate_only:
+        return 0
+    if not args.skip_once:
         bench(root, args.runs * args.tags * args.steps, args.repeats)
+    if args.dashboard:
+        dashboard(root, args.runs, args.dashboard_timeout, args.idle)
     return 0
 
 
