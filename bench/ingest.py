@@ -185,12 +185,12 @@ def run_in_subprocess(name: str, root: Path) -> dict[str, Any] | None:
     return result
 
 
-def run_distmon_once(root: Path) -> dict[str, Any] | None:
+def run_distmon_once(root: Path, *flags: str) -> dict[str, Any] | None:
     """The whole `distmon --once --json` process: spawn to exit, and its own peak RSS."""
     distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen([distmon, "--once", "--json", str(root)], stdout=out)
+        proc = subprocess.Popen([distmon, "--once", "--json", *flags, str(root)], stdout=out)
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)

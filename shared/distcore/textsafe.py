@@ -12,7 +12,8 @@ fit. JSON needs only the byte form (and any other lone surrogate, which no encod
 UTF-8, as the six characters `\\udNNN`): the encoder escapes control characters itself.
 `json_safe` applies that to a whole document and writes NaN and infinities as "nan", "inf",
 "-inf", so that `json.dumps(json_safe(doc), allow_nan=False)` cannot fail, whatever the input
-held. Keys that become equal once shown stay apart with " #2", " #3" appended.
+held. Keys that become equal once shown stay apart with " #2", " #3" appended, by one rule for
+every name (tags, hparams, run and job names; JSON and terminal alike): `name_suffixes`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 ELLIPSIS: Final = "…"
@@ -82,17 +83,64 @@ def json_safe(value: Any) -> Any:
     return json_text(str(value))
 
 
+def name_suffixes(
+    names: Iterable[str], form: Callable[[str], str] | None = None
+) -> dict[str, str]:
+    """The one rule for names that would print alike (a name holding the text `\\xff` and one
+    holding the byte 0xFF): each name's suffix, "" or " #2", " #3"...
+
+    Names are compared in their terminal form (`form`, by default unelided `terminal_text`),
+    which is at least as alike as their JSON form, so one suffix serves both. They are taken
+    in code-point order of the raw names, never in the order they were read, so the suffixes
+    are the same whichever reader, decoder or refresh saw them first: the plain text first,
+    a name with undecodable bytes after it. A suffixed form that is itself taken takes the next
+    number."""
+    shown = form or terminal_text
+    taken: set[str] = set()
+    out: dict[str, str] = {}
+    for raw in sorted(set(names)):
+        base = shown(raw)
+        text, number = base, 1
+        while text in taken:
+            number += 1
+            text = f"{base} #{number}"
+        taken.add(text)
+        out[raw] = f" #{number}" if number > 1 else ""
+    return out
+
+
+def json_names(names: Iterable[str]) -> dict[str, str]:
+    """Each raw name's JSON form, distinct by `name_suffixes`."""
+    return {raw: json_text(raw) + suffix for raw, suffix in name_suffixes(names).items()}
+
+
+def shown_names(names: Iterable[str], limit: int | None = None) -> dict[str, str]:
+    """Each raw name's terminal form (elided to `limit` with its suffix kept), distinct by
+    `name_suffixes`, then again by it where elision made two alike."""
+    suffixes = name_suffixes(names)
+    out = {}
+    for raw, suffix in suffixes.items():
+        room = None if limit is None else max(1, limit - len(suffix))
+        out[raw] = terminal_text(raw, room) + suffix
+    if limit is not None and len(set(out.values())) < len(out):
+        again = name_suffixes(out, out.__getitem__)
+        out = {raw: text + again[raw] for raw, text in out.items()}
+    return out
+
+
 def _distinct_keys(
     value: Mapping[Any, Any], key: Callable[[str], str], item: Callable[[Any], Any]
 ) -> dict[str, Any]:
-    """`value` with its keys through `key`: keys that become equal (a name holding the text
-    `\\xff` and one holding the byte 0xFF; two long names elided alike) stay apart, " #2" and
-    so on appended, so that no entry is lost."""
+    """`value` with its keys through `key`: keys that become equal (two long names elided
+    alike; names a caller did not make distinct first) stay apart by `name_suffixes`, so that
+    no entry is lost."""
+    raws = [str(raw) for raw in value]
+    suffixes = name_suffixes(raws, key) if len(set(map(key, raws))) < len(raws) else {}
     out: dict[str, Any] = {}
-    for raw, entry in value.items():
-        shown = base = key(str(raw))
+    for raw, entry in zip(raws, value.values(), strict=True):
+        shown = base = key(raw) + suffixes.get(raw, "")
         number = 1
-        while shown in out:
+        while shown in out:  # keys whose str() is equal (1 and "1"): in the order given
             number += 1
             shown = f"{base} #{number}"
         out[shown] = item(entry)

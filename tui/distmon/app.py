@@ -36,7 +36,7 @@ from distmon.widgets.model import (
     all_tags,
     curves,
     filter_jobs,
-    job_row,
+    job_rows,
     shown_jobs,
     status_line,
 )
@@ -231,7 +231,7 @@ class DistmonApp(App[int]):
         when what it shows did not change."""
         jobs = self.jobs.jobs if self.jobs is not None else ()
         self._visible = filter_jobs(jobs, self.pattern)
-        self._main.query_one(RunsTable).show([job_row(j) for j in self._visible], self.selected)
+        self._main.query_one(RunsTable).show(job_rows(self._visible), self.selected)
         self._show_charts()
         self._show_details()
         self._show_alerts()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore.errors import DistmonError
 from distcore.snapshot import build_snapshot
-from distcore.textsafe import json_safe, terminal_safe, terminal_text
+from distcore.textsafe import json_safe, shown_names, terminal_safe, terminal_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
 
@@ -28,7 +28,7 @@ def collect(options: Options) -> dict[str, Any]:
     index's jobs, hosts, alerts and errors, from one pass over every source and one sample."""
     # Imported here so that the dashboard's own start-up does not pay for the protos.
     from distcore.events import LogdirWatcher, RunStore
-    from distcore.events.jsonify import run_to_json
+    from distcore.events.jsonify import runs_to_json
     from distcore.jobs.index import JobIndex
     from distcore.jobs.jsonify import index_to_json
     from distcore.jobs.scheduler import SlurmStates
@@ -68,7 +68,7 @@ def collect(options: Options) -> dict[str, Any]:
     doc = build_snapshot(
         generated_at=snap.generated_at,
         logdirs=logdirs,
-        runs=[run_to_json(run) for job in snap.jobs for run in job.parts.values()],
+        runs=runs_to_json(run for job in snap.jobs for run in job.parts.values()),
         gpus=gpus,
         host=host,
         alerts=[],
@@ -144,7 +144,8 @@ def render_text(doc: dict[str, Any], out: TextIO) -> None:
         out.write(f"\n{t(run['name'], 200)}  [{run['status']}, {files}]  {t(run['path'], 200)}\n")
         for name, value in run["hparams"].items():
             out.write(f"  hparam {t(name, 80)} = {t(value, 200)}\n")
-        tags = {t(tag, 60): s for tag, s in run["scalars"].items()}
+        shown = shown_names(run["scalars"], 60)  # elided alike: still apart (" #2")
+        tags = {shown[tag]: s for tag, s in run["scalars"].items()}
         width = max((len(tag) for tag in tags), default=0)
         for tag, s in tags.items():
             out.write(

@@ -54,13 +54,17 @@ def decode_frames(
     plugins: dict[str, str],
     *,
     grouped: bool = True,
+    fast: FastScalars | None = None,
 ) -> Batch:
     """Decode every intact record; `plugins` (tag -> plugin of this run) is read and updated.
 
     `grouped=False` decodes every record one by one with the general decoder: the reference
-    the vectorised path is tested against (it must yield exactly the same batch)."""
+    the vectorised path is tested against (it must yield exactly the same batch). `fast`: what
+    decode_grouped gave for these frames, decoded with other files' (many.py)."""
     batch = Batch(problems=list(frames.problems))
-    if grouped:
+    if fast is not None:
+        pass
+    elif grouped:
         fast = decode_grouped(buf, frames.starts, frames.lengths)
     else:
         fast = decode_scalars(buf, frames.starts[:0], frames.lengths[:0])

@@ -13,9 +13,19 @@ from typing import Any, Final
 import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+from tensorboard.plugins.hparams import plugin_data_pb2
 
 from distcore.events import schema as s
-from distcore.events.wire import WireError, as_bytes, as_double, as_float, as_int64, fields
+from distcore.events.wire import (
+    WireError,
+    as_bytes,
+    as_double,
+    as_float,
+    as_int64,
+    expected_wire_types,
+    fields,
+    validate,
+)
 
 # TensorProto dtype -> (numpy dtype of tensor_content, repeated field holding values otherwise).
 _DTYPES: Final[dict[int, tuple[str, str]]] = {
@@ -32,6 +42,11 @@ _DTYPES: Final[dict[int, tuple[str, str]]] = {
     types_pb2.DT_UINT64: ("<u8", "uint64_val"),
     types_pb2.DT_BOOL: ("?", "bool_val"),
 }
+
+
+_EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
+_SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)
+_VALUE: Final = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
 
 
 class UndecodableError(ValueError):
@@ -59,20 +74,25 @@ def decode_event(
 
 
 def _decode(data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]]) -> Decoded:
+    # A message field that occurs twice is merged, as protobuf does: on the wire, merging two
+    # messages is concatenating their bytes. Scalars: the last one wins.
     out = Decoded()
     summary: bytes | None = None
-    for number, _, raw in fields(data):
+    log: bytes | None = None
+    for number, _, raw in fields(data, _EVENT):
         if number == s.EVENT_WALL_TIME:
             out.wall_time = as_double(raw)
         elif number == s.EVENT_STEP:
             out.step = as_int64(raw)
         elif number == s.EVENT_SUMMARY:
-            summary = as_bytes(raw)
+            summary = (summary or b"") + as_bytes(raw)
         elif number == s.EVENT_SESSION_LOG:
-            log = event_pb2.SessionLog.FromString(as_bytes(raw))
-            out.session_start = log.status == s.SESSION_START
+            log = (log or b"") + as_bytes(raw)
+    if log is not None:
+        validate(log, event_pb2.SessionLog.DESCRIPTOR)
+        out.session_start = event_pb2.SessionLog.FromString(log).status == s.SESSION_START
     if summary is not None:
-        for number, _, raw in fields(summary):
+        for number, _, raw in fields(summary, _SUMMARY):
             if number == s.SUMMARY_VALUE:
                 _value(as_bytes(raw), plugins, updates, out)
     return out
@@ -85,17 +105,23 @@ def _value(
     simple: float | None = None
     metadata: bytes | None = None
     tensor: bytes | None = None
-    for number, _, raw in fields(data):
+    skipped = False
+    # Every field is walked, past an image or histogram too: a malformed one rejects the record.
+    for number, _, raw in fields(data, _VALUE):
         if number == s.VALUE_TAG:
             tag = as_bytes(raw).decode("utf-8", "surrogateescape")
         elif number == s.VALUE_SIMPLE:
             simple = as_float(raw)
         elif number == s.VALUE_METADATA:
-            metadata = as_bytes(raw)
+            metadata = (metadata or b"") + as_bytes(raw)
         elif number == s.VALUE_TENSOR:
-            tensor = as_bytes(raw)
+            tensor = (tensor or b"") + as_bytes(raw)
         elif number in s.VALUE_SKIPPED:
-            return
+            skipped = True
+    if metadata is not None:
+        validate(metadata, summary_pb2.SummaryMetadata.DESCRIPTOR)
+    if skipped:
+        return
     content = b""
     if metadata is not None:
         meta = summary_pb2.SummaryMetadata.FromString(metadata)
@@ -115,6 +141,7 @@ def _value(
 
 
 def tensor_scalar(data: bytes) -> float:
+    validate(data, tensor_pb2.TensorProto.DESCRIPTOR)
     proto = tensor_pb2.TensorProto.FromString(data)
     if proto.dtype not in _DTYPES:
         raise UndecodableError(f"scalar tensor of unsupported dtype {proto.dtype}")
@@ -136,6 +163,7 @@ def session_hparams(content: bytes) -> dict[str, Any] | None:
     Walked on the wire rather than parsed with the proto: its names are proto3 strings, which
     protobuf refuses when they are not UTF-8; here they keep their bytes (surrogateescape),
     like tags."""
+    validate(content, plugin_data_pb2.HParamsPluginData.DESCRIPTOR)
     start: bytes | None = None
     for number, _, raw in fields(content):
         if number == s.HPARAMS_SESSION_START:

@@ -36,6 +36,8 @@ def decode_grouped(buf: U8, starts: I64, lengths: I64) -> FastScalars:
     if n < _MIN_RUN:
         return decode_scalars(buf, starts, lengths)
     runs = [run for f, c in _runs(starts, lengths) if (run := _plan(buf, starts, f, c, lengths))]
+    if not runs:  # nothing to group (e.g. tags of different lengths in turn)
+        return decode_scalars(buf, starts, lengths)
     in_run = np.zeros(n, dtype=bool)
     for run in runs:
         in_run[run.first : run.first + run.count] = True

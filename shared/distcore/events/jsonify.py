@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
 from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
-from distcore.textsafe import json_text
+from distcore.textsafe import json_names, json_text
 
 
 def _json_value(value: Any) -> Any:
@@ -27,13 +28,25 @@ def series_to_json(series: Series) -> dict[str, Any]:
     }
 
 
-def run_to_json(run: RunSnapshot) -> dict[str, Any]:
+def run_to_json(run: RunSnapshot, name: str | None = None) -> dict[str, Any]:
+    """`name`: the run's JSON name when the caller made it distinct among others (runs_to_json).
+    Tags and hparams that would print alike keep apart by the one rule (textsafe.name_suffixes),
+    applied here, before the keys are built: a dict of built keys would have lost one."""
+    hparams, tags = json_names(run.hparams), json_names(run.scalars)
     return {
-        "name": json_text(run.name),
+        "name": json_text(run.name) if name is None else name,
         "path": json_text(run_path_text(run.path)),
         "status": run.status,
         "files": run.files,
         "problems": [json_text(p) for p in run.problems],
-        "hparams": {json_text(k): _json_value(v) for k, v in run.hparams.items()},
-        "scalars": {json_text(tag): series_to_json(s) for tag, s in run.scalars.items()},
+        "hparams": {hparams[k]: _json_value(v) for k, v in run.hparams.items()},
+        "scalars": {tags[tag]: series_to_json(s) for tag, s in run.scalars.items()},
     }
+
+
+def runs_to_json(runs: Iterable[RunSnapshot]) -> list[dict[str, Any]]:
+    """Runs whose names would print alike (a directory named with the byte 0xFF and one named
+    with the text `\\xff`) are told apart by the one rule: " #2"."""
+    runs = list(runs)
+    names = json_names(r.name for r in runs)
+    return [run_to_json(r, names[r.name]) for r in runs]

@@ -17,6 +17,8 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 VARINT: Final = 0
 I64: Final = 1
 LEN: Final = 2
+START_GROUP: Final = 3
+END_GROUP: Final = 4
 I32: Final = 5
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distcore.events.decimate import keep_indices
-from distcore.events.model import Series
+from distcore.events.model import Column, Series
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -26,6 +26,10 @@ def survivors(steps: I64) -> npt.NDArray[np.bool_]:
     keep = np.ones(len(steps), dtype=bool)
     keep[:-1] = steps[:-1] < later_min[1:]
     return keep
+
+
+def _increasing(steps: I64) -> bool:
+    return len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())
 
 
 def _fmin(values: F64) -> float:
@@ -59,6 +63,9 @@ class SeriesBuffer:
         if len(steps) == 0:
             return
         self._frozen = None
+        if not len(self.steps) and len(steps) <= self.max_points and _increasing(steps):
+            self._first(steps, walls, values)  # a run's first read: nothing to merge or purge
+            return
         first_new = int(steps.min())
         purged = len(self.steps) and first_new <= int(self.steps[-1])
         if purged:
@@ -79,6 +86,12 @@ class SeriesBuffer:
             self.max = _fmax(np.array([self.max, _fmax(values[keep])]))
         if len(self.steps) > self.max_points:
             self._decimate()
+
+    def _first(self, steps: I64, walls: F64, values: F64) -> None:
+        self.steps, self.walls, self.values = steps, walls, values
+        self.weights = np.ones(len(steps), dtype=np.int64)
+        self.count = len(steps)
+        self.min, self.max = _fmin(values), _fmax(values)
 
     def purge_from(self, step: int) -> None:
         """Drop the points at steps >= step (a restart of the whole run)."""
@@ -108,11 +121,13 @@ class SeriesBuffer:
 
     def snapshot(self) -> Series:
         if self._frozen is None:
+            # The snapshot shares the arrays: they are never written after they are built
+            # (extend, purge and decimate make new ones), so read-only views are enough.
             self._frozen = Series(
                 tag=self.tag,
-                steps=tuple(self.steps.tolist()),
-                values=tuple(self.values.tolist()),
-                wall_times=tuple(self.walls.tolist()),
+                steps=Column(_frozen_view(self.steps)),
+                values=Column(_frozen_view(self.values)),
+                wall_times=Column(_frozen_view(self.walls)),
                 last_step=int(self.steps[-1]),
                 last_value=float(self.values[-1]),
                 last_wall_time=float(self.walls[-1]),
@@ -121,3 +136,9 @@ class SeriesBuffer:
                 max=self.max,
             )
         return self._frozen
+
+
+def _frozen_view(array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    view = array.view()
+    view.flags.writeable = False
+    return view

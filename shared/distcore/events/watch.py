@@ -26,6 +26,7 @@ from watchdog.observers import Observer
 from distcore.events.batch import Batch
 from distcore.events.discovery import EVENT_MARKER, RunDir, discover
 from distcore.events.fstype import mount_fs_type, needs_polling
+from distcore.events.many import read_fresh_runs
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
 from distcore.jobs.model import ProducerError
@@ -237,12 +238,50 @@ class LogdirWatcher:
 
     def _sync_runs(self, runs: list[RunDir]) -> dict[str, bool]:
         """Read the runs, several at once where there are cores for it: the decoding is numpy
-        work that releases the GIL, so threads share the cores without copying any state."""
-        if self._workers <= 1 or len(runs) <= 1:
-            return {run.name: not self._stop.is_set() and self._sync_run(run) for run in runs}
+        work that releases the GIL, so threads share the cores without copying any state.
+        Runs never read before (a sweep's thousands of small ones) are read in batches."""
+        fresh = [r for r in runs if self._is_fresh(r)]
+        hits = self._read_fresh(fresh) if len(fresh) > 1 else {}
+        rest = [r for r in runs if r.name not in hits]
+        if self._workers <= 1 or len(rest) <= 1:
+            hits |= {run.name: not self._stop.is_set() and self._sync_run(run) for run in rest}
+            return {run.name: hits[run.name] for run in runs}
         with ThreadPoolExecutor(self._workers, thread_name_prefix="distmon-reader") as pool:
-            hits = list(pool.map(lambda r: not self._stop.is_set() and self._sync_run(r), runs))
-        return {run.name: hit for run, hit in zip(runs, hits, strict=True)}
+            found = list(pool.map(lambda r: not self._stop.is_set() and self._sync_run(r), rest))
+        hits |= {run.name: hit for run, hit in zip(rest, found, strict=True)}
+        return {run.name: hits[run.name] for run in runs}
+
+    def _is_fresh(self, run: RunDir) -> bool:
+        return run.name not in self._runs and not any(p in self._files for p in run.files)
+
+    def _read_fresh(self, runs: list[RunDir]) -> dict[str, bool]:
+        """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
+        Split among the workers: each batch is one thread's numpy work."""
+        share = max(1, -(-len(runs) // max(1, self._workers)))
+        slices = [runs[i : i + share] for i in range(0, len(runs), share)]
+
+        def read(part: list[RunDir]) -> dict[str, list[FileState]]:
+            if self._stop.is_set():
+                return {}
+            plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
+            return read_fresh_runs(part, plugins, self._apply)[0]
+
+        if len(slices) == 1:
+            done = [read(slices[0])]
+        else:
+            with ThreadPoolExecutor(len(slices), thread_name_prefix="distmon-batch") as pool:
+                done = list(pool.map(read, slices))
+        hits = {}
+        by_name = {r.name: r for r in runs}
+        for states in done:
+            for name, files in states.items():
+                run = by_name[name]
+                for state in files:
+                    self._files[state.path] = state
+                    self._store.set_file_error(run.name, run.path, state.path.name, None)
+                self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
+                hits[name] = True
+        return hits
 
     def _sync_run(self, run: RunDir) -> bool:
         old = self._runs.get(run.name)

@@ -1,15 +1,30 @@
-"""A minimal protobuf wire walker: enough to find fields by number and skip the rest unparsed."""
+"""A minimal protobuf wire walker: enough to find fields by number and skip the rest unparsed.
+
+It refuses what protobuf's parsers refuse, so a record either decodes as TensorBoard's loader
+would or is rejected as a whole (never half-read into a point with a default step):
+field number 0 or a key past 32 bits, wire types 6 and 7, unbalanced groups, truncations, and
+(when the caller says which fields it knows) a known field in a wire type its type never takes,
+as prost, the Rust data server's decoder, does. Unknown fields of any valid wire type, groups
+included, are skipped.
+"""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Final
 
-from distcore.events.schema import I32, I64, LEN, VARINT
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from distcore.events.schema import END_GROUP, I32, I64, LEN, START_GROUP, VARINT
 
 _F64: Final = struct.Struct("<d")
 _F32: Final = struct.Struct("<f")
+_MAX_KEY: Final = (1 << 32) - 1
+_MAX_DEPTH: Final = 100  # protobuf's default recursion limit
+
+Expected = Mapping[int, frozenset[int]]  # field number -> the wire types it may take
 
 
 class WireError(ValueError):
@@ -29,36 +44,122 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value): ints for varints, raw bytes for everything else."""
+def _key(data: bytes, pos: int) -> tuple[int, int, int]:
+    key, pos = read_varint(data, pos)
+    number, wire_type = key >> 3, key & 7
+    if number == 0 or key > _MAX_KEY:
+        raise WireError(f"invalid field number {number}")
+    return number, wire_type, pos
+
+
+def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
+    """The position after the END_GROUP that closes the group `number` opened before `pos`."""
+    if depth > _MAX_DEPTH:
+        raise WireError("groups nested too deeply")
+    while True:
+        if pos >= len(data):
+            raise WireError("unterminated group")
+        inner, wire_type, pos = _key(data, pos)
+        if wire_type == END_GROUP:
+            if inner != number:
+                raise WireError("mismatched end of group")
+            return pos
+        pos = _skip_value(data, pos, inner, wire_type, depth + 1)[1]
+
+
+def _skip_value(data: bytes, pos: int, number: int, wire_type: int, depth: int) -> tuple[int, int]:
+    """(where the value starts, where it ends); a varint's start is the varint itself."""
+    if wire_type == VARINT:
+        return pos, read_varint(data, pos)[1]
+    if wire_type == LEN:
+        size, pos = read_varint(data, pos)
+    elif wire_type in (I64, I32):
+        size = 8 if wire_type == I64 else 4
+    elif wire_type == START_GROUP:
+        return pos, _skip_group(data, pos, number, depth)
+    else:
+        raise WireError(f"invalid wire type {wire_type}")
+    if pos + size > len(data):
+        raise WireError("field runs past the end of the message")
+    return pos, pos + size
+
+
+def fields(data: bytes, expected: Expected | None = None) -> Iterator[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value): ints for varints, raw bytes for everything else (a
+    group's bytes run to its END_GROUP key). A field of `expected` in another wire type is an
+    error."""
     pos, end = 0, len(data)
     while pos < end:
-        key, pos = read_varint(data, pos)
-        number, wire_type = key >> 3, key & 7
+        number, wire_type, pos = _key(data, pos)
+        if expected is not None and wire_type not in expected.get(number, _ANY):
+            raise WireError(f"field {number} in wire type {wire_type}")
         if wire_type == VARINT:
             value, pos = read_varint(data, pos)
             yield number, wire_type, value
             continue
-        if wire_type == LEN:
-            size, pos = read_varint(data, pos)
-        elif wire_type in (I64, I32):
-            size = 8 if wire_type == I64 else 4
-        else:
-            raise WireError(f"unsupported wire type {wire_type}")
-        if number == 0 or pos + size > end:
-            raise WireError("field runs past the end of the message")
-        yield number, wire_type, data[pos : pos + size]
-        pos += size
+        start, pos = _skip_value(data, pos, number, wire_type, 0)
+        yield number, wire_type, data[start:pos]
+
+
+_ANY: Final = frozenset((VARINT, I64, LEN, START_GROUP, I32))
+_NATIVE: Final[dict[int, int]] = {
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64),
+        I64,
+    ),
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32),
+        I32,
+    ),
+    **dict.fromkeys(
+        (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE),
+        LEN,
+    ),
+    FieldDescriptor.TYPE_GROUP: START_GROUP,
+}
+
+
+def expected_wire_types(message: Descriptor) -> Expected:
+    """Each field of `message` and the wire types it may arrive in: its own, and LEN as well
+    for a repeated number (packed or not, parsers take both)."""
+    return _expected(message.full_name, message)
+
+
+@cache
+def _expected(_name: str, message: Descriptor) -> Expected:
+    out = {}
+    for f in message.fields:
+        native = _NATIVE.get(f.type, VARINT)
+        # protobuf 5+ has is_repeated (label is deprecated); older ones only label.
+        repeated = getattr(f, "is_repeated", None)
+        if repeated is None:
+            repeated = getattr(f, "label", None) == FieldDescriptor.LABEL_REPEATED
+        packable = bool(repeated) and native != LEN
+        out[f.number] = frozenset((native, LEN) if packable else (native,))
+    return out
+
+
+def validate(data: bytes, message: Descriptor, depth: int = 0) -> None:
+    """Raise WireError unless `data` is well formed as `message`, nested messages included:
+    done before handing bytes to protobuf, which would keep a mistyped field as unknown."""
+    if depth > _MAX_DEPTH:
+        raise WireError("messages nested too deeply")
+    by_number = message.fields_by_number
+    for number, wire_type, raw in fields(data, expected_wire_types(message)):
+        f = by_number.get(number)
+        inner = f.message_type if f is not None and wire_type == LEN else None
+        if inner is not None:
+            validate(as_bytes(raw), inner, depth + 1)
 
 
 def as_double(raw: int | bytes) -> float:
-    if not isinstance(raw, bytes):
+    if not isinstance(raw, bytes) or len(raw) != 8:
         raise WireError("expected a fixed64")
     return float(_F64.unpack(raw)[0])
 
 
 def as_float(raw: int | bytes) -> float:
-    if not isinstance(raw, bytes):
+    if not isinstance(raw, bytes) or len(raw) != 4:
         raise WireError("expected a fixed32")
     return float(_F32.unpack(raw)[0])
 

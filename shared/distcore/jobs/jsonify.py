@@ -13,7 +13,7 @@ from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.model import Host, Job, JobsSnapshot, ProducerError
 from distcore.snapshot import json_float
 from distcore.telemetry.jsonify import device_to_json
-from distcore.textsafe import json_text
+from distcore.textsafe import json_names, json_text
 
 
 def host_to_json(host: Host, now: float) -> dict[str, Any]:
@@ -58,13 +58,14 @@ def scheduler_to_json(job: Job) -> dict[str, Any] | None:
     }
 
 
-def job_to_json(job: Job) -> dict[str, Any]:
+def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
     agent = job.agent
+    parts = json_names(job.parts)
     return {
-        "name": json_text(job.name),
+        "name": json_text(job.name) if name is None else name,
         "path": json_text(str(job.directory)) if job.directory is not None else None,
         "status": job.status,
-        "parts": [json_text(p) for p in job.parts],
+        "parts": [parts[p] for p in job.parts],
         "last_step": agent.last_step if agent is not None else None,
         "error": json_text(agent.error) if agent is not None and agent.error else None,
         "scheduler": scheduler_to_json(job),
@@ -77,10 +78,11 @@ def error_to_json(error: ProducerError) -> dict[str, Any]:
 
 def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
     """`hosts`, `jobs`, `alerts`, `errors` and `problems` (the logdirs' own: a directory that
-    cannot be listed, ...) of the document."""
+    cannot be listed, ...) of the document. Job names that would print alike: " #2"."""
+    names = json_names(j.name for j in snap.jobs)
     return {
         "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
-        "jobs": [job_to_json(j) for j in snap.jobs],
+        "jobs": [job_to_json(j, names[j.name]) for j in snap.jobs],
         "alerts": [
             {**a.to_json(), "run": json_text(a.run) if a.run else a.run} for a in snap.alerts
         ],

@@ -16,7 +16,7 @@ from distcore import names
 from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
-from distcore.textsafe import terminal_text
+from distcore.textsafe import shown_names, terminal_text
 
 if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
     from distcore.events.model import RunSnapshot, Series
@@ -30,7 +30,10 @@ MARKS = {
 }  # fmt: skip
 NAME_LIMIT = 60  # characters of a job name in the table (elided in the middle)
 
-__all__ = ["X_MODES", "Curve", "JobRow", "XMode", "curves", "filter_jobs", "job_row", "split_run"]
+__all__ = [
+    "X_MODES", "Curve", "JobRow", "XMode", "curves", "filter_jobs", "job_row", "job_rows",
+    "split_run",
+]
 
 
 def main_run(job: Job) -> RunSnapshot | None:
@@ -98,7 +101,14 @@ class JobRow:
 ROW_COLUMNS = ("", "job", "step", "loss", "acc", "ex/s", "wait")
 
 
-def job_row(job: Job) -> JobRow:
+def job_rows(jobs: Sequence[Job]) -> list[JobRow]:
+    """The rows of `jobs`; names that would print alike are told apart (" #2")."""
+    names = shown_names((j.name for j in jobs), NAME_LIMIT)
+    return [job_row(j, names[j.name]) for j in jobs]
+
+
+def job_row(job: Job, name: str | None = None) -> JobRow:
+    """`name`: the job's shown name when made distinct among others (job_rows)."""
     main = main_run(job)
     steps = [s.last_step for s in main.scalars.values()] if main is not None else []
     wait = _last(main, names.INPUT_WAIT_FRACTION)
@@ -108,7 +118,7 @@ def job_row(job: Job) -> JobRow:
         key=job.name,
         mark=MARKS.get(job.status, "?"),
         status=job.status,
-        name=terminal_text(job.name, NAME_LIMIT),
+        name=terminal_text(job.name, NAME_LIMIT) if name is None else name,
         step=str(max(steps)) if steps else "–",
         loss=fmt(_last(main, pick_tag(tags, "loss"))),
         accuracy=fmt(_last(main, pick_tag(tags, "accuracy")), 3),
@@ -148,16 +158,21 @@ def resolve_tag(run: RunSnapshot, wanted: str) -> str | None:
 
 def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> tuple[Curve, ...]:
     out = []
+    labels = shown_names(_label(j.name, p) for j in jobs for p in j.parts)
     for color, job in enumerate(jobs):
         for part, run in job.parts.items():
             tag = resolve_tag(run, wanted)
             if tag is None or not run.scalars[tag].values:
                 continue
             series = run.scalars[tag]
-            ys = tuple(debiased_ema(series.values, smoothing)) if smoothing else series.values
-            label = terminal_text(f"{job.name}/{part}" if part else job.name)
+            ys = tuple(debiased_ema(series.values, smoothing) if smoothing else series.values)
+            label = labels[_label(job.name, part)]
             out.append(Curve(label, x_values(series, mode), ys, color, part == "validation"))
     return tuple(out)
+
+
+def _label(job: str, part: str) -> str:
+    return f"{job}/{part}" if part else job
 
 
 def all_tags(jobs: Iterable[Job]) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from distcore.textsafe import terminal_text
+from distcore.textsafe import shown_names
 
 DEFAULT_TAGS = "loss and accuracy"
 KEYS: tuple[tuple[str, str], ...] = (
@@ -71,7 +71,9 @@ class TagPicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         # A tag is shown escaped and elided, as plain Content (a str prompt is read as markup).
-        shown = (Option(Content(terminal_text(t, 60)), id=t) for t in self._tags)
+        # Tags that would print alike are told apart (" #2"), as everywhere.
+        names = shown_names(self._tags, 60)
+        shown = (Option(Content(names[t]), id=t) for t in self._tags)
         options = [Option(DEFAULT_TAGS, id=DEFAULT_TAGS), *shown]
         with Vertical(id="picker"):
             yield OptionList(*options)

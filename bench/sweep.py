@@ -1,0 +1,263 @@
+"""Hyperparameter sweeps: many small runs, against TensorBoard's Rust data server.
+
+Generates a sweep like issue 20's (default 10,000 runs x 2 tags x 1,000 steps, one small events
+file per run, its hparams in the TF hparams plugin's session-start record, as Keras' hparams
+callback writes it; tensorboardX's simple_value bytes), cached under --cache, and measures in
+one run, alternating A B A B:
+  distmon_once  the whole `distmon --once --json --no-gpu SWEEP` process, spawn to exit, its
+                peak RSS and CPU seconds (and it must report every point)
+  rustboard     `tensorboard_data_server --reload once`, every point kept
+                (`--samples-per-plugin=scalars=all`), spawn to its "Finished load cycle" line,
+                its VmHWM and CPU seconds then
+Each figure is the median of --repeats rounds (with min-max); ratios are distmon / rustboard.
+CPU seconds are the fairer figure on a shared, loaded machine (wall time there is mostly
+waiting for a core). Targets (issue 20): time and memory at most the data server's.
+
+With --dashboard, also the dashboard in tmux on the same sweep: seconds to its first job row
+and to all jobs listed (targets 1 s and 10 s), then its CPU and RSS while the sweep sits idle.
+
+Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
+                           [--cache DIR] [--generate-only] [--dashboard [--skip-once]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ingest  # bench/ is not a package: its helpers drive the same loaders
+
+DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-sweep"))
+TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
+
+
+def _record(data: bytes) -> bytes:
+    from distcore.events.crc import masked_crc
+
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
+
+
+def _hparams_event(lr: float, batch: int, optimizer: str) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    data = plugin_data_pb2.HParamsPluginData(version=0)
+    hp = data.session_start_info.hparams
+    hp["lr"].number_value = lr
+    hp["batch_size"].number_value = batch
+    hp["optimizer"].string_value = optimizer
+    meta = summary_pb2.SummaryMetadata(
+        plugin_data=summary_pb2.SummaryMetadata.PluginData(
+            plugin_name="hparams", content=data.SerializeToString()
+        )
+    )
+    value = summary_pb2.Summary.Value(tag="_hparams_/session_start_info", metadata=meta)
+    value.tensor.dtype = 7  # DT_STRING, empty, as the hparams API writes it
+    summary = summary_pb2.Summary(value=[value])
+    return event_pb2.Event(wall_time=1.7e9, step=0, summary=summary).SerializeToString()
+
+
+def _run_bytes(run: int, tags: int, steps: int) -> bytes:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+
+    lr = 10 ** -(1 + run % 4) * (1 + run % 7)
+    out = [
+        _record(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString()),
+        _record(_hparams_event(lr, 32 << (run % 3), ("adam", "sgd")[run % 2])),
+    ]
+    template = []
+    for tag in range(tags):
+        value = summary_pb2.Summary.Value(tag=TAG_NAMES[tag % len(TAG_NAMES)], simple_value=0.0)
+        template.append(summary_pb2.Summary(value=[value]))
+    for step in range(steps):
+        for tag, summary in enumerate(template):
+            summary.value[0].simple_value = math.exp(-step * lr / 50) + 0.01 * tag + run * 1e-6
+            event = event_pb2.Event(wall_time=1.7e9 + step, step=step, summary=summary)
+            out.append(_record(event.SerializeToString()))
+    return b"".join(out)
+
+
+def generate(root: Path, runs: int, tags: int, steps: int) -> None:
+    for run in range(runs):
+        directory = root / f"lr-sweep-{run:05d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"events.out.tfevents.{1_700_000_000 + run}.sweep"
+        path.write_bytes(_run_bytes(run, tags, steps))
+
+
+def ensure_sweep(cache: Path, runs: int, tags: int, steps: int) -> Path:
+    root = cache / f"sweep-{runs}x{tags}x{steps}"
+    if (root / ".complete").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    print(f"generating {root} ...", flush=True)
+    start = time.perf_counter()
+    generate(root, runs, tags, steps)
+    (root / ".complete").write_text("ok\n")
+    print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    return root
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, from /proc (clock ticks)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_rustboard(root: Path) -> dict[str, Any] | None:
+    """The data server, every point kept: spawn to its "Finished load cycle" line (its whole
+    process, as for distmon), its VmHWM and its CPU seconds then."""
+    try:
+        from tensorboard_data_server import server_binary  # type: ignore[import-untyped]
+    except ImportError:
+        return None
+    binary = server_binary()
+    if not binary or not os.path.exists(binary):
+        return None
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v",
+         "--samples-per-plugin=scalars=all"],
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seconds = None
+    for line in proc.stderr:
+        if ingest.LOAD_CYCLE.search(line):
+            seconds = time.perf_counter() - start
+            break
+    cpu, rss_kib = _cpu_seconds(proc.pid), ingest._vm_hwm_kib(proc.pid)
+    proc.kill()
+    proc.wait()
+    if seconds is None:
+        return None
+    return {"seconds": seconds, "cpu": cpu, "rss_mib": rss_kib / 1024}
+
+
+def run_distmon_once(root: Path) -> dict[str, Any]:
+    """`distmon --once --json --no-gpu`: spawn to exit, its peak RSS and CPU seconds; the
+    points it reports are counted (every one must be there)."""
+    distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
+    with tempfile.TemporaryFile() as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen([distmon, "--once", "--json", "--no-gpu", str(root)], stdout=out)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        data = out.read()
+    if os.waitstatus_to_exitcode(status) != 0 or not data:
+        raise SystemExit(f"distmon --once failed: exit {os.waitstatus_to_exitcode(status)}")
+    report = json.loads(data)
+    points = sum(s["count"] for run in report["runs"] for s in run["scalars"].values())
+    return {"seconds": seconds, "cpu": usage.ru_utime + usage.ru_stime, "points": points,
+            "rss_mib": usage.ru_maxrss / 1024}
+
+
+def _row(name: str, results: list[dict[str, Any]], anchor: dict[str, float] | None) -> str:
+    seconds = [r["seconds"] for r in results]
+    median_s = statistics.median(seconds)
+    median_rss = statistics.median(r["rss_mib"] for r in results)
+    median_cpu = statistics.median(r["cpu"] for r in results)
+    ratios = ""
+    if anchor:
+        ratios = (f"{median_s / anchor['seconds']:>9.2f}x{median_cpu / anchor['cpu']:>9.2f}x"
+                  f"{median_rss / anchor['rss_mib']:>9.2f}x")
+    spread = f"({min(seconds):.2f}-{max(seconds):.2f}, {len(seconds)})"
+    return f"{name:<14}{median_s:>9.2f}{spread:>20}{median_cpu:>8.2f}{median_rss:>9.0f} MB{ratios}"
+
+
+def bench(root: Path, expected: int, repeats: int) -> None:
+    size_mb = ingest.logdir_bytes(root) / 1e6
+    print(f"\n== {root} ({expected:,} points, {size_mb:.0f} MB); alternating rounds, "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {"rustboard": [], "distmon_once": []}
+    for _ in range(repeats):
+        rust = run_rustboard(root)
+        if rust is not None:
+            runs["rustboard"].append(rust)
+        once = run_distmon_once(root)
+        if once["points"] != expected:
+            raise SystemExit(f"distmon --once read {once['points']:,} points, not {expected:,}")
+        runs["distmon_once"].append(once)
+    anchor = None
+    if runs["rustboard"]:
+        anchor = {key: statistics.median(r[key] for r in runs["rustboard"])
+                  for key in ("seconds", "cpu", "rss_mib")}
+    print(f"{'loader':<14}{'median s':>9}{'(min-max, n)':>20}{'CPU s':>8}{'peak RSS':>12}"
+          f"{'time/rust':>10}{'CPU/rust':>10}{'RSS/rust':>10}")
+    if runs["rustboard"]:
+        print(_row("rustboard", runs["rustboard"], None))
+    else:
+        print("rustboard     unavailable (pip install tensorboard-data-server)")
+    print(_row("distmon_once", runs["distmon_once"], anchor), flush=True)
+
+
+def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
+    """The dashboard in a terminal (tmux, 160x48; bench/dashboard.py's harness) on the sweep:
+    seconds to its first job row and to all jobs listed, then its RSS and CPU while the sweep
+    sits idle (no writer)."""
+    import dashboard as dash  # bench/dashboard.py
+
+    if shutil.which("tmux") is None:
+        print("dashboard: tmux not installed (apt-get install tmux)")
+        return
+    term = dash.Terminal(dash.distmon_command(root))
+    try:
+        first = term.wait_for(lambda s: "lr-sweep-" in s, timeout)
+        listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, timeout)
+        sample = dash.sample_process(term.pid(), idle) if listed is not None else None
+    finally:
+        term.close()
+    print(f"\n== dashboard on {jobs:,} jobs: first row {dash.fmt(first)}, all listed "
+          f"{dash.fmt(listed)} (targets 1 s, 10 s)")
+    if sample is not None:
+        print(f"   idle {idle:.0f} s: {sample['cpu_percent']:.1f}% of a core (target 5%), "
+              f"RSS peak {sample['peak_rss_mib']:.0f} MiB (target 1 GB)", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the sweep")
+    parser.add_argument("--tags", type=int, default=2, help="scalar tags per run")
+    parser.add_argument("--steps", type=int, default=1_000, help="steps per tag")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating rounds")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--generate-only", action="store_true", help="only build the sweep")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="also time the dashboard on it (tmux): first row, all listed, idle")
+    parser.add_argument("--dashboard-timeout", type=float, default=300.0)
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle sampling")
+    parser.add_argument("--skip-once", action="store_true", help="skip the --once comparison")
+    args = parser.parse_args()
+    for name in ("runs", "tags", "steps", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    root = ensure_sweep(args.cache, args.runs, args.tags, args.steps)
+    if args.generate_only:
+        return 0
+    if not args.skip_once:
+        bench(root, args.runs * args.tags * args.steps, args.repeats)
+    if args.dashboard:
+        dashboard(root, args.runs, args.dashboard_timeout, args.idle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
