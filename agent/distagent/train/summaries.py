@@ -7,7 +7,7 @@ out when its value is unknown (no examples, no timed steps), never written as a 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,12 @@ def epoch_scalars(loss_sum: float, correct: float, examples: float) -> dict[str,
     return {tag: value for tag, value in out.items() if value is not None}
 
 
+def _path(variable: Any) -> str:
+    """Keras 3 variables have a unique `path` ("dense/kernel"); tf.Variables a name ("x:0")."""
+    path = getattr(variable, "path", None) or str(variable.name).split(":")[0]
+    return str(path)
+
+
 def is_finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
@@ -74,6 +80,25 @@ class Writers:
         with self._writers[sub].as_default(step=step):
             for tag, value in scalars.items():
                 tf.summary.scalar(tag, value)
+
+    def histograms(self, step: int, variables: Sequence[Any],
+                   gradients: Sequence[Any] | None) -> None:
+        """Each trainable variable's histogram (`weights/<path>`) and its last gradient's
+        (`gradients/<path>`), into train/ with tf.summary.histogram (TensorBoard's 30 buckets)."""
+        if not self.enabled:
+            return
+        import tensorflow as tf
+
+        values = [(f"weights/{_path(v)}", v) for v in variables]
+        if gradients is not None:
+            values += [(f"gradients/{_path(v)}", g)
+                       for v, g in zip(variables, gradients, strict=True)]
+        if names.TRAIN_DIR not in self._writers:
+            self._writers[names.TRAIN_DIR] = tf.summary.create_file_writer(
+                str(self.run_dir / names.TRAIN_DIR))
+        with self._writers[names.TRAIN_DIR].as_default(step=step):
+            for tag, value in values:
+                tf.summary.histogram(tag, tf.convert_to_tensor(value))
 
     def flush(self) -> None:
         for writer in self._writers.values():
