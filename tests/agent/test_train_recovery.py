@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from distcore import names
 from distcore.errors import ConfigErrors
 
 GLOBAL_BATCH = 32
+DISTMON = str(Path(sys.executable).parent / "distmon")  # the console script users run
 TOTAL = 20
 
 
@@ -81,6 +84,15 @@ def test_a_far_too_high_rate_rolls_back_and_finishes(tf: Any, tmp_path: Path) ->
     ckpt = tf.train.load_checkpoint(str(tmp_path / "rb" / names.CHECKPOINT_DIR))
     scale = [k for k in ckpt.get_variable_to_shape_map() if k.startswith("lr_scale")]
     assert scale and ckpt.get_tensor(scale[0]) == pytest.approx(0.01 ** len(recoveries))
+    # distmon reads run.json's recoveries: one warning each, in `--once --json`.
+    done = subprocess.run([DISTMON, "--once", "--json", "--no-gpu", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = [a["message"] for a in json.loads(done.stdout)["alerts"] if a["kind"] == "recovered"]
+    first = recoveries[0]
+    assert len(shown) == len(recoveries)
+    assert shown[0].startswith(f"recovered from divergence at step {first['step']} "
+                               f"(lr {first['lr_before']:.4g} → {first['lr_after']:.4g})")
 
 
 @pytest.mark.slow
