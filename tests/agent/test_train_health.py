@@ -65,3 +65,29 @@ def test_grad_norm_is_the_whole_batch_s_and_clipping_bounds_the_update(
     assert global_norm(delta_clipped) == pytest.approx(limit, rel=1e-4)
     for a, b in zip(delta_clipped, delta_one, strict=True):  # the same direction, scaled
         np.testing.assert_allclose(a, b / 4, rtol=1e-3, atol=1e-6)
+
+
+def test_a_job_s_histograms_read_the_same_in_distmon_as_in_tensorboard(
+    tf: Any, tmp_path: Any
+) -> None:
+    from distagent.config import config_from_dict
+    from distagent.train import run_job
+    from distcore import names
+    from tests.core.test_histograms import assert_same, ours
+
+    raw = {
+        "run": {"name": "h", "logdir": str(tmp_path), "seed": 3},
+        "strategy": {"kind": "mirrored", "cpu_replicas": 2},
+        "data": {"source": "synthetic", "per_replica_batch_size": 16, "validation_fraction": 0.0,
+                 "synthetic": {"num_examples": 320, "num_classes": 4, "input_shape": [8]}},
+        "model": {"name": "mlp", "hidden_units": [16]},
+        "train": {"epochs": 1, "steps_per_epoch": 6, "log_every_steps": 2,
+                  "histogram_every_steps": 3},
+    }
+    assert run_job(config_from_dict(raw)) == names.STATUS_FINISHED
+    train = tmp_path / "h" / names.TRAIN_DIR
+    assert_same(train, within_bucket=True)
+    mine = ours(train)
+    assert {"weights/dense/kernel", "gradients/dense/kernel", "weights/logits/bias",
+            "gradients/logits/bias"} <= set(mine)
+    assert all(set(steps) == {3, 6} for steps in mine.values())

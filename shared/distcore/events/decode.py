@@ -16,6 +16,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 
 from distcore.events import schema as s
 from distcore.events.wire import WireError, as_bytes, as_double, as_float, as_int64, fields
+from distcore.histograms import decode as histo
+from distcore.histograms.model import Buckets
 
 # TensorProto dtype -> (numpy dtype of tensor_content, repeated field holding values otherwise).
 _DTYPES: Final[dict[int, tuple[str, str]]] = {
@@ -45,6 +47,7 @@ class Decoded:
     scalars: list[tuple[str, float]] = field(default_factory=list)
     session_start: bool = False
     hparams: dict[str, Any] | None = None
+    histograms: list[tuple[str, Buckets]] = field(default_factory=list)
 
 
 def decode_event(
@@ -85,6 +88,7 @@ def _value(
     simple: float | None = None
     metadata: bytes | None = None
     tensor: bytes | None = None
+    histogram: bytes | None = None
     for number, _, raw in fields(data):
         if number == s.VALUE_TAG:
             tag = as_bytes(raw).decode("utf-8", "surrogateescape")
@@ -94,6 +98,8 @@ def _value(
             metadata = as_bytes(raw)
         elif number == s.VALUE_TENSOR:
             tensor = as_bytes(raw)
+        elif number == histo.HISTO_FIELD:  # tf1, tensorboardX, PyTorch (distcore.histograms)
+            histogram = as_bytes(raw)
         elif number in s.VALUE_SKIPPED:
             return
     content = b""
@@ -108,6 +114,12 @@ def _value(
         out.scalars.append((tag, simple))
     elif plugin == s.SCALARS_PLUGIN and tensor is not None:
         out.scalars.append((tag, tensor_scalar(tensor)))
+    elif histogram is not None:
+        out.histograms.append((tag, histo.from_histo_proto(histogram)))
+    elif plugin == histo.HISTOGRAMS_PLUGIN and tensor is not None:
+        buckets = histo.from_tensor(tensor)
+        if buckets is not None:
+            out.histograms.append((tag, buckets))
     elif plugin == s.HPARAMS_PLUGIN and content:
         hparams = session_hparams(content)
         if hparams is not None:

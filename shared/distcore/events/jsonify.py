@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
+from distcore.histograms.jsonify import histograms_to_json
 from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
 from distcore.textsafe import json_text
@@ -36,4 +37,5 @@ def run_to_json(run: RunSnapshot) -> dict[str, Any]:
         "problems": [json_text(p) for p in run.problems],
         "hparams": {json_text(k): _json_value(v) for k, v in run.hparams.items()},
         "scalars": {json_text(tag): series_to_json(s) for tag, s in run.scalars.items()},
+        "histograms": histograms_to_json(run.histograms),  # additive to version 1
     }
