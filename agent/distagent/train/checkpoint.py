@@ -61,12 +61,6 @@ class Checkpointer:
             ) from err
         return path
 
-    def save_if_none(self, step: int) -> None:
-        """Save `step` unless a checkpoint exists (a rollback needs one to go back to).
-        Every worker decides the same: they all read the chief's directory."""
-        if self.latest() is None:
-            self.save(step)
-
     def save(self, step: int) -> None:
         if self.last_saved_step == step:
             return

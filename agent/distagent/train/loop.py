@@ -130,8 +130,11 @@ class Trainer:
         """Train from `start_step` (restored from a checkpoint, or 0) to the planned total."""
         if start_step >= self.s.total_steps:
             return Outcome(names.STATUS_FINISHED, start_step, "already finished")
-        if self.s.action == rec.ROLLBACK:  # the initial state is a checkpoint to roll back to
-            self.checkpointer.save_if_none(start_step)
+        if self.s.action == rec.ROLLBACK and start_step == 0:
+            # The initial state is a checkpoint to roll back to (a later start resumed from
+            # one). Decided on the step, not on the directory: every worker must take part in
+            # a save, and the chief's files may appear while another worker looks.
+            self.checkpointer.save(0)
         # The data position is the step (plus the batches recoveries moved past): skip the
         # batches the checkpointed steps consumed.
         position = start_step + int(self.state.data_skip.numpy())
