@@ -97,6 +97,9 @@ class Health:
     loss_upper_bound: float = 0.0
     non_finite_gradient_diverges: bool = True
     """False under a dynamic loss scale: an overflowing gradient is skipped, not a divergence."""
+    grad_norm: bool = True
+    """False: the step as it was before gradient health (the optimizer all-reduces, no norm,
+    no clipping): the anchor bench/train.py measures the norm's cost against."""
 
 
 def _flat_local_tensors(strategy: tf.distribute.Strategy, batch: Any) -> list[tf.Tensor]:
@@ -135,7 +138,8 @@ class TrainStep:
         self.global_batch_size = global_batch_size
         self.health = health or Health()
         self.kept_gradients: list[tf.Variable] | None = None
-        _aggregate_gradients_here(optimizer)
+        if self.health.grad_norm:
+            _aggregate_gradients_here(optimizer)
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
         # XLA compiles the maths only: the optimizer's cross-replica merge cannot live inside it.
         # Without XLA the maths is not nested in a tf.function of its own: a nested function
@@ -177,7 +181,10 @@ class TrainStep:
         with tf.control_dependencies([t1]):
             features = tf.nest.map_structure(tf.identity, features)
         grads, stats = self._gradients(features, labels)
-        grads, norm = self._reduce_and_clip(list(grads))
+        if self.health.grad_norm:
+            grads, norm = self._reduce_and_clip(list(grads))
+        else:  # NaN: never written (only finite values are), never a divergence
+            norm = tf.constant(float("nan"))
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         # A marker after reads of the updated weights: the next step's t0 waits on it, so the
         # clock starts only once this step's updates have landed.
@@ -238,7 +245,7 @@ class TrainStep:
         diverged = tf.logical_not(tf.math.is_finite(stats[0]))
         if health.loss_upper_bound > 0:
             diverged = tf.logical_or(diverged, mean_loss > health.loss_upper_bound)
-        if health.non_finite_gradient_diverges:
+        if health.non_finite_gradient_diverges and health.grad_norm:
             diverged = tf.logical_or(diverged, tf.logical_not(tf.math.is_finite(norm)))
         first = tf.logical_and(diverged, state.first_bad_step < 0)
         state.first_bad_step.assign(tf.where(first, step, state.first_bad_step))

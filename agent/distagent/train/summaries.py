@@ -68,6 +68,7 @@ class Writers:
         self.run_dir = run_dir
         self.enabled = enabled  # False on non-chief workers
         self._writers: dict[str, Any] = {}
+        self._histogram_fn: tuple[tuple[str, ...], Any] | None = None
 
     def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         if not self.enabled or not scalars:
@@ -83,8 +84,10 @@ class Writers:
 
     def histograms(self, step: int, variables: Sequence[Any],
                    gradients: Sequence[Any] | None) -> None:
-        """Each trainable variable's histogram (`weights/<path>`) and its last gradient's
-        (`gradients/<path>`), into train/ with tf.summary.histogram (TensorBoard's 30 buckets)."""
+        """Each trainable variable's histogram (`weights/<path>`) and its last (applied)
+        gradient's (`gradients/<path>`), into train/ with tf.summary.histogram (TensorBoard's
+        30 buckets). Written by one compiled function per set of tags: eagerly, the dozens of
+        small ops of each histogram cost about 40 ms apiece on a CPU."""
         if not self.enabled:
             return
         import tensorflow as tf
@@ -96,9 +99,18 @@ class Writers:
         if names.TRAIN_DIR not in self._writers:
             self._writers[names.TRAIN_DIR] = tf.summary.create_file_writer(
                 str(self.run_dir / names.TRAIN_DIR))
-        with self._writers[names.TRAIN_DIR].as_default(step=step):
-            for tag, value in values:
-                tf.summary.histogram(tag, tf.convert_to_tensor(value))
+        tags = tuple(tag for tag, _ in values)
+        if self._histogram_fn is None or self._histogram_fn[0] != tags:
+            writer = self._writers[names.TRAIN_DIR]
+
+            def write_all(at: Any, tensors: list[Any]) -> None:
+                with writer.as_default(step=at):
+                    for tag, tensor in zip(tags, tensors, strict=True):
+                        tf.summary.histogram(tag, tensor)
+
+            self._histogram_fn = (tags, tf.function(write_all))
+        self._histogram_fn[1](tf.constant(step, tf.int64),
+                              [tf.convert_to_tensor(v) for _, v in values])
 
     def flush(self) -> None:
         for writer in self._writers.values():
@@ -108,3 +120,4 @@ class Writers:
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
+        self._histogram_fn = None
