@@ -145,3 +145,15 @@ def test_divergence_reasons(loss: float, bound: float, reason: str) -> None:
     from distagent.train.recovery import divergence_reason
 
     assert divergence_reason(loss, bound) == reason
+
+
+@pytest.mark.parametrize(("loss", "bound", "message"), [
+    (math.nan, 0.0, "loss became NaN or infinite at step 7"),
+    (math.inf, 5.0, "loss became NaN or infinite at step 7"),
+    (12.5, 5.0, "loss 12.5 above loss_upper_bound 5 at step 7"),
+    (1.25, 5.0, "gradient norm became NaN or infinite at step 7 (loss 1.25)"),
+])
+def test_divergence_messages(loss: float, bound: float, message: str) -> None:
+    from distagent.train.recovery import divergence_message
+
+    assert divergence_message(7, loss, bound) == message

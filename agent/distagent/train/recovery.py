@@ -68,6 +68,9 @@ def divergence_reason(loss: float, bound: float) -> str:
 
 
 def divergence_message(step: int, loss: float, bound: float) -> str:
-    if math.isfinite(loss) and bound > 0 and loss > bound:
+    reason = divergence_reason(loss, bound)
+    if reason == "above_bound":
         return f"loss {loss:.4g} above loss_upper_bound {bound:g} at step {step}"
+    if reason == "gradient":
+        return f"gradient norm became NaN or infinite at step {step} (loss {loss:.4g})"
     return f"loss became NaN or infinite at step {step}"
