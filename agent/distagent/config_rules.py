@@ -87,6 +87,11 @@ RULES: tuple[Rule, ...] = (
     Rule("train.log_every_steps", _positive, "an integer > 0"),
     Rule("train.steps_per_execution", _positive, "an integer > 0"),
     Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
+    Rule("optimizer.clip_norm", _at_least(0), "a number >= 0 (0 = no clipping)"),
+    Rule("train.max_recoveries", _at_least(0), "an integer >= 0"),
+    Rule("train.recovery_lr_factor", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    Rule("train.loss_upper_bound", _at_least(0), "a number >= 0 (0 = none)"),
+    Rule("train.histogram_every_steps", _at_least(0), "an integer >= 0 (0 = off)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
     Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
     Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
@@ -148,6 +153,10 @@ def check_rules(cfg: JobConfig) -> list[Problem]:
         problems.append(Problem("model.sync_batchnorm", "cannot be combined with train.jit_compile "
                                 "(XLA compiles each replica's maths alone; synchronized "
                                 "BatchNorm all-reduces inside it)"))
+    if not cfg.train.stop_on_nan and cfg.train.on_divergence != "stop":
+        problems.append(Problem("train.stop_on_nan", "false is on_divergence = \"continue\"; "
+                                f"it cannot be combined with on_divergence = "
+                                f"{show(cfg.train.on_divergence)} (set only on_divergence)"))
     return problems
 
 

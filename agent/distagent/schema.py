@@ -16,6 +16,7 @@ SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds", "images"]
 OptimizerName = Literal["sgd", "momentum", "adam", "adamw", "rmsprop"]
 ScalingRule = Literal["linear", "sqrt", "none"]
 DecayKind = Literal["none", "cosine", "step", "exponential"]
+DivergenceAction = Literal["stop", "rollback", "continue"]
 KerasDataset = Literal["mnist", "fashion_mnist", "cifar10", "cifar100"]
 Tunable = Literal["autotune"] | int
 
@@ -182,6 +183,8 @@ class OptimizerConfig:
     """Gradual warmup (Goyal et al.) from base to the scaled rate over this many epochs."""
     decay: DecayKind = "none"
     """Schedule after warmup, from the scaled rate over the remaining steps."""
+    clip_norm: float = 0.0
+    """>0: clip the gradients to this global L2 norm (of the all-reduced gradient); 0 = none."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,21 @@ class TrainConfig:
     """Steps per compiled call (an inner loop, like Keras' steps_per_execution): fewer Python
     round trips for tiny steps; logging and checkpoint boundaries are never crossed."""
     stop_on_nan: bool = True
-    """NaN or infinite loss stops the run with status `diverged`."""
+    """NaN or infinite loss stops the run with status `diverged` (false: on_divergence =
+    "continue")."""
+    on_divergence: DivergenceAction = "stop"
+    """What a NaN or infinite loss (or gradient) does: stop (status `diverged`), rollback (restore
+    the newest good checkpoint, scale the learning rate by recovery_lr_factor, skip the data
+    that blew up, go on), or continue."""
+    max_recoveries: int = 3
+    """Rollbacks allowed per run; once spent, the next divergence ends it `diverged`."""
+    recovery_lr_factor: float = 0.5
+    """Each rollback multiplies the whole learning-rate schedule by this."""
+    loss_upper_bound: float = 0.0
+    """>0: a finite step loss above this counts as divergence too; 0 = none."""
+    histogram_every_steps: int = 0
+    """>0: write each trainable variable's and gradient's histogram every this many steps
+    (TensorBoard's histograms and distributions); 0 = off."""
 
 
 @dataclass(frozen=True)

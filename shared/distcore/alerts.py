@@ -35,6 +35,9 @@ RISING_STEADY: Final = 0.7  # share of the smoothed steps that go up
 RISING_WARMUP: Final = 40  # points before the window that the EMA starts from
 TAIL_POINTS: Final = 64  # points of a series' tail the cadence and "since" look at
 BURST_GAP_SECONDS: Final = 0.5  # points closer than this were logged in one burst
+SPIKE_FACTOR: Final = 10.0  # a gradient norm this many times its recent median is a spike
+SPIKE_WINDOW: Final = 20  # points before a gradient norm that make its recent median
+SPIKE_MIN_POINTS: Final = 5  # fewer points before it: no median to speak of
 REMEDY: Final = (
     "use parallel map (num_parallel_calls=AUTOTUNE), prefetch, and cache the dataset if it fits"
 )
@@ -177,9 +180,45 @@ def loss_rising(run: RunLike) -> Alert | None:
     return Alert("loss_rising", "warning", run.name, message, since)
 
 
+def gradient_spike(run: RunLike) -> Alert | None:
+    """The newest gradient norm in the tail above SPIKE_FACTOR × the median of the SPIKE_WINDOW
+    points before it: a warning that often comes before a NaN (clip, or lower the rate)."""
+    series = run.scalars.get(names.GRAD_NORM)
+    if series is None:
+        return None
+    values = list(_tail(series.values, TAIL_POINTS + SPIKE_WINDOW))
+    walls, steps = _tail(series.wall_times, len(values)), _tail(series.steps, len(values))
+    for i in range(len(values) - 1, max(SPIKE_MIN_POINTS, len(values) - TAIL_POINTS) - 1, -1):
+        before = [v for v in values[max(0, i - SPIKE_WINDOW):i] if math.isfinite(v)]
+        if len(before) < SPIKE_MIN_POINTS:
+            continue
+        median = statistics.median(before)
+        value = values[i]
+        if median > 0 and math.isfinite(value) and value > SPIKE_FACTOR * median:
+            message = (f"gradient spike: {names.GRAD_NORM} {value:.4g} at step {steps[i]} is "
+                       f"{value / median:.0f}× its recent median {median:.4g} (divergence ahead? "
+                       "set optimizer.clip_norm or lower the learning rate)")
+            return Alert("gradient_spike", "warning", run.name, message, walls[i])
+    return None
+
+
+def recovered(job: str, recoveries: Iterable[Any], since: float | None) -> list[Alert]:
+    """One warning per rollback distagent made (run.json's `recoveries`, as RecoveryNote)."""
+    found = []
+    for note in recoveries:
+        rates = ""
+        if note.lr_before is not None and note.lr_after is not None:
+            rates = f" (lr {note.lr_before:.4g} → {note.lr_after:.4g})"
+        back = f", rolled back to step {note.restored_step}" \
+            if note.restored_step is not None else ""
+        message = f"recovered from divergence at step {note.step}{rates}{back}"
+        found.append(Alert("recovered", "warning", job, message, since))
+    return found
+
+
 def series_alerts(run: RunLike) -> list[Alert]:
     """The rules that depend only on a run's points: computed again only when the run changed."""
-    found = [input_stall(run), loss_nan(run), loss_rising(run)]
+    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run)]
     return [a for a in found if a is not None]
 
 

@@ -51,7 +51,7 @@ from distagent.train.rundir import (
 )
 from distagent.train.schedule import WarmupDecay
 from distagent.train.signals import StopRequest
-from distagent.train.steps import EvalStep, TrainState, TrainStep
+from distagent.train.steps import EvalStep, Health, TrainState, TrainStep
 from distagent.train.summaries import Writers
 from distcore import names
 from distcore.errors import DistmonError
@@ -127,6 +127,8 @@ def _initial_record(
         # The first session's start survives resumes; start_time is this session's.
         "first_start_time": previous.get("first_start_time", now) if resumed else now,
         "metrics": previous.get("metrics") or {} if resumed else {},
+        # Rollbacks after divergence (recovery.py); a resumed run keeps counting its own.
+        "recoveries": previous.get("recoveries") or [] if resumed else [],
         **process_identity(),
         "run_dir": str(run_dir.resolve()),
         "name": cfg.run.name,
@@ -202,9 +204,11 @@ def _train(job: _Job) -> str:
     cfg, plan, run_dir, progress = job.cfg, job.plan, job.run_dir, job.progress
     strategy = job.setup.strategy
     data = build_input(cfg, plan, strategy=strategy)
+    state = TrainState.create()
     schedule = WarmupDecay(
         base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
         warmup_steps=plan.warmup_steps, total_steps=plan.total_steps, decay=cfg.optimizer.decay,
+        scale=state.lr_scale,
     )
     with strategy.scope():
         model = build_model(
@@ -214,7 +218,6 @@ def _train(job: _Job) -> str:
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
-    state = TrainState.create()
     checkpointer = Checkpointer(
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
@@ -238,7 +241,7 @@ def _train(job: _Job) -> str:
         strategy=strategy,
         train_step=TrainStep(strategy, model, optimizer, state,
                              global_batch_size=plan.global_batch_size,
-                             jit_compile=cfg.train.jit_compile),
+                             jit_compile=cfg.train.jit_compile, health=_health(cfg)),
         eval_step=EvalStep(strategy, model),
         state=state, schedule=schedule,
         train_dataset=data.train, validation_dataset=data.validation,
@@ -247,6 +250,10 @@ def _train(job: _Job) -> str:
             global_batch_size=plan.global_batch_size, log_every=cfg.train.log_every_steps,
             checkpoint_every=cfg.train.checkpoint_every_steps,
             steps_per_call=job.steps_per_call, stop_on_nan=cfg.train.stop_on_nan,
+            on_divergence=cfg.train.on_divergence, max_recoveries=cfg.train.max_recoveries,
+            recovery_lr_factor=cfg.train.recovery_lr_factor,
+            loss_upper_bound=cfg.train.loss_upper_bound,
+            histogram_every=cfg.train.histogram_every_steps,
         ),
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
         stop=job.stop, epochs=plan.epochs,
@@ -267,6 +274,11 @@ def _train(job: _Job) -> str:
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
         + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
     return outcome.status
+
+
+def _health(cfg: JobConfig) -> Health:
+    return Health(clip_norm=cfg.optimizer.clip_norm, loss_upper_bound=cfg.train.loss_upper_bound,
+                  non_finite_gradient_diverges=not cfg.train.mixed_precision)
 
 
 def _finish(record: RunRecord, outcome: Outcome, *, error: str | None = None,

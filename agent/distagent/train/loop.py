@@ -8,6 +8,11 @@ Timing per log interval: wall time from the end of the previous boundary's work 
 the interval (the host waits for the step's results there), divided over the interval's steps.
 Calls that traced a new graph are left out of the timing (their seconds are compilation, not
 training); an interval with nothing left to time writes no perf tags rather than a made-up one.
+
+A divergence (see recovery.py) is found at the next boundary: it stops the run, is ignored, or
+rolls back to the newest checkpoint and goes on from there with the data iterator left where it
+is. Histograms (every `histogram_every` steps) are a boundary too: the call that ends there keeps
+its last gradient.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from distagent.train import recovery as rec
 from distagent.train.progress import Progress
 from distagent.train.rundir import RunRecord
 from distagent.train.signals import StopRequest
@@ -38,12 +44,22 @@ class LoopSettings:
     checkpoint_every: int = 100
     steps_per_call: int = 1
     stop_on_nan: bool = True
+    on_divergence: str = "stop"
+    """The action in force (recovery.divergence_action): stop, rollback or continue."""
+    max_recoveries: int = 3
+    recovery_lr_factor: float = 0.5
+    loss_upper_bound: float = 0.0
+    histogram_every: int = 0
+
+    @property
+    def action(self) -> str:
+        return rec.divergence_action(self.on_divergence, self.stop_on_nan)
 
 
 def steps_until_boundary(step: int, s: LoopSettings) -> int:
     """How many steps the next compiled call may run from `step` without crossing a boundary."""
     limits = [s.steps_per_call, s.total_steps - step]
-    for every in (s.log_every, s.checkpoint_every, s.steps_per_epoch):
+    for every in (s.log_every, s.checkpoint_every, s.steps_per_epoch, s.histogram_every):
         if every > 0:
             limits.append(every - step % every)
     return max(1, min(limits))
@@ -107,19 +123,28 @@ class Trainer:
         self.stop = stop
         self.epochs = epochs
         self.step_hook = step_hook
+        self.recoveries: list[dict[str, Any]] = list(record.data.get("recoveries") or [])
+        self._restart_at: int | None = None
 
     def run(self, start_step: int) -> Outcome:
         """Train from `start_step` (restored from a checkpoint, or 0) to the planned total."""
         if start_step >= self.s.total_steps:
             return Outcome(names.STATUS_FINISHED, start_step, "already finished")
-        # The data position is the step: skip the batches the checkpointed steps consumed.
-        dataset = self.train_dataset.skip(start_step) if start_step else self.train_dataset
+        if self.s.action == rec.ROLLBACK and start_step == 0:
+            # The initial state is a checkpoint to roll back to (a later start resumed from
+            # one). Decided on the step, not on the directory: every worker must take part in
+            # a save, and the chief's files may appear while another worker looks.
+            self.checkpointer.save(0)
+        # The data position is the step (plus the batches recoveries moved past): skip the
+        # batches the checkpointed steps consumed.
+        position = start_step + int(self.state.data_skip.numpy())
+        dataset = self.train_dataset.skip(position) if position else self.train_dataset
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
         step, interval = start_step, _Interval()
         while step < self.s.total_steps:
             n = steps_until_boundary(step, self.s)
             traces = self.train_step.tracing_count()
-            self.train_step(iterator, n)
+            self.train_step(iterator, n, keep_gradients=_due(step + n, self.s.histogram_every))
             step += n
             if self.step_hook is not None:
                 self.step_hook(step)
@@ -131,6 +156,10 @@ class Trainer:
             outcome, logged = self._boundary(step, interval)
             if outcome is not None:
                 return outcome
+            if self._restart_at is not None:  # rolled back: go on from the restored step
+                step, self._restart_at = self._restart_at, None
+                interval = _Interval()
+                continue
             if logged:
                 interval = _Interval()
             else:  # a checkpoint's seconds are not the steps'
@@ -150,15 +179,18 @@ class Trainer:
         logged = _due(step, s.log_every) or last or stopping
         if logged:
             diverged = self._log(step, interval)
-            if diverged is not None:
+            if diverged is not None or self._restart_at is not None:
                 return diverged, logged
+        if _due(step, s.histogram_every):
+            self.writers.histograms(step, self.train_step.model.trainable_variables,
+                                    self.train_step.kept_gradients)
         epoch_end = _due(step, s.steps_per_epoch)
         if epoch_end:
             self._end_epoch(step)
         checkpoint_due = _due(step, s.checkpoint_every)
         if epoch_end or checkpoint_due or last or stopping:
             diverged = self._check_finite(step)
-            if diverged is not None:
+            if diverged is not None or self._restart_at is not None:
                 return diverged, logged
             self.checkpointer.save(step)
         if stopping:
@@ -178,7 +210,10 @@ class Trainer:
             counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate
         )
         self.state.reset(self.state.interval)
+        scalars[names.GRAD_NORM] = float(self.state.grad_norm.numpy())  # the last step's
         diverged = self._check_finite(step, scalars.get(names.LOSS))
+        if self._restart_at is not None:  # rolled back: this interval's points are undone
+            return None
         finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
@@ -187,24 +222,54 @@ class Trainer:
         return diverged
 
     def _check_finite(self, step: int, interval_loss: float | None = None) -> Outcome | None:
-        """The diverged outcome once a non-finite loss was seen; first writes that loss at the
-        step it happened, so TensorBoard and every reader see the point the run stopped for.
+        """The diverged outcome once a divergence was seen (None after a rollback, or when the
+        action is "continue"); first writes that loss at the step it happened, so TensorBoard
+        and every reader see the point the run stopped (or rolled back) for.
         `interval_loss`: the mean loss of the interval just read (None: read the counters)."""
         bad = int(self.state.first_bad_step.numpy())
-        if bad < 0 or not self.s.stop_on_nan:
+        if bad < 0 or self.s.action == rec.CONTINUE:
             return None
+        loss = float(self.state.bad_loss.numpy())
         if interval_loss is None:
             counters = self.state.read(self.state.interval)
             interval_loss = counters["loss_sum"] / counters["examples"] \
                 if counters["examples"] > 0 else None
-        # The bad step is in this interval (it is checked at every boundary), so its mean is
-        # non-finite too: NaN, or ±inf when no step made NaN.
-        value = interval_loss if interval_loss is not None and not math.isfinite(interval_loss) \
-            else math.nan
-        self.writers.write(names.TRAIN_DIR, bad, {names.LOSS: value})
+        # A non-finite bad step is in this interval (it is checked at every boundary), so the
+        # interval's mean is non-finite too: NaN, or ±inf when no step made NaN.
+        if not math.isfinite(loss) and interval_loss is not None \
+                and not math.isfinite(interval_loss):
+            loss = interval_loss
+        self.writers.write(names.TRAIN_DIR, bad, {names.LOSS: loss})
         self.writers.flush()
-        message = f"loss became NaN or infinite at step {bad}"
+        message = rec.divergence_message(bad, loss, self.s.loss_upper_bound)
+        if self.s.action == rec.ROLLBACK:
+            if len(self.recoveries) < self.s.max_recoveries:
+                self._roll_back(step, bad, loss)
+                return None
+            message += f" (after {len(self.recoveries)} recoveries)"
         return Outcome(names.STATUS_DIVERGED, step, message, error_step=bad)
+
+    def _roll_back(self, step: int, bad: int, loss: float) -> None:
+        """Restore the newest checkpoint, scale the learning rate, keep the data position."""
+        state = self.state
+        lr_before = float(self.schedule(bad - 1))
+        position = step + int(state.data_skip.numpy())  # batches the iterator has handed out
+        scale = float(state.lr_scale.numpy())
+        self.checkpointer.restore()
+        restored = int(state.step.numpy())
+        state.lr_scale.assign(scale * self.s.recovery_lr_factor)
+        state.data_skip.assign(position - restored)
+        state.clear_divergence()
+        recovery = rec.Recovery(
+            step=bad, loss=loss, reason=rec.divergence_reason(loss, self.s.loss_upper_bound),
+            lr_before=lr_before, lr_after=float(self.schedule(bad - 1)), restored_step=restored,
+                            skipped_batches=step - restored)
+        self.recoveries.append(recovery.to_json())
+        self.writers.write(names.TRAIN_DIR, bad, {names.RECOVERIES: float(len(self.recoveries))})
+        self.writers.flush()
+        self.record.update(recoveries=self.recoveries, last_step=restored)
+        self.progress.message(recovery.message(len(self.recoveries), self.s.max_recoveries))
+        self._restart_at = restored
 
     def _end_epoch(self, step: int) -> None:
         epoch_index = step // self.s.steps_per_epoch - 1

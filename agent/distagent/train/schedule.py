@@ -10,6 +10,9 @@ Decays, over the steps after warmup (p runs from 0 to 1 across them):
 - cosine: scaled × ½(1 + cos πp), reaching 0 at the last step;
 - step: scaled × 0.1 from p = ½, × 0.01 from p = ¾;
 - exponential: scaled × 0.01^p, reaching 1% of the rate at the last step.
+
+`scale` (a variable, optional) multiplies the whole schedule: a rollback after divergence lowers
+it (`train.recovery_lr_factor`), warmup and decay keep their shape.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps: int,
         total_steps: int,
         decay: str = "none",
+        scale: Any = None,
     ) -> None:
         if decay not in DECAYS:
             raise ValueError(f"unknown decay {decay!r}; expected one of {DECAYS}")
@@ -42,13 +46,15 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.warmup_steps = max(0, int(warmup_steps))
         self.total_steps = max(1, int(total_steps))
         self.decay = decay
+        self.scale = scale
 
     def __call__(self, step: Any) -> Any:
         step = ops.cast(step, "float32")
         warmup = float(self.warmup_steps)
         ramp = self.base_rate + (self.scaled_rate - self.base_rate) * step / max(warmup, 1.0)
         decayed = self._decayed(step)
-        return ops.where(step < warmup, ramp, decayed)
+        rate = ops.where(step < warmup, ramp, decayed)
+        return rate if self.scale is None else rate * ops.cast(self.scale, "float32")
 
     def _decayed(self, step: Any) -> Any:
         span = max(float(self.total_steps - self.warmup_steps), 1.0)

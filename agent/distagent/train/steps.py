@@ -45,10 +45,17 @@ class Counters:
 
 @dataclass
 class TrainState:
-    """Plain (non-distributed) host variables; `step` and `epoch` are checkpointed."""
+    """Plain (non-distributed) host variables; `step`, `epoch`, the learning-rate scale and the
+    data skip are checkpointed (a resumed run keeps the rate and data position recoveries set).
+    `first_bad_step` / `bad_loss`: the first step whose loss (or gradient) diverged, and its loss.
+    `grad_norm`: the global L2 norm of the last step's all-reduced gradient, before clipping."""
 
     step: tf.Variable
     first_bad_step: tf.Variable
+    bad_loss: tf.Variable
+    grad_norm: tf.Variable
+    lr_scale: tf.Variable
+    data_skip: tf.Variable
     interval: Counters
     epoch: Counters
 
@@ -58,6 +65,10 @@ class TrainState:
             return cls(
                 step=tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
                 first_bad_step=tf.Variable(-1, dtype=tf.int64, trainable=False, name="bad"),
+                bad_loss=tf.Variable(0.0, dtype=tf.float64, trainable=False, name="bad_loss"),
+                grad_norm=tf.Variable(0.0, dtype=tf.float32, trainable=False, name="grad_norm"),
+                lr_scale=tf.Variable(1.0, dtype=tf.float32, trainable=False, name="lr_scale"),
+                data_skip=tf.Variable(0, dtype=tf.int64, trainable=False, name="data_skip"),
                 interval=Counters.zeros(INTERVAL, "interval"),
                 epoch=Counters.zeros(EPOCH, "epoch"),
             )
@@ -69,8 +80,26 @@ class TrainState:
     def reset(self, counters: Counters) -> None:
         counters.variable.assign(tf.zeros_like(counters.variable))
 
+    def clear_divergence(self) -> None:
+        self.first_bad_step.assign(-1)
+        self.reset(self.interval)
+
     def checkpointables(self) -> dict[str, Any]:
-        return {"step": self.step, "epoch_sums": self.epoch.variable}
+        return {"step": self.step, "epoch_sums": self.epoch.variable,
+                "lr_scale": self.lr_scale, "data_skip": self.data_skip}
+
+
+@dataclass(frozen=True)
+class Health:
+    """What the step checks and does to its gradient (see TrainStep)."""
+
+    clip_norm: float = 0.0
+    loss_upper_bound: float = 0.0
+    non_finite_gradient_diverges: bool = True
+    """False under a dynamic loss scale: an overflowing gradient is skipped, not a divergence."""
+    grad_norm: bool = True
+    """False: the step as it was before gradient health (the optimizer all-reduces, no norm,
+    no clipping): the anchor bench/train.py measures the norm's cost against."""
 
 
 def _flat_local_tensors(strategy: tf.distribute.Strategy, batch: Any) -> list[tf.Tensor]:
@@ -100,12 +129,17 @@ class TrainStep:
         *,
         global_batch_size: int,
         jit_compile: bool = False,
+        health: Health | None = None,
     ) -> None:
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer
         self.state = state
         self.global_batch_size = global_batch_size
+        self.health = health or Health()
+        self.kept_gradients: list[tf.Variable] | None = None
+        if self.health.grad_norm:
+            _aggregate_gradients_here(optimizer)
         self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
         # XLA compiles the maths only: the optimizer's cross-replica merge cannot live inside it.
         # Without XLA the maths is not nested in a tf.function of its own: a nested function
@@ -114,8 +148,16 @@ class TrainStep:
                            else self._forward_backward)
         self._steps = tf.function(self._run_steps)
 
-    def __call__(self, iterator: Any, n: int) -> None:
-        self._steps(iterator, n)
+    def __call__(self, iterator: Any, n: int, keep_gradients: bool = False) -> None:
+        """Run n steps; `keep_gradients`: copy the last step's gradient into `kept_gradients`
+        (for histograms; a separate trace, so other calls pay nothing)."""
+        if keep_gradients and self.kept_gradients is None:
+            with tf.device("/cpu:0"):
+                self.kept_gradients = [
+                    tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False,
+                                name=f"grad_{i}")
+                    for i, v in enumerate(self.model.trainable_variables)]
+        self._steps(iterator, n, keep_gradients)
 
     def tracing_count(self) -> int:
         return int(self._steps.experimental_get_tracing_count())
@@ -139,36 +181,83 @@ class TrainStep:
         with tf.control_dependencies([t1]):
             features = tf.nest.map_structure(tf.identity, features)
         grads, stats = self._gradients(features, labels)
+        if self.health.grad_norm:
+            grads, norm = self._reduce_and_clip(list(grads))
+        else:  # NaN: never written (only finite values are), never a divergence
+            norm = tf.constant(float("nan"))
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         # A marker after reads of the updated weights: the next step's t0 waits on it, so the
         # clock starts only once this step's updates have landed.
         with tf.control_dependencies([tf.identity(v) for v in self.model.trainable_variables]):
             landed = tf.constant(0.0)
-        return stats, landed
+        return stats, landed, norm, grads
 
-    def _run_steps(self, iterator: Any, n: int) -> None:
+    def _reduce_and_clip(self, grads: list[Any]) -> tuple[list[Any], Any]:
+        """All-reduce the gradient here (one all-reduce, as the optimizer would), so its global
+        norm is the whole batch's and clipping sees it: Keras 3 clips each replica's part
+        before its own all-reduce, which is not the global norm. The norm is of the unscaled
+        gradient (a dynamic loss scale multiplies it)."""
+        present = [i for i, g in enumerate(grads) if g is not None]
+        reduced = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+        for i, g in zip(present, reduced, strict=True):
+            grads[i] = g
+        scale = getattr(self.optimizer, "dynamic_scale", None)
+        scale = tf.cast(scale, tf.float32) if scale is not None else tf.constant(1.0)
+        norm = tf.linalg.global_norm([tf.cast(g, tf.float32) for g in reduced]) / scale
+        if self.health.clip_norm > 0:
+            clipped, _ = tf.clip_by_global_norm(
+                [grads[i] for i in present], self.health.clip_norm * scale, use_norm=norm * scale)
+            for i, g in zip(present, clipped, strict=True):
+                grads[i] = g
+        return grads, norm
+
+    def _run_steps(self, iterator: Any, n: int, keep_gradients: bool) -> None:
         strategy, state = self.strategy, self.state
         landed: list[Any] = []
-        for _ in range(n):
+        for index in range(n):
             with tf.control_dependencies(landed):
                 t0 = tf.timestamp()
             with tf.control_dependencies([t0]):
                 features, labels = iterator.get_next()
             with tf.control_dependencies(_flat_local_tensors(strategy, (features, labels))):
                 t1 = tf.timestamp()
-            stats, marker = strategy.run(self._replica_step, args=(features, labels, t1))
+            stats, marker, norm, grads = strategy.run(self._replica_step,
+                                                      args=(features, labels, t1))
             stats = strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
             landed = list(strategy.experimental_local_results(marker))
+            # Every replica holds the same all-reduced norm: the first's needs no collective.
+            norm = strategy.experimental_local_results(norm)[0]
             step = state.step.assign_add(1)
-            self._count(stats, t1 - t0, step)
+            self._count(stats, t1 - t0, step, norm)
+            if keep_gradients and index == n - 1 and self.kept_gradients is not None:
+                for kept, grad in zip(self.kept_gradients, grads, strict=True):
+                    if grad is not None:
+                        kept.assign(strategy.experimental_local_results(grad)[0])
 
-    def _count(self, stats: Any, wait: Any, step: Any) -> None:
-        state = self.state
+    def _count(self, stats: Any, wait: Any, step: Any, norm: Any) -> None:
+        state, health = self.state, self.health
         state.interval.variable.assign_add(tf.concat([stats, [wait]], axis=0))
         state.epoch.variable.assign_add(stats)
-        bad = tf.logical_and(tf.logical_not(tf.math.is_finite(stats[0])),
-                             state.first_bad_step < 0)
-        state.first_bad_step.assign(tf.where(bad, step, state.first_bad_step))
+        state.grad_norm.assign(norm)
+        # `stats` is all-reduced: every worker sees the same loss and decides the same.
+        mean_loss = stats[0] / tf.maximum(stats[2], 1.0)
+        diverged = tf.logical_not(tf.math.is_finite(stats[0]))
+        if health.loss_upper_bound > 0:
+            diverged = tf.logical_or(diverged, mean_loss > health.loss_upper_bound)
+        if health.non_finite_gradient_diverges and health.grad_norm:
+            diverged = tf.logical_or(diverged, tf.logical_not(tf.math.is_finite(norm)))
+        first = tf.logical_and(diverged, state.first_bad_step < 0)
+        state.first_bad_step.assign(tf.where(first, step, state.first_bad_step))
+        state.bad_loss.assign(tf.where(first, mean_loss, state.bad_loss))
+
+
+def _aggregate_gradients_here(optimizer: Any) -> None:
+    """TrainStep all-reduces the gradient itself (for its global norm): the optimizer must not
+    sum it again. Keras 3's TensorFlow optimizer all-reduces in `_all_reduce_sum_gradients`
+    (no public switch); a LossScaleOptimizer delegates to its inner optimizer."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 
 class EvalStep:

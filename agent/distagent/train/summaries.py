@@ -7,7 +7,7 @@ out when its value is unknown (no examples, no timed steps), never written as a 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,12 @@ def epoch_scalars(loss_sum: float, correct: float, examples: float) -> dict[str,
     return {tag: value for tag, value in out.items() if value is not None}
 
 
+def _path(variable: Any) -> str:
+    """Keras 3 variables have a unique `path` ("dense/kernel"); tf.Variables a name ("x:0")."""
+    path = getattr(variable, "path", None) or str(variable.name).split(":")[0]
+    return str(path)
+
+
 def is_finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
@@ -62,6 +68,7 @@ class Writers:
         self.run_dir = run_dir
         self.enabled = enabled  # False on non-chief workers
         self._writers: dict[str, Any] = {}
+        self._histogram_fn: tuple[tuple[str, ...], Any] | None = None
 
     def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         if not self.enabled or not scalars:
@@ -75,6 +82,36 @@ class Writers:
             for tag, value in scalars.items():
                 tf.summary.scalar(tag, value)
 
+    def histograms(self, step: int, variables: Sequence[Any],
+                   gradients: Sequence[Any] | None) -> None:
+        """Each trainable variable's histogram (`weights/<path>`) and its last (applied)
+        gradient's (`gradients/<path>`), into train/ with tf.summary.histogram (TensorBoard's
+        30 buckets). Written by one compiled function per set of tags: eagerly, the dozens of
+        small ops of each histogram cost about 40 ms apiece on a CPU."""
+        if not self.enabled:
+            return
+        import tensorflow as tf
+
+        values = [(f"weights/{_path(v)}", v) for v in variables]
+        if gradients is not None:
+            values += [(f"gradients/{_path(v)}", g)
+                       for v, g in zip(variables, gradients, strict=True)]
+        if names.TRAIN_DIR not in self._writers:
+            self._writers[names.TRAIN_DIR] = tf.summary.create_file_writer(
+                str(self.run_dir / names.TRAIN_DIR))
+        tags = tuple(tag for tag, _ in values)
+        if self._histogram_fn is None or self._histogram_fn[0] != tags:
+            writer = self._writers[names.TRAIN_DIR]
+
+            def write_all(at: Any, tensors: list[Any]) -> None:
+                with writer.as_default(step=at):
+                    for tag, tensor in zip(tags, tensors, strict=True):
+                        tf.summary.histogram(tag, tensor)
+
+            self._histogram_fn = (tags, tf.function(write_all))
+        self._histogram_fn[1](tf.constant(step, tf.int64),
+                              [tf.convert_to_tensor(v) for _, v in values])
+
     def flush(self) -> None:
         for writer in self._writers.values():
             writer.flush()
@@ -83,3 +120,4 @@ class Writers:
         for writer in self._writers.values():
             writer.close()
         self._writers.clear()
+        self._histogram_fn = None

@@ -17,6 +17,8 @@ from distcore.events.fastpath import FastScalars, decode_scalars
 from distcore.events.framing import Frames
 from distcore.events.groups import decode_grouped
 from distcore.events.schema import SCALARS_PLUGIN
+from distcore.histograms.model import HistogramPoint
+from distcore.histograms.points import histogram_point
 
 F64 = npt.NDArray[np.float64]
 UNDECODABLE = "undecodable record"
@@ -36,6 +38,7 @@ class Batch:
     hparams: dict[str, Any] = field(default_factory=dict)
     problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset in chunk)
     newest_wall_time: float | None = None
+    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +111,8 @@ def _collect(
         restarts.append((index, event.step))
     if event.hparams:
         batch.hparams.update(event.hparams)
+    for tag, buckets in event.histograms:  # compressed here, outside the store's lock
+        batch.histograms.append((tag, histogram_point(event.step, event.wall_time, buckets)))
 
 
 class _Timeline:

@@ -26,6 +26,8 @@ from distcore.events.wire import (
     fields,
     validate,
 )
+from distcore.histograms import decode as histo
+from distcore.histograms.model import Buckets
 
 # TensorProto dtype -> (numpy dtype of tensor_content, repeated field holding values otherwise).
 _DTYPES: Final[dict[int, tuple[str, str]]] = {
@@ -60,6 +62,7 @@ class Decoded:
     scalars: list[tuple[str, float]] = field(default_factory=list)
     session_start: bool = False
     hparams: dict[str, Any] | None = None
+    histograms: list[tuple[str, Buckets]] = field(default_factory=list)
 
 
 def decode_event(
@@ -105,6 +108,7 @@ def _value(
     simple: float | None = None
     metadata: bytes | None = None
     tensor: bytes | None = None
+    histogram: bytes | None = None
     skipped = False
     # Every field is walked, past an image or histogram too: a malformed one rejects the record.
     for number, _, raw in fields(data, _VALUE):
@@ -116,6 +120,8 @@ def _value(
             metadata = (metadata or b"") + as_bytes(raw)
         elif number == s.VALUE_TENSOR:
             tensor = (tensor or b"") + as_bytes(raw)
+        elif number == histo.HISTO_FIELD:  # tf1, tensorboardX, PyTorch (distcore.histograms)
+            histogram = (histogram or b"") + as_bytes(raw)
         elif number in s.VALUE_SKIPPED:
             skipped = True
     if metadata is not None:
@@ -134,6 +140,12 @@ def _value(
         out.scalars.append((tag, simple))
     elif plugin == s.SCALARS_PLUGIN and tensor is not None:
         out.scalars.append((tag, tensor_scalar(tensor)))
+    elif histogram is not None:
+        out.histograms.append((tag, histo.from_histo_proto(histogram)))
+    elif plugin == histo.HISTOGRAMS_PLUGIN and tensor is not None:
+        buckets = histo.from_tensor(tensor)
+        if buckets is not None:
+            out.histograms.append((tag, buckets))
     elif plugin == s.HPARAMS_PLUGIN and content:
         hparams = session_hparams(content)
         if hparams is not None:

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
+from distcore.histograms.jsonify import histograms_to_json
 from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
 from distcore.textsafe import json_names, json_text
@@ -41,6 +42,7 @@ def run_to_json(run: RunSnapshot, name: str | None = None) -> dict[str, Any]:
         "problems": [json_text(p) for p in run.problems],
         "hparams": {hparams[k]: _json_value(v) for k, v in run.hparams.items()},
         "scalars": {tags[tag]: series_to_json(s) for tag, s in run.scalars.items()},
+        "histograms": histograms_to_json(run.histograms),  # additive to version 1
     }
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, overload
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+if TYPE_CHECKING:
+    from distcore.histograms.model import HistogramSeries
 
 RunStatus = Literal["live", "idle", "gone"]
 T = TypeVar("T", int, float)
@@ -91,3 +95,5 @@ class RunSnapshot:
     scalars: Mapping[str, Series]
     last_update: float | None  # wall time of the newest point read
     version: int = 0  # counts the store's updates of this run: unchanged version, unchanged data
+    histograms: Mapping[str, HistogramSeries] = field(
+        default_factory=lambda: MappingProxyType({}))  # distcore.histograms, bounded per tag

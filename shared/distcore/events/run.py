@@ -9,6 +9,7 @@ from typing import Any, Final
 from distcore.events.batch import Batch
 from distcore.events.model import RunSnapshot, RunStatus
 from distcore.events.series import SeriesBuffer
+from distcore.histograms.store import HistogramStore
 
 MAX_PROBLEM_LINES: Final = 20
 
@@ -20,6 +21,7 @@ class RunState:
         self.max_points = max_points
         self.series: dict[str, SeriesBuffer] = {}
         self.hparams: dict[str, Any] = {}
+        self.histograms = HistogramStore(max_points)
         self.files = 0
         self.gone = False
         self.last_update: float | None = None
@@ -42,6 +44,10 @@ class RunState:
             if segment.restart_at is not None:
                 for series in self.series.values():
                     series.purge_from(segment.restart_at)
+                self.histograms.purge_from(segment.restart_at)
+        # After the batch's restarts (a histogram written before a restart in the same read
+        # survives it: rare, and only tf1 writers restart).
+        self.histograms.add(batch.histograms)
         self.hparams.update(batch.hparams)
         for kind, offset in batch.problems:
             entry = self.problems.setdefault((file_name, kind), [0, offset])
@@ -60,6 +66,7 @@ class RunState:
         """Back to nothing read (files, status and file errors stay: they are not read data)."""
         self._frozen = None
         self.series = {}
+        self.histograms.clear()
         self.hparams = {}
         self.problems = {}
         self.last_update = None
@@ -105,5 +112,6 @@ class RunState:
                 scalars=MappingProxyType(scalars),
                 last_update=self.last_update,
                 version=self.version,
+                histograms=self.histograms.snapshot(),
             )
         return self._frozen

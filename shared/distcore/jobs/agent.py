@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore import names
-from distcore.jobs.model import AgentRecord
+from distcore.jobs.model import AgentRecord, RecoveryNote
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.safefile import load_json
 
@@ -68,7 +68,25 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         error=_str(doc.get("error")),
         extra=extra,
         scheduler=scheduler_ref_from(doc.get("scheduler")),
+        recoveries=recoveries_from(doc.get("recoveries")),
     )
+
+
+MAX_RECOVERIES_SHOWN: Final = 100  # a hostile run.json may list millions
+
+
+def recoveries_from(value: Any) -> tuple[RecoveryNote, ...]:
+    """run.json's `recoveries`: entries with an integer step; other fields unknown when odd."""
+    if not isinstance(value, list):
+        return ()
+    notes = []
+    for item in value[-MAX_RECOVERIES_SHOWN:]:
+        if isinstance(item, dict) and _int(item.get("step")) is not None:
+            notes.append(RecoveryNote(
+                step=item["step"], lr_before=_number(item.get("lr_before")),
+                lr_after=_number(item.get("lr_after")),
+                restored_step=_int(item.get("restored_step"))))
+    return tuple(notes)
 
 
 def read_run_json(job_dir: Path) -> dict[str, Any] | None:

@@ -53,7 +53,7 @@ def _outcome(name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | N
     newest = max((r.last_update for r in parts.values() if r.last_update is not None), default=None)
     since = float(end) if isinstance(end, int | float) else newest
     found = alerts.agent_outcome(name, agent.status, agent.last_step, agent.error, since)
-    return [found] if found is not None else []
+    return ([found] if found is not None else []) + alerts.recovered(name, agent.recoveries, since)
 
 
 def job_facts(

@@ -68,6 +68,18 @@ class AgentRecord:
     error: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     scheduler: SchedulerRef | None = None  # the Slurm job (or Kubernetes pod) that ran it
+    recoveries: tuple[RecoveryNote, ...] = ()
+    """Rollbacks after divergence (distagent's `recoveries`), the well-formed ones."""
+
+
+@dataclass(frozen=True)
+class RecoveryNote:
+    """One rollback as run.json lists it: the diverged step and the rates before and after."""
+
+    step: int
+    lr_before: float | None = None
+    lr_after: float | None = None
+    restored_step: int | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
+from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
 
 if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
     from distcore.events.model import RunSnapshot, Series
@@ -157,6 +158,8 @@ def resolve_tag(run: RunSnapshot, wanted: str) -> str | None:
 
 
 def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> tuple[Curve, ...]:
+    if wanted.startswith(HISTOGRAM_PREFIX):  # a histogram tag: its distribution bands
+        return band_curves(jobs, wanted, mode)
     out = []
     labels = shown_names(_label(j.name, p) for j in jobs for p in j.parts)
     for color, job in enumerate(jobs):
@@ -176,7 +179,9 @@ def _label(job: str, part: str) -> str:
 
 
 def all_tags(jobs: Iterable[Job]) -> tuple[str, ...]:
-    return tuple(sorted({t for j in jobs for r in j.parts.values() for t in r.scalars}))
+    jobs = tuple(jobs)
+    scalars = {t for j in jobs for r in j.parts.values() for t in r.scalars}
+    return tuple(sorted(scalars)) + tuple(sorted(histogram_tags(jobs)))
 
 
 def shown_jobs(

@@ -1,0 +1,76 @@
+"""Recovering from divergence: what a divergence does, and the record of each rollback.
+
+`train.on_divergence`: "stop" ends the run `diverged` (today's behaviour), "continue" ignores it
+(`stop_on_nan = false`), "rollback" restores the newest checkpoint (only checkpoints taken while
+the loss was finite exist: a boundary checks before it saves, and the initial state is saved
+first), multiplies the learning-rate schedule by `recovery_lr_factor`, leaves the data iterator
+where it is (past the window that blew up) and goes on, at most `max_recoveries` times, as
+TensorFlow Model Garden's trainer does (`recovery_max_trials`, `loss_upper_bound`).
+
+Multi-worker jobs decide together without a message: the divergence is found in the step on the
+all-reduced loss and gradient norm, so every worker sees the same first bad step, reaches the
+same boundary, restores the same (chief's) checkpoint and scales by the same factor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+STOP, ROLLBACK, CONTINUE = "stop", "rollback", "continue"
+
+
+def divergence_action(on_divergence: str, stop_on_nan: bool) -> str:
+    """The action in force: `stop_on_nan = false` keeps meaning "continue"."""
+    return CONTINUE if not stop_on_nan else on_divergence
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """One rollback, as run.json's `recoveries` lists it."""
+
+    step: int
+    """The first step whose loss (or gradient) diverged."""
+    loss: float
+    """That step's mean loss (NaN or ±inf: written as null in run.json, `reason` says which)."""
+    reason: str
+    """nan, inf, above_bound (loss_upper_bound) or gradient (a non-finite gradient norm)."""
+    lr_before: float
+    lr_after: float
+    restored_step: int
+    skipped_batches: int
+    """Batches of data the run moved past (the window from the restored step to the boundary)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "loss": self.loss if math.isfinite(self.loss) else None,
+            # The rates are float32 in the graph: 6 digits say all they hold.
+            "reason": self.reason, "lr_before": float(f"{self.lr_before:.6g}"),
+            "lr_after": float(f"{self.lr_after:.6g}"),
+            "restored_step": self.restored_step, "skipped_batches": self.skipped_batches,
+        }
+
+    def message(self, number: int, limit: int) -> str:
+        loss = f"{self.loss:.4g}" if math.isfinite(self.loss) else str(self.loss)
+        return (f"warning: loss diverged at step {self.step} ({loss}); rolled back to step "
+                f"{self.restored_step}, learning rate {self.lr_before:.4g} -> "
+                f"{self.lr_after:.4g}, skipping {self.skipped_batches} batches "
+                f"(recovery {number} of {limit})")
+
+
+def divergence_reason(loss: float, bound: float) -> str:
+    if math.isnan(loss):
+        return "nan"
+    if math.isinf(loss):
+        return "inf"
+    return "above_bound" if bound > 0 and loss > bound else "gradient"
+
+
+def divergence_message(step: int, loss: float, bound: float) -> str:
+    reason = divergence_reason(loss, bound)
+    if reason == "above_bound":
+        return f"loss {loss:.4g} above loss_upper_bound {bound:g} at step {step}"
+    if reason == "gradient":
+        return f"gradient norm became NaN or infinite at step {step} (loss {loss:.4g})"
+    return f"loss became NaN or infinite at step {step}"

@@ -1,0 +1,107 @@
+"""Histograms as untrusted input through the whole read: malformed values are counted as
+problems of their run and never stop the rest; generated payloads never raise and the JSON
+stays valid; a tag keeps at most the store's bound of points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+
+from distcore.events import load_once
+from distcore.events.jsonify import run_to_json
+from distcore.histograms import BAND_KEYS
+from tests.core.events_helpers import record, scalar_event
+
+META = summary_pb2.SummaryMetadata(
+    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="histograms"))
+
+
+def event(value: summary_pb2.Summary.Value, step: int) -> bytes:
+    summary = summary_pb2.Summary(value=[value])
+    return event_pb2.Event(wall_time=1000.0 + step, step=step, summary=summary).SerializeToString()
+
+
+def histo(tag: str, step: int, **fields: object) -> bytes:
+    proto = summary_pb2.HistogramProto(**fields)
+    return event(summary_pb2.Summary.Value(tag=tag, histo=proto), step)
+
+
+def tensor(tag: str, step: int, rows: np.ndarray, shape: list[int]) -> bytes:
+    proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_DOUBLE, tensor_content=rows.tobytes())
+    for size in shape:
+        proto.tensor_shape.dim.add(size=size)
+    return event(summary_pb2.Summary.Value(tag=tag, tensor=proto, metadata=META), step)
+
+
+def write(root: Path, *events: bytes) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "events.out.tfevents.1.host").write_bytes(b"".join(record(e) for e in events))
+    return root
+
+
+def test_malformed_histograms_are_problems_and_the_rest_reads(tmp_path: Path) -> None:
+    good = np.array([[0.0, 1.0, 2.0], [1.0, 2.0, 2.0]])
+    write(
+        tmp_path / "r",
+        histo("bad/lengths", 1, min=0, max=1, num=3, bucket_limit=[1.0], bucket=[1.0, 2.0]),
+        tensor("bad/shape", 1, np.zeros(4), [2, 2]),
+        tensor("bad/size", 1, np.zeros(3), [2, 3]),
+        tensor("good", 2, good, [2, 3]),
+        histo("neg", 3, min=0, max=2, num=2, bucket_limit=[1.0, 2.0], bucket=[-5.0, 2.0]),
+        scalar_event("loss", 4, 0.25),
+    )
+    (run,) = load_once([tmp_path])
+    assert run.problems == ("events.out.tfevents.1.host: undecodable record x3 (first at byte 0)",)
+    assert set(run.histograms) == {"good", "neg"} and run.scalars["loss"].count == 1
+    assert run.histograms["good"].last.bands == pytest.approx(
+        (0.0, 0.1336, 0.3174, 0.617, 1.0, 1.383, 1.6826, 1.8664, 2.0))
+    # The negative count is an empty bucket: the bands are those of [0, 2] holding 2 values.
+    assert run.histograms["neg"].last.bands[::4] == (0.0, 1.0, 2.0)
+    doc = run_to_json(run)["histograms"]
+    assert list(doc["good"]["percentiles"]) == list(BAND_KEYS)
+    assert (doc["good"]["last_step"], doc["good"]["count"], doc["good"]["num"]) == (2, 1, 4.0)
+
+
+def test_a_tag_keeps_at_most_the_bound(tmp_path: Path) -> None:
+    rows = np.array([[0.0, 1.0, 1.0]])
+    root = write(tmp_path / "r", *(tensor("h", step, rows * (step + 1), [1, 3])
+                                   for step in range(500)))
+    (run,) = load_once([root], max_points=50)
+    series = run.histograms["h"]
+    assert series.count == 500 and len(series.points) <= 50
+    steps = [p.step for p in series.points]
+    assert steps[0] == 0 and steps[-1] == 499 and steps == sorted(steps)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.binary(max_size=200), as_tensor=st.booleans())
+def test_generated_histogram_payloads_never_raise(tmp_path: Path, payload: bytes,
+                                                  as_tensor: bool) -> None:
+    value = summary_pb2.Summary.Value(tag="x", metadata=META if as_tensor else None)
+    data = bytearray(event(value, 1))
+    # The payload as the tensor (8) or histo (5) field of the value, on the wire by hand.
+    key = (8 if as_tensor else 5) << 3 | 2
+    field = bytes([key]) + _varint(len(payload)) + payload
+    inner = value.SerializeToString() + field
+    summary = bytes([1 << 3 | 2]) + _varint(len(inner)) + inner
+    data = event_pb2.Event(wall_time=1.0, step=1).SerializeToString() + bytes([5 << 3 | 2]) \
+        + _varint(len(summary)) + summary
+    root = write(tmp_path / f"g{abs(hash((payload, as_tensor)))}", bytes(data))
+    runs = {r.path: r for r in load_once([root])}
+    json.dumps(run_to_json(runs[root]), allow_nan=False)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
