@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shutil
 import subprocess
@@ -29,6 +30,13 @@ from distcore.textsafe import terminal_text
 READY: Final = b"distmon-ready"
 BACKOFF_FIRST: Final = 1.0
 BACKOFF_MAX: Final = 30.0
+# Handshakes in flight at once, over all hosts: sshd's MaxStartups (default 10:30:100) drops
+# unauthenticated connections beyond 10, and 100 key exchanges at once starve a small machine.
+MAX_HANDSHAKES: Final = 8
+_HANDSHAKES = threading.BoundedSemaphore(MAX_HANDSHAKES)
+# A Unix socket path holds at most 108 bytes and ssh adds ~17 while it sets the socket up.
+MAX_SOCKET_DIR: Final = 80
+_PLAIN_PATH: Final = re.compile(r"/[A-Za-z0-9/._-]*")
 _NOISE: Final = ("Warning: Permanently added", "debug", "Pseudo-terminal")
 
 
@@ -51,6 +59,21 @@ def ssh_reason(stderr: str, fallback: str = "connection closed") -> str:
         return fallback
     line = lines[-1].removeprefix("ssh: ")
     return terminal_text(line.rstrip("."), 200)
+
+
+def control_dir() -> str:
+    """A new private (0700) directory for the master's socket whose path ssh takes as it is:
+    short enough for a Unix socket (108 bytes, of which ssh uses ~17 while it sets the socket
+    up) and without blanks or `%` (ssh splits option values on blanks and expands `%` tokens).
+    $TMPDIR where it qualifies, else $XDG_RUNTIME_DIR or /tmp (mkdtemp's random name is
+    created exclusively, so a shared /tmp is safe)."""
+    candidates = [tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "", "/tmp"]
+    for parent in dict.fromkeys(c for c in candidates if c):
+        if not _PLAIN_PATH.fullmatch(parent) or len(parent) + 16 > MAX_SOCKET_DIR:
+            continue
+        with contextlib.suppress(OSError):
+            return tempfile.mkdtemp(prefix="distmon-", dir=parent)
+    raise SshUnreachable("no temporary directory with a short plain path for ssh's socket")
 
 
 def clock_text(when: float) -> str:
@@ -167,7 +190,7 @@ class SshConnection:
         assert self._dir is not None
         return [
             *argv,
-            "-o", f"ControlPath={self._dir}/master",
+            "-o", f"ControlPath={self._dir}/m",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={max(1, round(self._connect_timeout))}",
             # A RemoteCommand or RequestTTY in the user's config would clash with ours.
@@ -187,7 +210,7 @@ class SshConnection:
     def _connect(self) -> None:
         self._stop_master()
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="distmon-ssh-")  # 0700: the socket is private
+            self._dir = control_dir()  # 0700: the socket is private
         err_path = Path(self._dir) / "master.err"
         argv = [
             *self._base_argv(),
@@ -198,14 +221,16 @@ class SshConnection:
             "-o", "ClearAllForwardings=yes",  # no port opened, whatever the config forwards
             "-T", "--", self.destination, f"echo {READY.decode()}; exec cat >/dev/null",
         ]  # fmt: skip
-        try:
-            with open(err_path, "wb") as err:
-                self._master = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-                )
-        except OSError as err:  # no ssh binary
-            raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
-        if not self._wait_ready(self._master):
+        with _HANDSHAKES:  # a slow host holds one slot, never the others' turns
+            try:
+                with open(err_path, "wb") as err:
+                    self._master = subprocess.Popen(
+                        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+                    )
+            except OSError as err:  # no ssh binary
+                raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
+            ready = self._wait_ready(self._master)
+        if not ready:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._master.wait(timeout=2)  # its stdout closes just before it exits
             reason = self._master_reason()
