@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from distcore.events.store import RunStore
-from distcore.jobs.model import Host, HostSource, ProducerError
+from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
 from distcore.remote.spec import (
     LocalSpec,
     SourceSpec,
@@ -79,6 +79,16 @@ class RemoteProducers:
     def errors(self) -> tuple[ProducerError, ...]:
         return tuple(e for p in self.producers for e in p.errors())
 
+    def agent_records(self) -> dict[Path, AgentRecord | None]:
+        """Every remote job directory's run.json, as its reader last read it (the job index
+        takes these instead of reading a local path)."""
+        found: dict[Path, AgentRecord | None] = {}
+        for producer in self.producers:
+            records = getattr(producer, "agent_records", None)
+            if records is not None:
+                found.update(records())
+        return found
+
     def readable(self) -> bool:
         """True when at least one remote source was read (the --once exit rule)."""
         return any(p.readable() for p in self.producers)
@@ -125,6 +135,6 @@ def make_remote_producers(
         producers.append(
             SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)
         )
-        if gpus:
-            sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock))
+        # The host is listed (`ssh:<host>`, its connection's state) even with --no-gpu.
+        sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock, sample=gpus))
     return RemoteProducers(tuple(producers), tuple(sources), tuple(closers))

@@ -14,16 +14,21 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
+from distcore.events.framing import HEADER
+from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
-from distcore.jobs.model import ProducerError
+from distcore.jobs.agent import MAX_RUN_JSON_BYTES
+from distcore.jobs.model import AgentRecord, ProducerError
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
 
 MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
+PIECE: Final = 256 << 10  # where a read may stop before a stretch of zeros (at most this crosses)
 NO_DIR: Final = 3
 DENIED: Final = 4
 
@@ -34,20 +39,52 @@ if ! cd -- "$1" 2>/dev/null; then
 fi
 shift
 """
-# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
-_READS: Final = r"""
-while [ $# -ge 4 ]; do
+# Per file (f identity offset max): "identity size offset count\n", exactly `count` bytes, then
+# "identity size\n" again. Stretches of zeros of at least the local reader's chunk (a hole in a
+# sparse file, preallocated space) never cross, as the local reader skips them: the bytes sent
+# stop where such a stretch begins; read from inside one, they start at its first nonzero byte
+# less HEADER - 1 (the header says where), or nothing is sent while zeros run to the end.
+_READS: Final = rf"""
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
   f=$1; id=$2; off=$3; max=$4; shift 4
   s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
-  i=${s% *}; z=${s#* }
+  i=${{s% *}}; z=${{s#* }}
   if [ "$i" != "$id" ] || [ "$z" -lt "$off" ]; then off=0; fi
-  n=$((z - off)); if [ "$n" -gt "$max" ]; then n=$max; fi
+  n=$((z - off))
+  if [ "$n" -ge {CHUNK} ]; then
+    d=$(cmp - /dev/zero "$off" 0 < "$f" 2>/dev/null |
+      sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p')
+    if [ -z "$d" ]; then n=0
+    elif [ "$d" -gt {CHUNK} ]; then off=$((off + d - {HEADER})); n=$((z - off)); fi
+  fi
+  if [ "$n" -gt "$max" ]; then n=$max; fi
+  p={PIECE}
+  while [ "$p" -lt "$n" ]; do
+    if cmp -s -n {CHUNK} - /dev/zero $((off + p)) 0 < "$f"; then n=$p; break; fi
+    p=$((p + {PIECE}))
+  done
   printf '%s %s %s %s\n' "$i" "$z" "$off" "$n"
   if [ "$n" -gt 0 ]; then
-    { tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; } | head -c "$n"
+    {{ tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; }} | head -c "$n"
   fi
   s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
   printf '%s\n' "$s"
+done
+[ $# -gt 0 ] && shift
+"""
+# Per job directory's run.json (f signature-as-read): "signature count\n" and, when it changed,
+# is a regular file (never a FIFO: `-f` does not open it) and at most the local bound, its bytes.
+_RUN_JSON: Final = rf"""
+while [ $# -ge 2 ]; do
+  f=$1; old=$2; shift 2
+  s=-; n=0
+  if [ -f "$f" ]; then s=$(stat -L -c '%d:%i:%s:%Y' -- "$f" 2>/dev/null) || s=-; fi
+  if [ "$s" != - ] && [ "$s" != "$old" ]; then
+    z=${{s#*:*:}}; z=${{z%%:*}}
+    if [ "$z" -le {MAX_RUN_JSON_BYTES} ]; then n=$z; fi
+  fi
+  printf '%s %s\n' "$s" "$n"
+  if [ "$n" -gt 0 ]; then {{ head -c "$n" < "$f" 2>/dev/null; cat /dev/zero; }} | head -c "$n"; fi
 done
 """
 # Device, inode, size, mtime and path of every event file, NUL-separated (GNU find).
@@ -55,10 +92,10 @@ _FIND: Final = r"""
 find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
 exit 0
 """
-# A refresh is ONE command: what the known files grew by, then the listing (new files are
-# read by a second command, once).
-REFRESH_SCRIPT: Final = _CD + _READS + _FIND
-READ_SCRIPT: Final = _CD + _READS
+# A refresh is ONE command: what the known files grew by, the run.json files, then the listing
+# (new files, and the run.json of new jobs, are read by a second command, once).
+REFRESH_SCRIPT: Final = _CD + _READS + _RUN_JSON + _FIND
+READ_SCRIPT: Final = _CD + _READS + _RUN_JSON
 
 
 @dataclass
@@ -151,6 +188,10 @@ class SshLogdirReader:
     def readable(self) -> bool:
         return any(d.read_once for d in self._logdirs)
 
+    def agent_records(self) -> dict[Path, AgentRecord | None]:
+        """Each job directory's run.json as last read over the connection (for the index)."""
+        return {k: v for d in self._logdirs for k, v in d.tail.agent_records().items()}
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
@@ -213,8 +254,9 @@ class SshLogdirReader:
             self._stop.wait(next_at - now)
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
-        known = logdir.tail.known(FETCH_LIMIT)
-        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._read_args(logdir, known)))
+        tail = logdir.tail
+        known, wanted = tail.known(FETCH_LIMIT), tail.run_json_wanted()
+        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._args(logdir, known, wanted)))
         error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
         if error is None and listed.returncode != 0:
             detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
@@ -226,28 +268,67 @@ class SshLogdirReader:
         if error is not None:
             return frozenset()
         logdir.read_once = True
-        _, end = _take_reads(logdir.tail, known, listed.stdout)
+        _, end = _take_reads(tail, known, listed.stdout)
+        end = _take_run_json(tail, wanted, listed.stdout, end)
         listing = parse_listing(listed.stdout[end:])
-        fetches = logdir.tail.plan(listing)
+        fetches = tail.plan(listing)
+        asked = {rel for rel, _ in wanted}
         for _ in range(MAX_ROUNDS):
-            if not fetches or self._stop.is_set():
+            new_jobs = [w for w in tail.run_json_wanted() if w[0] not in asked]
+            if (not fetches and not new_jobs) or self._stop.is_set():
                 break
-            sizes = self._read(logdir, fetches)
+            asked.update(rel for rel, _ in new_jobs)
+            sizes = self._read(logdir, fetches, new_jobs)
             listing.update(sizes)
-            fetches = [f for f in logdir.tail.plan(listing) if f.rel in sizes]
-        return logdir.tail.finish()
+            fetches = [f for f in tail.plan(listing) if f.rel in sizes]
+        return tail.finish()
 
-    def _read(self, logdir: _Logdir, fetches: Sequence[Fetch]) -> dict[str, FileMeta]:
-        args = self._read_args(logdir, fetches)
+    def _read(
+        self, logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]
+    ) -> dict[str, FileMeta]:
+        args = self._args(logdir, fetches, wanted)
         result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
-        return _take_reads(logdir.tail, fetches, result.stdout)[0]
+        sizes, end = _take_reads(logdir.tail, fetches, result.stdout)
+        _take_run_json(logdir.tail, wanted, result.stdout, end)
+        return sizes
 
     @staticmethod
-    def _read_args(logdir: _Logdir, fetches: Sequence[Fetch]) -> list[str]:
+    def _args(
+        logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]
+    ) -> list[str]:
         args = [remote_path(logdir.spec.path)]
         for f in fetches:
             args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
+        args.append("--")
+        for rel, signature in wanted:
+            args += [rel, signature or "none"]
         return args
+
+
+def _take_run_json(
+    tail: LogdirTail, wanted: Sequence[tuple[str, str]], out: bytes, pos: int
+) -> int:
+    """Hand each run.json's answer to the tail; where the answers end in `out`."""
+    for rel, _ in wanted:
+        end = out.find(b"\n", pos)
+        head = out[pos:end].split() if end >= 0 else []
+        if len(head) != 2 or not head[1].isdigit():
+            break
+        signature, count = head[0].decode("ascii", "replace"), int(head[1])
+        data = out[end + 1 : end + 1 + count]
+        pos = end + 1 + count
+        if signature == "-":
+            tail.run_json(rel, signature, None)
+        elif count or _size_of(signature) == 0:
+            tail.run_json(rel, signature, data if len(data) == count else None)
+        elif (_size_of(signature) or 0) > MAX_RUN_JSON_BYTES:
+            tail.run_json(rel, signature, None)
+    return pos
+
+
+def _size_of(signature: str) -> int | None:
+    parts = signature.split(":")
+    return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
 
 
 def _take_reads(
@@ -274,8 +355,11 @@ def _take_reads(
             continue  # replaced while read: the next refresh starts it again
         if int(after[1]) < start + count:
             continue  # truncated while read
-        if start == 0 and tail.identity(f.rel) != ident:
+        if tail.identity(f.rel) != ident:  # replaced since listed: from its start
             tail.restart(f.rel, ident)
+        if count == 0 and int(after[1]) > start:
+            tail.wait_at_zeros(f.rel)  # zeros to the end: the far side sends nothing
+            continue
         tail.deliver(f.rel, start, data)
         sizes[f.rel] = FileMeta(ident, int(after[1]), tail.mtime(f.rel))
     return sizes, pos
