@@ -224,3 +224,20 @@ def test_a_hole_is_skipped_where_it_lies_and_the_record_after_it_kept(
     assert part.problems == next(iter(local.parts.values())).problems
     if kind == "ssh":  # the hole did not cross: at most a read's last piece of it
         assert got.bytes_received < (256 << 10) + (16 << 10), got.bytes_received
+
+
+def test_a_remote_job_never_reads_a_local_path_named_like_it(
+    servers: Servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`host:/data/job` is no path relative to the cwd: a run.json planted there is not read."""
+    (tmp_path / "runs" / "job" / "train").mkdir(parents=True)
+    (tmp_path / "runs" / "job" / "train" / "events.out.tfevents.1.host").write_bytes(
+        events(range(10), 1.0)
+    )
+    cwd = tmp_path / "cwd"
+    planted = cwd / f"{HOST_ALIAS}:{tmp_path}" / "runs" / "job"
+    planted.mkdir(parents=True)
+    (planted / "run.json").write_text(json.dumps({"status": "failed", "error": "planted"}))
+    monkeypatch.chdir(cwd)
+    (job,) = read("ssh", servers, tmp_path, "runs").snapshot.jobs
+    assert job.agent is None and job.status != "failed"

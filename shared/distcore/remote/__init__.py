@@ -106,6 +106,7 @@ def make_remote_producers(
     storage_options: Mapping[str, Any] | None = None,
     gpus: bool = True,
     clock: Callable[[], float] = time.time,
+    connect_timeout: float = 10.0,
 ) -> RemoteProducers:
     """Producers for the remote specs (local ones are ignored: the LogdirWatcher has them)."""
     from distcore.remote.fsspec_logdir import FsspecLogdirReader
@@ -130,7 +131,9 @@ def make_remote_producers(
     for destination, host_specs in by_host.items():
         # Named by host; by user@host where one host is reached as several users.
         label = host_specs[0].label if hosts.count(host_specs[0].label) == 1 else destination
-        conn = SshConnection(destination, ssh_config=ssh_config, clock=clock)
+        conn = SshConnection(
+            destination, ssh_config=ssh_config, clock=clock, connect_timeout=connect_timeout
+        )
         closers.append(conn.close)
         producers.append(
             SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)

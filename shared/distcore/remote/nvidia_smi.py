@@ -94,6 +94,7 @@ class SshGpuSource:
 
     def close(self) -> None:
         self._stop.set()
+        self._conn.interrupt()
         self._kill()
         if self._thread is not None:
             self._thread.join(timeout=10)

@@ -1,10 +1,13 @@
 """One shared SSH connection per host, through the system `ssh` (the user's config, keys, agent,
 jump hosts all apply; `--ssh-config` is `-F`).
 
-The connection is an OpenSSH ControlMaster whose socket lives in a private temporary directory;
-every command (listings, reads, the long-running nvidia-smi) is a session multiplexed over it, so
-logdirs and GPUs of one host share one TCP connection and one authentication. The master's own
-session is `cat`: when distmon goes away, however it ends, its stdin closes and the master exits.
+The connection is an OpenSSH ControlMaster whose socket lives in a private temporary directory.
+Its own session is a POSIX `sh` reading commands from our pipe: `run()` (refreshes, reads,
+`--once` samples) writes one command line there and reads its output up to a marker with a
+fresh random token and the exit status, so a refresh costs no process here and no login shell
+there (no ssh client per command, no rc files read again: with 100 hosts this is what keeps
+distmon's share of a core small). The long-running nvidia-smi is a session multiplexed over the
+socket. When distmon goes away, however it ends, the shell's stdin closes and the master exits.
 A command never falls back to a connection of its own (ProxyCommand=false after the mux). A lost
 connection is re-made with backoff; `error_line()` says since when it is unreachable and why.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import select
 import shutil
 import subprocess
@@ -105,6 +109,8 @@ class SshConnection:
         self.connects = 0  # successful connections (tests check reconnects)
         self.bytes_received = 0  # every command's output: listings, headers and data (bench)
         self._closed = False
+        self._channel = threading.Lock()  # one command at a time on the shell session
+        self._buffer = bytearray()  # what the shell printed past the last marker (nothing)
 
     # --- state ---------------------------------------------------------------------------------
     def error_line(self) -> str | None:
@@ -124,23 +130,57 @@ class SshConnection:
 
     # --- commands ------------------------------------------------------------------------------
     def run(self, command: str, timeout: float = 60.0) -> Result:
-        """Run `command` over the shared connection; SshUnreachable if there is none."""
-        self.ensure()
-        argv = self._client_argv(command)
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
-        except subprocess.TimeoutExpired as err:
-            self._lost(f"no answer within {timeout:.0f} s")
-            raise SshUnreachable(f"no answer within {timeout:.0f} s") from err
-        self.bytes_received += len(done.stdout) + len(done.stderr)
-        stderr = done.stderr.decode("utf-8", "replace")
-        if done.returncode == 255:
-            reason = ssh_reason(stderr)
-            self._lost(reason)
-            raise SshUnreachable(reason)
-        return Result(done.returncode, done.stdout, stderr)
+        """Run `command` on the connection's shell session (in a subshell, stdin and stderr
+        closed); SshUnreachable if there is none. One command at a time per host."""
+        with self._channel:
+            self.ensure()
+            master = self._master
+            if master is None or master.stdin is None or master.stdout is None:
+                raise SshUnreachable(self._reason or "not connected")
+            token = secrets.token_hex(16)
+            line = f"( {command}\n) </dev/null 2>/dev/null; printf '\\n{token} %s\\n' $?\n"
+            try:
+                master.stdin.write(line.encode("utf-8", "surrogateescape"))
+                master.stdin.flush()
+            except OSError as err:  # the master died under us
+                self._lost("connection closed")
+                raise SshUnreachable("connection closed") from err
+            returncode, out = self._read_answer(master, token.encode(), timeout)
+        self.bytes_received += len(out)
+        return Result(returncode, out, "")
+
+    def _read_answer(
+        self, master: subprocess.Popen[bytes], token: bytes, timeout: float
+    ) -> tuple[int, bytes]:
+        """The command's output, up to `\n<token> <status>\n` (the token is fresh and secret:
+        nothing a file holds can end a command early)."""
+        assert master.stdout is not None
+        fd, buf = master.stdout.fileno(), self._buffer
+        marker = b"\n" + token + b" "
+        deadline, searched = time.monotonic() + timeout, 0
+        while True:
+            at = buf.find(marker, searched)
+            if at >= 0:
+                end = buf.find(b"\n", at + len(marker))
+                if end >= 0:
+                    status = bytes(buf[at + len(marker) : end])
+                    out = bytes(buf[:at])
+                    del buf[: end + 1]
+                    return (int(status) if status.isdigit() else 255), out
+            searched = max(0, len(buf) - len(marker) - 8)
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                reason = f"no answer within {timeout:.0f} s" if left <= 0 else "closed"
+                self._lost(reason)
+                raise SshUnreachable(reason)
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    buf.clear()
+                    self._lost("connection closed")
+                    raise SshUnreachable(self._reason or "connection closed")
+                buf += chunk
 
     def popen(self, command: str) -> subprocess.Popen[bytes]:
         """A long-running command over the shared connection (stdout piped)."""
@@ -174,9 +214,14 @@ class SshConnection:
             self._down_since, self._reason = None, None
             self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
 
+    def interrupt(self) -> None:
+        """Stop waiting: a handshake in progress (or queued for its turn) gives up at once, and
+        no command starts any more. Lock-free, so a thread stuck connecting is reached."""
+        self._closed = True
+
     def close(self) -> None:
+        self.interrupt()
         with self._lock:
-            self._closed = True
             self._stop_master()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
@@ -219,9 +264,13 @@ class SshConnection:
             "-o", "ServerAliveInterval=2",
             "-o", "ServerAliveCountMax=3",
             "-o", "ClearAllForwardings=yes",  # no port opened, whatever the config forwards
-            "-T", "--", self.destination, f"echo {READY.decode()}; exec cat >/dev/null",
+            # Whatever the login shell: it runs this line once, then sh reads our commands.
+            "-T", "--", self.destination, f"echo {READY.decode()}; exec /bin/sh",
         ]  # fmt: skip
-        with _HANDSHAKES:  # a slow host holds one slot, never the others' turns
+        while not _HANDSHAKES.acquire(timeout=0.1):  # a slow host holds one slot only
+            if self._closed:
+                raise SshUnreachable("closed")
+        try:
             try:
                 with open(err_path, "wb") as err:
                     self._master = subprocess.Popen(
@@ -230,9 +279,12 @@ class SshConnection:
             except OSError as err:  # no ssh binary
                 raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
             ready = self._wait_ready(self._master)
+        finally:
+            _HANDSHAKES.release()
         if not ready:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._master.wait(timeout=2)  # its stdout closes just before it exits
+                if not self._closed:
+                    self._master.wait(timeout=2)  # its stdout closes just before it exits
             reason = self._master_reason()
             self._stop_master()
             raise SshUnreachable(reason)
@@ -241,14 +293,15 @@ class SshConnection:
         assert master.stdout is not None
         deadline = time.monotonic() + self._connect_timeout + 5
         seen = b""
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._closed:
             ready, _, _ = select.select([master.stdout], [], [], 0.1)
             if ready:
                 chunk = os.read(master.stdout.fileno(), 256)
                 if not chunk:
                     return False
                 seen += chunk
-                if READY in seen:
+                if READY + b"\n" in seen:  # what follows (nothing, normally) is the shell's
+                    self._buffer = bytearray(seen.partition(READY + b"\n")[2])
                     return True
             elif master.poll() is not None:
                 return False

@@ -201,6 +201,7 @@ class SshLogdirReader:
 
     def close(self) -> None:
         self._stop.set()
+        self._conn.interrupt()  # a handshake with a host that does not answer ends now
         if self._thread is not None:
             self._thread.join(timeout=15)
             self._thread = None
