@@ -11,7 +11,12 @@ them:
 
 Targets (issue 22): all listed within 10 s in both, at most 5% of a core between refreshes.
 
-Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20]
+The sessions' shell reads the rc files of an empty $HOME by default (`--rc clean`): on 100 real
+hosts each login runs its own rc files on its own CPU, while 100 aliases of this machine would
+all run this account's (here `pyenv init`, which waits on one shared lock: ~10 s a login on a
+loaded 2-core machine). `--rc account` measures that case too.
+
+Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20] [--rc clean]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -136,11 +142,16 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3, help="alternating --once rounds")
     parser.add_argument("--window", type=float, default=20.0, help="seconds of CPU measured")
+    parser.add_argument(
+        "--rc", choices=("clean", "account"), default="clean",
+        help="the sessions' rc files: an empty $HOME's (default) or this account's",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="distmon-bench-hosts-") as name:
         tmp = Path(name)
         (tmp / "sshd").mkdir()
-        sshd = Sshd(tmp / "sshd")
+        (tmp / "home").mkdir()
+        sshd = Sshd(tmp / "sshd", home=tmp / "home" if args.rc == "clean" else None)
         sshd.start()
         try:
             config = aliases_config(sshd, args.hosts)
@@ -148,7 +159,11 @@ def main() -> None:
             remote = ["--ssh-config", str(config)]
             remote += [f"h{i:03d}:{d}" for i, d in enumerate(dirs)]
             local = [str(d) for d in dirs]
-            print(f"{args.hosts} ssh hosts (aliases of one loopback sshd), one small run each")
+            print(
+                f"{args.hosts} ssh hosts (aliases of one loopback sshd, {args.rc} rc files),"
+                f" one small run each; load average {os.getloadavg()[0]:.1f} on"
+                f" {os.cpu_count()} cores"
+            )
             times: dict[str, list[float]] = {"ssh": [], "local": []}
             for round_ in range(args.rounds):
                 order = [("ssh", remote), ("local", local)]

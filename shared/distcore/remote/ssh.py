@@ -99,7 +99,8 @@ class SshConnection:
         self._connect_timeout = connect_timeout
         self._ssh = ssh
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state below; never held over a handshake
+        self._connecting = threading.Lock()
         self._dir: str | None = None
         self._master: subprocess.Popen[bytes] | None = None
         self._down_since: float | None = None
@@ -193,26 +194,29 @@ class SshConnection:
         )
 
     def ensure(self) -> None:
-        """Connect if not connected, at most once per backoff period."""
-        with self._lock:
-            if self._alive():
-                return
-            if self._closed:
-                raise SshUnreachable("closed")
-            if self._master is not None:  # it was up and died
-                self._mark_down(self._master_reason())
-            now = self._clock()
-            if now < self._next_try:
-                raise SshUnreachable(self._reason or "not connected")
+        """Connect if not connected, at most once per backoff period. The handshake runs
+        outside the state lock: error_line() and hosts() never wait for a slow host."""
+        with self._connecting:  # one handshake at a time for this host
+            with self._lock:
+                if self._alive():
+                    return
+                if self._closed:
+                    raise SshUnreachable("closed")
+                if self._master is not None:  # it was up and died
+                    self._mark_down(self._master_reason())
+                if self._clock() < self._next_try:
+                    raise SshUnreachable(self._reason or "not connected")
             try:
                 self._connect()
             except SshUnreachable as err:
-                self._mark_down(str(err))
-                self._next_try = self._clock() + self._backoff
-                self._backoff = min(BACKOFF_MAX, self._backoff * 2)
+                with self._lock:
+                    self._mark_down(str(err))
+                    self._next_try = self._clock() + self._backoff
+                    self._backoff = min(BACKOFF_MAX, self._backoff * 2)
                 raise
-            self._down_since, self._reason = None, None
-            self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
+            with self._lock:
+                self._down_since, self._reason = None, None
+                self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
 
     def interrupt(self) -> None:
         """Stop waiting: a handshake in progress (or queued for its turn) gives up at once, and
@@ -221,7 +225,7 @@ class SshConnection:
 
     def close(self) -> None:
         self.interrupt()
-        with self._lock:
+        with self._connecting, self._lock:
             self._stop_master()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)

@@ -1,10 +1,12 @@
 """Logdirs on another machine, read over the host's shared SSH connection.
 
-Nothing is installed there. A refresh is ONE `sh` command: for every file already known, a
-header and the bytes appended since the last read (`tail -c +N | head -c M`, which seeks; none
-for a file that did not grow), checked by a second `stat` after them; then one `find` (GNU
-findutils: device, inode, size, mtime and path of every event file, NUL-separated). Files that
-are new in that listing are read by a second command, once. Only appended bytes travel.
+Nothing is installed there. A refresh is ONE command on the connection's shell session: one
+`find` (GNU findutils: device, inode, size, mtime and path of every event file and run.json,
+NUL-separated), and nothing else while nothing changed (two processes there per refresh, so a
+machine watched by distmon barely notices). Files that grew, new files and changed run.json are
+then read by a second command: per file a header and the bytes appended since the last read
+(`tail -c +N | head -c M`, which seeks), checked by a second `stat` after them. Only appended
+bytes travel.
 """
 
 from __future__ import annotations
@@ -72,29 +74,26 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do
 done
 [ $# -gt 0 ] && shift
 """
-# Per job directory's run.json (f signature-as-read): "signature count\n" and, when it changed,
-# is a regular file (never a FIFO: `-f` does not open it) and at most the local bound, its bytes.
+# Per run.json asked for (it is new or changed in the listing): "count\n" and its bytes, or
+# "-\n" when it is no regular file any more or larger than the local bound.
 _RUN_JSON: Final = rf"""
-while [ $# -ge 2 ]; do
-  f=$1; old=$2; shift 2
-  s=-; n=0
-  if [ -f "$f" ]; then s=$(stat -L -c '%d:%i:%s:%Y' -- "$f" 2>/dev/null) || s=-; fi
-  if [ "$s" != - ] && [ "$s" != "$old" ]; then
-    z=${{s#*:*:}}; z=${{z%%:*}}
-    if [ "$z" -le {MAX_RUN_JSON_BYTES} ]; then n=$z; fi
-  fi
-  printf '%s %s\n' "$s" "$n"
-  if [ "$n" -gt 0 ]; then {{ head -c "$n" < "$f" 2>/dev/null; cat /dev/zero; }} | head -c "$n"; fi
+while [ $# -ge 1 ]; do
+  f=$1; shift
+  z=-
+  if [ -f "$f" ]; then z=$(stat -L -c '%s' -- "$f" 2>/dev/null) || z=-; fi
+  if [ "$z" != - ] && [ "$z" -gt {MAX_RUN_JSON_BYTES} ]; then z=-; fi
+  printf '%s\n' "$z"
+  if [ "$z" != - ]; then {{ head -c "$z" < "$f" 2>/dev/null; cat /dev/zero; }} | head -c "$z"; fi
 done
 """
-# Device, inode, size, mtime and path of every event file, NUL-separated (GNU find).
+# Device, inode, size, mtime and path of every event file and run.json, NUL-separated (GNU
+# find; -type f after -L: a FIFO or a link to one is never listed, so never opened).
 _FIND: Final = r"""
-find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
+find -L . -type f \( -name '*tfevents*' -o -name run.json \) -printf '%D:%i %s %T@ %P\0' \
+  2>/dev/null
 exit 0
 """
-# A refresh is ONE command: what the known files grew by, the run.json files, then the listing
-# (new files, and the run.json of new jobs, are read by a second command, once).
-REFRESH_SCRIPT: Final = _CD + _READS + _RUN_JSON + _FIND
+REFRESH_SCRIPT: Final = _CD + _FIND
 READ_SCRIPT: Final = _CD + _READS + _RUN_JSON
 
 
@@ -241,7 +240,8 @@ class SshLogdirReader:
                         logdir.error_since = self._clock()
                     logdir.error = terminal_text(f"{type(err).__name__}: {err}", 200)
         self.refreshes += 1
-        self._store.notify(frozenset(changed))
+        if changed:  # an idle refresh wakes nobody (100 hosts: 100 refreshes a second)
+            self._store.notify(frozenset(changed))
         return frozenset(changed)
 
     def _loop(self) -> None:
@@ -256,12 +256,10 @@ class SshLogdirReader:
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
         tail = logdir.tail
-        known, wanted = tail.known(FETCH_LIMIT), tail.run_json_wanted()
-        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._args(logdir, known, wanted)))
+        listed = self._conn.run(posix_script(REFRESH_SCRIPT, [remote_path(logdir.spec.path)]))
         error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
         if error is None and listed.returncode != 0:
-            detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
-            error = f"listing failed ({detail})"
+            error = f"listing failed (exit {listed.returncode})"
         with self._lock:
             if error is not None and error != logdir.error:
                 logdir.error_since = self._clock()
@@ -269,17 +267,14 @@ class SshLogdirReader:
         if error is not None:
             return frozenset()
         logdir.read_once = True
-        _, end = _take_reads(tail, known, listed.stdout)
-        end = _take_run_json(tail, wanted, listed.stdout, end)
-        listing = parse_listing(listed.stdout[end:])
+        listing = parse_listing(listed.stdout)
         fetches = tail.plan(listing)
-        asked = {rel for rel, _ in wanted}
+        wanted = _changed_run_json(tail, listing)
         for _ in range(MAX_ROUNDS):
-            new_jobs = [w for w in tail.run_json_wanted() if w[0] not in asked]
-            if (not fetches and not new_jobs) or self._stop.is_set():
+            if (not fetches and not wanted) or self._stop.is_set():
                 break
-            asked.update(rel for rel, _ in new_jobs)
-            sizes = self._read(logdir, fetches, new_jobs)
+            sizes = self._read(logdir, fetches, wanted)
+            wanted = []
             listing.update(sizes)
             fetches = [f for f in tail.plan(listing) if f.rel in sizes]
         return tail.finish()
@@ -287,49 +282,48 @@ class SshLogdirReader:
     def _read(
         self, logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]
     ) -> dict[str, FileMeta]:
-        args = self._args(logdir, fetches, wanted)
+        args = [remote_path(logdir.spec.path)]
+        for f in fetches:
+            args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
+        args += ["--", *(rel for rel, _ in wanted)]
         result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
         sizes, end = _take_reads(logdir.tail, fetches, result.stdout)
         _take_run_json(logdir.tail, wanted, result.stdout, end)
         return sizes
 
-    @staticmethod
-    def _args(
-        logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]
-    ) -> list[str]:
-        args = [remote_path(logdir.spec.path)]
-        for f in fetches:
-            args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
-        args.append("--")
-        for rel, signature in wanted:
-            args += [rel, signature or "none"]
-        return args
+
+def _changed_run_json(tail: LogdirTail, listing: dict[str, FileMeta]) -> list[tuple[str, str]]:
+    """(rel, signature in the listing) of each job's run.json that is new or changed; one that
+    is gone is none at once (no command needed)."""
+    wanted = []
+    for rel, old in tail.run_json_wanted():
+        meta = listing.pop(rel, None)
+        if meta is None:
+            tail.run_json(rel, "-", None)
+            continue
+        signature = f"{meta.identity}:{meta.size}:{meta.mtime}"
+        if signature != old:
+            wanted.append((rel, signature))
+    return wanted
 
 
 def _take_run_json(
     tail: LogdirTail, wanted: Sequence[tuple[str, str]], out: bytes, pos: int
-) -> int:
-    """Hand each run.json's answer to the tail; where the answers end in `out`."""
-    for rel, _ in wanted:
+) -> None:
+    """Hand each run.json's bytes (or its absence) to the tail, under its listed signature."""
+    for rel, signature in wanted:
         end = out.find(b"\n", pos)
-        head = out[pos:end].split() if end >= 0 else []
-        if len(head) != 2 or not head[1].isdigit():
-            break
-        signature, count = head[0].decode("ascii", "replace"), int(head[1])
+        if end < 0:
+            return
+        head = out[pos:end]
+        if not head.isdigit():
+            pos = end + 1
+            tail.run_json(rel, signature, None)
+            continue
+        count = int(head)
         data = out[end + 1 : end + 1 + count]
         pos = end + 1 + count
-        if signature == "-":
-            tail.run_json(rel, signature, None)
-        elif count or _size_of(signature) == 0:
-            tail.run_json(rel, signature, data if len(data) == count else None)
-        elif (_size_of(signature) or 0) > MAX_RUN_JSON_BYTES:
-            tail.run_json(rel, signature, None)
-    return pos
-
-
-def _size_of(signature: str) -> int | None:
-    parts = signature.split(":")
-    return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
+        tail.run_json(rel, signature, data if len(data) == count else None)
 
 
 def _take_reads(
