@@ -55,6 +55,7 @@ class RemoteProducers:
     producers: tuple[RemoteReader, ...]
     host_sources: tuple[HostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
+    stoppers: tuple[Callable[[], None], ...] = ()  # connections told to end, first of all
 
     def start(self) -> None:
         for producer in self.producers:
@@ -63,6 +64,8 @@ class RemoteProducers:
             source.start()
 
     def close(self) -> None:
+        for stop in self.stoppers:  # every host's master ends at once, not one after another
+            stop()
         for source in self.host_sources:
             source.close()
         for producer in self.producers:
@@ -117,6 +120,7 @@ def make_remote_producers(
     producers: list[RemoteReader] = []
     sources: list[HostSource] = []
     closers: list[Callable[[], None]] = []
+    stoppers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}
     for spec in dict.fromkeys(specs):  # the same source twice is read once
         if isinstance(spec, SshSpec):
@@ -135,9 +139,10 @@ def make_remote_producers(
             destination, ssh_config=ssh_config, clock=clock, connect_timeout=connect_timeout
         )
         closers.append(conn.close)
+        stoppers.append(conn.stop_soon)
         producers.append(
             SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)
         )
         # The host is listed (`ssh:<host>`, its connection's state) even with --no-gpu.
         sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock, sample=gpus))
-    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers))
+    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers), tuple(stoppers))
