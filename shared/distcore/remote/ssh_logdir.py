@@ -104,6 +104,7 @@ class _Logdir:
     error: str | None = None
     error_since: float = 0.0
     read_once: bool = False
+    last_listing: bytes | None = None  # the last listing, when everything in it was read
 
 
 def remote_path(path: str) -> str:
@@ -267,6 +268,9 @@ class SshLogdirReader:
         if error is not None:
             return frozenset()
         logdir.read_once = True
+        if listed.stdout == logdir.last_listing:
+            return frozenset()  # nothing changed there: the usual refresh costs no parsing
+        logdir.last_listing = None
         listing = parse_listing(listed.stdout)
         fetches = tail.plan(listing)
         wanted = _changed_run_json(tail, listing)
@@ -277,6 +281,8 @@ class SshLogdirReader:
             wanted = []
             listing.update(sizes)
             fetches = [f for f in tail.plan(listing) if f.rel in sizes]
+        if not fetches and not self._stop.is_set():
+            logdir.last_listing = listed.stdout  # all read: the same listing means no change
         return tail.finish()
 
     def _read(
