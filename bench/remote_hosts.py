@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -69,16 +70,20 @@ def distmon_argv() -> list[str]:
     return [sys.executable, "-m", "distmon.cli"]
 
 
-def once(argv: list[str]) -> tuple[float, int, int]:
-    """(seconds, runs listed, errors) of one `distmon --once --json`."""
+def once(argv: list[str], sshd: Sshd) -> tuple[float, int, int, float, float]:
+    """(seconds, runs listed, errors, CPU seconds of distmon and its ssh clients, CPU seconds
+    of the sshd side) of one `distmon --once --json`."""
+    before, far = resource.getrusage(resource.RUSAGE_CHILDREN), sshd_seconds(sshd)
     t0 = time.perf_counter()
     done = subprocess.run(
         [*distmon_argv(), "--once", "--json", "--no-gpu", *argv],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     doc = json.loads(done.stdout) if done.stdout.strip() else {"runs": [], "errors": []}
-    return took, len(doc["runs"]), len(doc["errors"])
+    return took, len(doc["runs"]), len(doc["errors"]), cpu, sshd_seconds(sshd) - far
 
 
 def cpu_seconds(me: psutil.Process) -> float:
@@ -168,10 +173,11 @@ def main() -> None:
             for round_ in range(args.rounds):
                 order = [("ssh", remote), ("local", local)]
                 for label, argv in order if round_ % 2 == 0 else order[::-1]:
-                    took, runs, errors = once(argv)
+                    took, runs, errors, cpu, far = once(argv, sshd)
                     times[label].append(took)
                     print(f"  --once {label:<5} round {round_ + 1}: {took:5.2f} s, "
-                          f"{runs} runs listed, {errors} errors")  # fmt: skip
+                          f"{runs} runs listed, {errors} errors; CPU: distmon and its ssh"
+                          f" clients {cpu:.2f} s, sshd side {far:.2f} s")  # fmt: skip
             ssh_t, local_t = statistics.median(times["ssh"]), statistics.median(times["local"])
             verdict = "ok" if ssh_t <= TARGET_SECONDS else "MISSED"
             print(
