@@ -44,9 +44,12 @@ TARGET_SECONDS = 10.0
 TARGET_CORE = 0.05
 
 
-def aliases_config(sshd: Sshd, hosts: int) -> Path:
-    """The sshd's client config with `hosts` more aliases of the same server."""
+def aliases_config(sshd: Sshd, hosts: int, kex: str | None = None) -> Path:
+    """The sshd's client config with `hosts` more aliases of the same server (and, where
+    given, the user's choice of key exchange in each)."""
     block = sshd.config.read_text()
+    if kex:
+        block = block.replace("  LogLevel ERROR\n", f"  LogLevel ERROR\n  KexAlgorithms {kex}\n")
     extra = "".join(block.replace(f"Host {HOST_ALIAS}\n", f"Host h{i:03d}\n", 1)
                      for i in range(hosts))  # fmt: skip
     path = sshd.root / "hosts_config"
@@ -148,6 +151,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating --once rounds")
     parser.add_argument("--window", type=float, default=20.0, help="seconds of CPU measured")
     parser.add_argument(
+        "--kex",
+        default=None,
+        metavar="ALGORITHMS",
+        help="KexAlgorithms in each Host block (e.g. curve25519-sha256: OpenSSH 9's default"
+        " post-quantum sntrup761 exchange costs ~70 ms of client CPU a handshake here)",
+    )
+    parser.add_argument(
         "--rc", choices=("clean", "account"), default="clean",
         help="the sessions' rc files: an empty $HOME's (default) or this account's",
     )  # fmt: skip
@@ -159,13 +169,14 @@ def main() -> None:
         sshd = Sshd(tmp / "sshd", home=tmp / "home" if args.rc == "clean" else None)
         sshd.start()
         try:
-            config = aliases_config(sshd, args.hosts)
+            config = aliases_config(sshd, args.hosts, args.kex)
             dirs = make_logdirs(tmp / "logs", args.hosts)
             remote = ["--ssh-config", str(config)]
             remote += [f"h{i:03d}:{d}" for i, d in enumerate(dirs)]
             local = [str(d) for d in dirs]
             print(
-                f"{args.hosts} ssh hosts (aliases of one loopback sshd, {args.rc} rc files),"
+                f"{args.hosts} ssh hosts (aliases of one loopback sshd, {args.rc} rc files,"
+                f" key exchange {args.kex or 'ssh default'}),"
                 f" one small run each; load average {os.getloadavg()[0]:.1f} on"
                 f" {os.cpu_count()} cores"
             )

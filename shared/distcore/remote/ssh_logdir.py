@@ -53,7 +53,7 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do
   i=${{s% *}}; z=${{s#* }}
   if [ "$i" != "$id" ] || [ "$z" -lt "$off" ]; then off=0; fi
   n=$((z - off))
-  if [ "$n" -ge {CHUNK} ]; then
+  if [ "$n" -ge {CHUNK} ] && command -v cmp >/dev/null 2>&1; then
     d=$(cmp - /dev/zero "$off" 0 < "$f" 2>/dev/null |
       sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p')
     if [ -z "$d" ]; then n=0
