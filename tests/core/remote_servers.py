@@ -49,7 +49,13 @@ def keygen(path: Path) -> None:
 class Sshd:
     """sshd -D -e on a high loopback port; stop() kills it with every session it forked."""
 
-    def __init__(self, root: Path, remote_bin: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, remote_bin: Path | None = None, home: Path | None = None
+    ) -> None:
+        """`home`: the sessions' $HOME (sshd's SetEnv overrides the account's), so their shell
+        reads that folder's rc files: hosts whose logins cost what their own rc files cost, not
+        this machine's (the many-hosts bench, where 100 aliases of one machine would otherwise
+        all wait on one pyenv lock in the same rc file)."""
         self.root = root
         self.port = free_port()
         self.user = getpass.getuser()
@@ -63,7 +69,8 @@ class Sshd:
             f"PidFile {root}/sshd.pid\nAuthorizedKeysFile {root}/authorized_keys\n"
             "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "PubkeyAuthentication yes\nPermitRootLogin prohibit-password\nStrictModes no\n"
-            f"UsePAM no\nMaxSessions 32\nSetEnv PATH={path}\nLogLevel ERROR\n"
+            f"UsePAM no\nMaxSessions 32\nSetEnv PATH={path}{f' HOME={home}' if home else ''}\n"
+            "LogLevel ERROR\n"
         )
         host_pub = (root / "host_key.pub").read_text().split()[:2]
         (root / "known_hosts").write_text(f"[127.0.0.1]:{self.port} {' '.join(host_pub)}\n")

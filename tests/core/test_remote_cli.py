@@ -232,6 +232,7 @@ def test_once_remote_gpus_in_hosts(sshd: Sshd, tmp_path: Path) -> None:
     assert [h["source"] for h in doc["hosts"]] == ["local", "ssh"]  # this machine first
     host = doc["hosts"][1]
     # No nvidia-smi on this remote: the host is there, saying why it has no GPUs.
+    assert host["key"] == f"ssh:{HOST_ALIAS}" and doc["hosts"][0]["key"] == "local"
     assert host["name"] == HOST_ALIAS and host["gpus"] == []
     assert host["gpu_reason"] == f"nvidia-smi not found on {HOST_ALIAS}"
 

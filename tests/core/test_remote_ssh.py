@@ -289,3 +289,29 @@ def _processes() -> list[str]:
             if b"sh -c" not in cmd and b"ssh" not in cmd:
                 out.append(cmd.decode("utf-8", "replace"))
     return out
+
+
+@pytest.mark.parametrize("tmpdir", ["with space", "per%cent%h", "long-" + "x" * 105])
+def test_any_tmpdir(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmpdir: str
+) -> None:
+    """The master's socket never lands where ssh cannot take its path (blanks, `%` tokens,
+    more than a Unix socket's 108 bytes)."""
+    import tempfile
+
+    odd = tmp_path / tmpdir
+    odd.mkdir()
+    monkeypatch.setenv("TMPDIR", str(odd))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    assert tempfile.gettempdir() == str(odd)
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(1, 1.0)]))
+    store = RunStore()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path))], store, ssh_config=sshd.config, gpus=False
+    )
+    try:
+        assert remote.scan_once() == {f"{HOST_ALIAS}:r"}
+        assert remote.errors() == ()
+    finally:
+        remote.close()

@@ -98,3 +98,25 @@ def test_a_run_whose_files_vanish_is_gone_and_keeps_its_points() -> None:
     feed(tail, {})
     run = store.get("h:a")
     assert run is not None and run.status == "gone" and run.scalars["loss"].count == 1
+
+
+def test_files_of_a_run_in_name_order_none_before_an_earlier_one_is_read() -> None:
+    """TensorBoard's order: a later file of a run waits while an earlier one has bytes to come
+    (otherwise the restart rule would see the resumed session before the first one)."""
+    first = b"".join(record(scalar_event("loss", s, 1.0)) for s in range(10))
+    second = b"".join(record(scalar_event("loss", s, 2.0)) for s in range(5, 8))
+    files = {"run/events.out.tfevents.2.h": second, "run/events.out.tfevents.1.h": first}
+    store = RunStore()
+    tail = LogdirTail(store, "h:", "h:root", "h:/root")
+    listing = {rel: FileMeta(None, len(data), 1.0) for rel, data in files.items()}
+    fetches = tail.plan(listing, limit=len(first) // 2)
+    assert [f.rel for f in fetches] == ["run/events.out.tfevents.1.h"]  # not finished by it
+    while fetches:
+        for f in fetches:
+            tail.deliver(f.rel, f.start, files[f.rel][f.start : f.start + f.length])
+        fetches = tail.plan(listing, limit=len(first) // 2)
+    tail.finish()
+    run = store.get("h:run")
+    assert run is not None
+    assert list(run.scalars["loss"].steps) == list(range(8))
+    assert run.scalars["loss"].values == (1.0,) * 5 + (2.0,) * 3

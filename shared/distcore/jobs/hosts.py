@@ -38,9 +38,18 @@ def _device(index: int, values: Mapping[str, float]) -> GpuDevice:
     fields: dict[str, Any] = dict.fromkeys(_GPU_ATTRS.values())
     fields.update(values)
     return GpuDevice(
-        index=index, name=None, uuid=None, utilization_memory=None, memory_total_mib=None,
-        power_limit_w=None, sm_clock_mhz=None, fan_percent=None, pcie_rx_kib_s=None,
-        pcie_tx_kib_s=None, processes=(), **fields,
+        index=index,
+        name=None,
+        uuid=None,
+        utilization_memory=None,
+        memory_total_mib=None,
+        power_limit_w=None,
+        sm_clock_mhz=None,
+        fan_percent=None,
+        pcie_rx_kib_s=None,
+        pcie_tx_kib_s=None,
+        processes=(),
+        **fields,
     )
 
 

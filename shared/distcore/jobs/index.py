@@ -16,13 +16,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_host
 from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
-from distcore.jobs.model import Host, HostSource, JobsSnapshot, ProducerError
+from distcore.jobs.model import AgentRecord, Host, HostSource, JobsSnapshot, ProducerError
 from distcore.jobs.parts import group_runs, job_dir_of
 from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
@@ -89,6 +90,7 @@ class JobIndex:
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
+        self._remote_records: dict[Path, AgentRecord | None] = {}
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
         self._lock = threading.Lock()  # guards _latest
@@ -179,14 +181,34 @@ class JobIndex:
         else:
             first_part, first_run = next(iter(parts.items()))
             directory = job_dir_of(first_run.path, first_part)
-        agent = self._records.get(directory)
+        agent = self._agent_for(directory)
         if cached is not None and cached.key == facts_key(parts, agent):
             return cached
         self._version += 1
         return job_facts(name, parts, agent, self._version)
 
+    def _agent_for(self, directory: Path) -> AgentRecord | None:
+        """run.json: a remote producer's copy for its job directories (a `host:/path` or URL
+        is no local path to stat), else the local file."""
+        if directory in self._remote_records:
+            return self._remote_records[directory]
+        head = directory.parts[0] if directory.parts else ""
+        if not directory.is_absolute() and ":" in head:
+            return None  # remote, not read yet
+        return self._records.get(directory)
+
+    def _gather_remote_records(self) -> dict[Path, AgentRecord | None]:
+        """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
+        found: dict[Path, AgentRecord | None] = {}
+        for producer in self._producers:
+            records = getattr(producer, "agent_records", None)
+            if records is not None:
+                found.update(records())
+        return found
+
     def _compute(self) -> JobsSnapshot:
         now = self._clock()
+        self._remote_records = self._gather_remote_records()
         grouped = group_runs(self._store.snapshot())
         self._facts = {name: self._facts_for(name, parts) for name, parts in grouped.items()}
         self._records.forget({f.directory for f in self._facts.values() if f.directory})

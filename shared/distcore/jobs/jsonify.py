@@ -19,6 +19,7 @@ from distcore.textsafe import json_names, json_text
 def host_to_json(host: Host, now: float) -> dict[str, Any]:
     age = host_age(host, now)
     return {
+        "key": json_text(host.key),
         "name": json_text(host.name),
         "worker": host.worker,
         "source": host.source,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from distcore.events.store import RunStore
-from distcore.jobs.model import Host, HostSource, ProducerError
+from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
 from distcore.remote.spec import (
     LocalSpec,
     SourceSpec,
@@ -55,6 +55,7 @@ class RemoteProducers:
     producers: tuple[RemoteReader, ...]
     host_sources: tuple[HostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
+    stoppers: tuple[Callable[[], None], ...] = ()  # connections told to end, first of all
 
     def start(self) -> None:
         for producer in self.producers:
@@ -63,6 +64,8 @@ class RemoteProducers:
             source.start()
 
     def close(self) -> None:
+        for stop in self.stoppers:  # every host's master ends at once, not one after another
+            stop()
         for source in self.host_sources:
             source.close()
         for producer in self.producers:
@@ -78,6 +81,16 @@ class RemoteProducers:
 
     def errors(self) -> tuple[ProducerError, ...]:
         return tuple(e for p in self.producers for e in p.errors())
+
+    def agent_records(self) -> dict[Path, AgentRecord | None]:
+        """Every remote job directory's run.json, as its reader last read it (the job index
+        takes these instead of reading a local path)."""
+        found: dict[Path, AgentRecord | None] = {}
+        for producer in self.producers:
+            records = getattr(producer, "agent_records", None)
+            if records is not None:
+                found.update(records())
+        return found
 
     def readable(self) -> bool:
         """True when at least one remote source was read (the --once exit rule)."""
@@ -96,6 +109,7 @@ def make_remote_producers(
     storage_options: Mapping[str, Any] | None = None,
     gpus: bool = True,
     clock: Callable[[], float] = time.time,
+    connect_timeout: float = 10.0,
 ) -> RemoteProducers:
     """Producers for the remote specs (local ones are ignored: the LogdirWatcher has them)."""
     from distcore.remote.fsspec_logdir import FsspecLogdirReader
@@ -106,6 +120,7 @@ def make_remote_producers(
     producers: list[RemoteReader] = []
     sources: list[HostSource] = []
     closers: list[Callable[[], None]] = []
+    stoppers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}
     for spec in dict.fromkeys(specs):  # the same source twice is read once
         if isinstance(spec, SshSpec):
@@ -120,11 +135,14 @@ def make_remote_producers(
     for destination, host_specs in by_host.items():
         # Named by host; by user@host where one host is reached as several users.
         label = host_specs[0].label if hosts.count(host_specs[0].label) == 1 else destination
-        conn = SshConnection(destination, ssh_config=ssh_config, clock=clock)
+        conn = SshConnection(
+            destination, ssh_config=ssh_config, clock=clock, connect_timeout=connect_timeout
+        )
         closers.append(conn.close)
+        stoppers.append(conn.stop_soon)
         producers.append(
             SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)
         )
-        if gpus:
-            sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock))
-    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers))
+        # The host is listed (`ssh:<host>`, its connection's state) even with --no-gpu.
+        sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock, sample=gpus))
+    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers), tuple(stoppers))

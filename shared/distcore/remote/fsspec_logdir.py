@@ -17,10 +17,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final
 
 from distcore.events.store import RunStore
-from distcore.jobs.model import ProducerError
+from distcore.jobs.agent import MAX_RUN_JSON_BYTES
+from distcore.jobs.model import AgentRecord, ProducerError
 from distcore.remote.spec import UrlSpec
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
@@ -139,6 +141,9 @@ class FsspecLogdirReader:
     def readable(self) -> bool:
         return self._read_once
 
+    def agent_records(self) -> dict[Path, AgentRecord | None]:
+        return self._tail.agent_records()
+
     def errors(self) -> tuple[ProducerError, ...]:
         error = self._error
         return (error,) if error is not None else ()
@@ -208,4 +213,21 @@ class FsspecLogdirReader:
                 end = fetch.start + fetch.length
                 data = fs.cat_file(f"{root}/{fetch.rel}", start=fetch.start, end=end)
                 self._tail.deliver(fetch.rel, fetch.start, bytes(data))
+        self._read_run_json(fs, root, listing)
         return self._tail.finish()
+
+    def _read_run_json(self, fs: Any, root: str, listing: Mapping[str, FileMeta]) -> None:
+        """Each job's run.json, fetched again only when its size or time changed, and never
+        more than the local bound (a ranged get)."""
+        for rel, _ in self._tail.run_json_wanted():
+            meta = listing.get(rel)
+            if meta is None:
+                self._tail.run_json(rel, "-", None)
+                continue
+            signature = f"{meta.size}:{meta.mtime}"
+            if meta.size > MAX_RUN_JSON_BYTES:
+                self._tail.run_json(rel, signature, None)
+                continue
+            if signature != self._tail.run_json_signature(rel):
+                data = fs.cat_file(f"{root}/{rel}", start=0, end=MAX_RUN_JSON_BYTES + 1)
+                self._tail.run_json(rel, signature, bytes(data))

@@ -70,21 +70,23 @@ class SshGpuSource:
         *,
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
+        sample: bool = True,
     ) -> None:
         self._conn = connection
+        self._sample = sample  # False (--no-gpu): the host is listed, nvidia-smi never run
         self._label = label
         self._interval = interval
         self._clock = clock
         self._lock = threading.Lock()
         self._gpus: dict[int, GpuDevice] = {}
         self._sampled_at: float | None = None
-        self._reason: str | None = "connecting"
+        self._reason: str | None = "connecting" if sample else "not sampled (--no-gpu)"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        if self._thread is None:
+        if self._thread is None and self._sample:
             self._thread = threading.Thread(
                 target=self._loop, name=f"distmon-ssh-gpus-{self._label}", daemon=True
             )
@@ -92,6 +94,7 @@ class SshGpuSource:
 
     def close(self) -> None:
         self._stop.set()
+        self._conn.interrupt()
         self._kill()
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -118,6 +121,8 @@ class SshGpuSource:
 
     def sample_once(self, timeout: float = 30.0) -> None:
         """One sample (for `--once`): the same query without -lms."""
+        if not self._sample:
+            return
         try:
             result = self._conn.run(command(0).split(" -lms")[0], timeout=timeout)
         except SshUnreachable as err:

@@ -1,10 +1,13 @@
 """One shared SSH connection per host, through the system `ssh` (the user's config, keys, agent,
 jump hosts all apply; `--ssh-config` is `-F`).
 
-The connection is an OpenSSH ControlMaster whose socket lives in a private temporary directory;
-every command (listings, reads, the long-running nvidia-smi) is a session multiplexed over it, so
-logdirs and GPUs of one host share one TCP connection and one authentication. The master's own
-session is `cat`: when distmon goes away, however it ends, its stdin closes and the master exits.
+The connection is an OpenSSH ControlMaster whose socket lives in a private temporary directory.
+Its own session is a POSIX `sh` reading commands from our pipe: `run()` (refreshes, reads,
+`--once` samples) writes one command line there and reads its output up to a marker with a
+fresh random token and the exit status, so a refresh costs no process here and no login shell
+there (no ssh client per command, no rc files read again: with 100 hosts this is what keeps
+distmon's share of a core small). The long-running nvidia-smi is a session multiplexed over the
+socket. When distmon goes away, however it ends, the shell's stdin closes and the master exits.
 A command never falls back to a connection of its own (ProxyCommand=false after the mux). A lost
 connection is re-made with backoff; `error_line()` says since when it is unreachable and why.
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import select
 import shutil
 import subprocess
@@ -29,6 +34,13 @@ from distcore.textsafe import terminal_text
 READY: Final = b"distmon-ready"
 BACKOFF_FIRST: Final = 1.0
 BACKOFF_MAX: Final = 30.0
+# Handshakes in flight at once, over all hosts: sshd's MaxStartups (default 10:30:100) drops
+# unauthenticated connections beyond 10, and 100 key exchanges at once starve a small machine.
+MAX_HANDSHAKES: Final = 8
+_HANDSHAKES = threading.BoundedSemaphore(MAX_HANDSHAKES)
+# A Unix socket path holds at most 108 bytes and ssh adds ~17 while it sets the socket up.
+MAX_SOCKET_DIR: Final = 80
+_PLAIN_PATH: Final = re.compile(r"/[A-Za-z0-9/._-]*")
 _NOISE: Final = ("Warning: Permanently added", "debug", "Pseudo-terminal")
 
 
@@ -53,6 +65,21 @@ def ssh_reason(stderr: str, fallback: str = "connection closed") -> str:
     return terminal_text(line.rstrip("."), 200)
 
 
+def control_dir() -> str:
+    """A new private (0700) directory for the master's socket whose path ssh takes as it is:
+    short enough for a Unix socket (108 bytes, of which ssh uses ~17 while it sets the socket
+    up) and without blanks or `%` (ssh splits option values on blanks and expands `%` tokens).
+    $TMPDIR where it qualifies, else $XDG_RUNTIME_DIR or /tmp (mkdtemp's random name is
+    created exclusively, so a shared /tmp is safe)."""
+    candidates = [tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR") or "", "/tmp"]
+    for parent in dict.fromkeys(c for c in candidates if c):
+        if not _PLAIN_PATH.fullmatch(parent) or len(parent) + 16 > MAX_SOCKET_DIR:
+            continue
+        with contextlib.suppress(OSError):
+            return tempfile.mkdtemp(prefix="distmon-", dir=parent)
+    raise SshUnreachable("no temporary directory with a short plain path for ssh's socket")
+
+
 def clock_text(when: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(when))
 
@@ -72,7 +99,8 @@ class SshConnection:
         self._connect_timeout = connect_timeout
         self._ssh = ssh
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state below; never held over a handshake
+        self._connecting = threading.Lock()
         self._dir: str | None = None
         self._master: subprocess.Popen[bytes] | None = None
         self._down_since: float | None = None
@@ -82,6 +110,8 @@ class SshConnection:
         self.connects = 0  # successful connections (tests check reconnects)
         self.bytes_received = 0  # every command's output: listings, headers and data (bench)
         self._closed = False
+        self._channel = threading.Lock()  # one command at a time on the shell session
+        self._buffer = bytearray()  # what the shell printed past the last marker (nothing)
 
     # --- state ---------------------------------------------------------------------------------
     def error_line(self) -> str | None:
@@ -101,23 +131,57 @@ class SshConnection:
 
     # --- commands ------------------------------------------------------------------------------
     def run(self, command: str, timeout: float = 60.0) -> Result:
-        """Run `command` over the shared connection; SshUnreachable if there is none."""
-        self.ensure()
-        argv = self._client_argv(command)
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL
-            )
-        except subprocess.TimeoutExpired as err:
-            self._lost(f"no answer within {timeout:.0f} s")
-            raise SshUnreachable(f"no answer within {timeout:.0f} s") from err
-        self.bytes_received += len(done.stdout) + len(done.stderr)
-        stderr = done.stderr.decode("utf-8", "replace")
-        if done.returncode == 255:
-            reason = ssh_reason(stderr)
-            self._lost(reason)
-            raise SshUnreachable(reason)
-        return Result(done.returncode, done.stdout, stderr)
+        """Run `command` on the connection's shell session (in a subshell, stdin and stderr
+        closed); SshUnreachable if there is none. One command at a time per host."""
+        with self._channel:
+            self.ensure()
+            master = self._master
+            if master is None or master.stdin is None or master.stdout is None:
+                raise SshUnreachable(self._reason or "not connected")
+            token = secrets.token_hex(16)
+            line = f"( {command}\n) </dev/null 2>/dev/null; printf '\\n{token} %s\\n' $?\n"
+            try:
+                master.stdin.write(line.encode("utf-8", "surrogateescape"))
+                master.stdin.flush()
+            except (OSError, ValueError) as err:  # the master died (or is closing) under us
+                self._lost("connection closed")
+                raise SshUnreachable("connection closed") from err
+            returncode, out = self._read_answer(master, token.encode(), timeout)
+        self.bytes_received += len(out)
+        return Result(returncode, out, "")
+
+    def _read_answer(
+        self, master: subprocess.Popen[bytes], token: bytes, timeout: float
+    ) -> tuple[int, bytes]:
+        """The command's output, up to `\n<token> <status>\n` (the token is fresh and secret:
+        nothing a file holds can end a command early)."""
+        assert master.stdout is not None
+        fd, buf = master.stdout.fileno(), self._buffer
+        marker = b"\n" + token + b" "
+        deadline, searched = time.monotonic() + timeout, 0
+        while True:
+            at = buf.find(marker, searched)
+            if at >= 0:
+                end = buf.find(b"\n", at + len(marker))
+                if end >= 0:
+                    status = bytes(buf[at + len(marker) : end])
+                    out = bytes(buf[:at])
+                    del buf[: end + 1]
+                    return (int(status) if status.isdigit() else 255), out
+            searched = max(0, len(buf) - len(marker) - 8)
+            left = deadline - time.monotonic()
+            if left <= 0 or self._closed:
+                reason = f"no answer within {timeout:.0f} s" if left <= 0 else "closed"
+                self._lost(reason)
+                raise SshUnreachable(reason)
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    buf.clear()
+                    self._lost("connection closed")
+                    raise SshUnreachable(self._reason or "connection closed")
+                buf += chunk
 
     def popen(self, command: str) -> subprocess.Popen[bytes]:
         """A long-running command over the shared connection (stdout piped)."""
@@ -130,30 +194,49 @@ class SshConnection:
         )
 
     def ensure(self) -> None:
-        """Connect if not connected, at most once per backoff period."""
-        with self._lock:
-            if self._alive():
-                return
-            if self._closed:
-                raise SshUnreachable("closed")
-            if self._master is not None:  # it was up and died
-                self._mark_down(self._master_reason())
-            now = self._clock()
-            if now < self._next_try:
-                raise SshUnreachable(self._reason or "not connected")
+        """Connect if not connected, at most once per backoff period. The handshake runs
+        outside the state lock: error_line() and hosts() never wait for a slow host."""
+        with self._connecting:  # one handshake at a time for this host
+            with self._lock:
+                if self._alive():
+                    return
+                if self._closed:
+                    raise SshUnreachable("closed")
+                if self._master is not None:  # it was up and died
+                    self._mark_down(self._master_reason())
+                if self._clock() < self._next_try:
+                    raise SshUnreachable(self._reason or "not connected")
             try:
                 self._connect()
             except SshUnreachable as err:
-                self._mark_down(str(err))
-                self._next_try = self._clock() + self._backoff
-                self._backoff = min(BACKOFF_MAX, self._backoff * 2)
+                with self._lock:
+                    self._mark_down(str(err))
+                    self._next_try = self._clock() + self._backoff
+                    self._backoff = min(BACKOFF_MAX, self._backoff * 2)
                 raise
-            self._down_since, self._reason = None, None
-            self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
+            with self._lock:
+                self._down_since, self._reason = None, None
+                self._backoff, self.connects = BACKOFF_FIRST, self.connects + 1
+
+    def interrupt(self) -> None:
+        """Stop waiting: a handshake in progress (or queued for its turn) gives up at once, and
+        no command starts any more. Lock-free, so a thread stuck connecting is reached."""
+        self._closed = True
+
+    def stop_soon(self) -> None:
+        """Ask the master to end (stdin closed, SIGTERM) without waiting: closing 100 hosts
+        one wait after another would take seconds; close() then reaps it."""
+        self.interrupt()
+        master = self._master
+        if master is not None and master.poll() is None:
+            with contextlib.suppress(OSError):
+                if master.stdin is not None:
+                    master.stdin.close()
+                master.terminate()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
+        self.interrupt()
+        with self._connecting, self._lock:
             self._stop_master()
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
@@ -167,7 +250,7 @@ class SshConnection:
         assert self._dir is not None
         return [
             *argv,
-            "-o", f"ControlPath={self._dir}/master",
+            "-o", f"ControlPath={self._dir}/m",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={max(1, round(self._connect_timeout))}",
             # A RemoteCommand or RequestTTY in the user's config would clash with ours.
@@ -187,7 +270,7 @@ class SshConnection:
     def _connect(self) -> None:
         self._stop_master()
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="distmon-ssh-")  # 0700: the socket is private
+            self._dir = control_dir()  # 0700: the socket is private
         err_path = Path(self._dir) / "master.err"
         argv = [
             *self._base_argv(),
@@ -196,18 +279,27 @@ class SshConnection:
             "-o", "ServerAliveInterval=2",
             "-o", "ServerAliveCountMax=3",
             "-o", "ClearAllForwardings=yes",  # no port opened, whatever the config forwards
-            "-T", "--", self.destination, f"echo {READY.decode()}; exec cat >/dev/null",
+            # Whatever the login shell: it runs this line once, then sh reads our commands.
+            "-T", "--", self.destination, f"echo {READY.decode()}; exec /bin/sh",
         ]  # fmt: skip
+        while not _HANDSHAKES.acquire(timeout=0.1):  # a slow host holds one slot only
+            if self._closed:
+                raise SshUnreachable("closed")
         try:
-            with open(err_path, "wb") as err:
-                self._master = subprocess.Popen(
-                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
-                )
-        except OSError as err:  # no ssh binary
-            raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
-        if not self._wait_ready(self._master):
+            try:
+                with open(err_path, "wb") as err:
+                    self._master = subprocess.Popen(
+                        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
+                    )
+            except OSError as err:  # no ssh binary
+                raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
+            ready = self._wait_ready(self._master)
+        finally:
+            _HANDSHAKES.release()
+        if not ready:
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._master.wait(timeout=2)  # its stdout closes just before it exits
+                if not self._closed:
+                    self._master.wait(timeout=2)  # its stdout closes just before it exits
             reason = self._master_reason()
             self._stop_master()
             raise SshUnreachable(reason)
@@ -216,14 +308,15 @@ class SshConnection:
         assert master.stdout is not None
         deadline = time.monotonic() + self._connect_timeout + 5
         seen = b""
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._closed:
             ready, _, _ = select.select([master.stdout], [], [], 0.1)
             if ready:
                 chunk = os.read(master.stdout.fileno(), 256)
                 if not chunk:
                     return False
                 seen += chunk
-                if READY in seen:
+                if READY + b"\n" in seen:  # what follows (nothing, normally) is the shell's
+                    self._buffer = bytearray(seen.partition(READY + b"\n")[2])
                     return True
             elif master.poll() is not None:
                 return False

@@ -1,10 +1,12 @@
 """Logdirs on another machine, read over the host's shared SSH connection.
 
-Nothing is installed there. A refresh is ONE `sh` command: for every file already known, a
-header and the bytes appended since the last read (`tail -c +N | head -c M`, which seeks; none
-for a file that did not grow), checked by a second `stat` after them; then one `find` (GNU
-findutils: device, inode, size, mtime and path of every event file, NUL-separated). Files that
-are new in that listing are read by a second command, once. Only appended bytes travel.
+Nothing is installed there. A refresh is ONE command on the connection's shell session: one
+`find` (GNU findutils: device, inode, size, mtime and path of every event file and run.json,
+NUL-separated), and nothing else while nothing changed (two processes there per refresh, so a
+machine watched by distmon barely notices). Files that grew, new files and changed run.json are
+then read by a second command: per file a header and the bytes appended since the last read
+(`tail -c +N | head -c M`, which seeks), checked by a second `stat` after them. Only appended
+bytes travel.
 """
 
 from __future__ import annotations
@@ -14,16 +16,21 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
+from distcore.events.framing import HEADER
+from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
-from distcore.jobs.model import ProducerError
+from distcore.jobs.agent import MAX_RUN_JSON_BYTES
+from distcore.jobs.model import AgentRecord, ProducerError
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
 
 MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
+PIECE: Final = 256 << 10  # where a read may stop before a stretch of zeros (at most this crosses)
 NO_DIR: Final = 3
 DENIED: Final = 4
 
@@ -34,31 +41,60 @@ if ! cd -- "$1" 2>/dev/null; then
 fi
 shift
 """
-# Per file: "identity size offset count\n", exactly `count` bytes, then "identity size\n" again.
-_READS: Final = r"""
-while [ $# -ge 4 ]; do
+# Per file (f identity offset max): "identity size offset count\n", exactly `count` bytes, then
+# "identity size\n" again. Stretches of zeros of at least the local reader's chunk (a hole in a
+# sparse file, preallocated space) never cross, as the local reader skips them: the bytes sent
+# stop where such a stretch begins; read from inside one, they start at its first nonzero byte
+# less HEADER - 1 (the header says where), or nothing is sent while zeros run to the end.
+_READS: Final = rf"""
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
   f=$1; id=$2; off=$3; max=$4; shift 4
   s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
-  i=${s% *}; z=${s#* }
+  i=${{s% *}}; z=${{s#* }}
   if [ "$i" != "$id" ] || [ "$z" -lt "$off" ]; then off=0; fi
-  n=$((z - off)); if [ "$n" -gt "$max" ]; then n=$max; fi
+  n=$((z - off))
+  if [ "$n" -ge {CHUNK} ] && command -v cmp >/dev/null 2>&1; then
+    d=$(cmp - /dev/zero "$off" 0 < "$f" 2>/dev/null |
+      sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p')
+    if [ -z "$d" ]; then n=0
+    elif [ "$d" -gt {CHUNK} ]; then off=$((off + d - {HEADER})); n=$((z - off)); fi
+  fi
+  if [ "$n" -gt "$max" ]; then n=$max; fi
+  p={PIECE}
+  while [ "$p" -lt "$n" ]; do
+    if cmp -s -n {CHUNK} - /dev/zero $((off + p)) 0 < "$f"; then n=$p; break; fi
+    p=$((p + {PIECE}))
+  done
   printf '%s %s %s %s\n' "$i" "$z" "$off" "$n"
   if [ "$n" -gt 0 ]; then
-    { tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; } | head -c "$n"
+    {{ tail -c +$((off + 1)) -- "$f" 2>/dev/null | head -c "$n"; cat /dev/zero; }} | head -c "$n"
   fi
   s=$(stat -L -c '%d:%i %s' -- "$f" 2>/dev/null) || s="- 0"
   printf '%s\n' "$s"
 done
+[ $# -gt 0 ] && shift
 """
-# Device, inode, size, mtime and path of every event file, NUL-separated (GNU find).
+# Per run.json asked for (it is new or changed in the listing): "count\n" and its bytes, or
+# "-\n" when it is no regular file any more or larger than the local bound.
+_RUN_JSON: Final = rf"""
+while [ $# -ge 1 ]; do
+  f=$1; shift
+  z=-
+  if [ -f "$f" ]; then z=$(stat -L -c '%s' -- "$f" 2>/dev/null) || z=-; fi
+  if [ "$z" != - ] && [ "$z" -gt {MAX_RUN_JSON_BYTES} ]; then z=-; fi
+  printf '%s\n' "$z"
+  if [ "$z" != - ]; then {{ head -c "$z" < "$f" 2>/dev/null; cat /dev/zero; }} | head -c "$z"; fi
+done
+"""
+# Device, inode, size, mtime and path of every event file and run.json, NUL-separated (GNU
+# find; -type f after -L: a FIFO or a link to one is never listed, so never opened).
 _FIND: Final = r"""
-find -L . -type f -name '*tfevents*' -printf '%D:%i %s %T@ %P\0' 2>/dev/null
+find -L . -type f \( -name '*tfevents*' -o -name run.json \) -printf '%D:%i %s %T@ %P\0' \
+  2>/dev/null
 exit 0
 """
-# A refresh is ONE command: what the known files grew by, then the listing (new files are
-# read by a second command, once).
-REFRESH_SCRIPT: Final = _CD + _READS + _FIND
-READ_SCRIPT: Final = _CD + _READS
+REFRESH_SCRIPT: Final = _CD + _FIND
+READ_SCRIPT: Final = _CD + _READS + _RUN_JSON
 
 
 @dataclass
@@ -68,6 +104,7 @@ class _Logdir:
     error: str | None = None
     error_since: float = 0.0
     read_once: bool = False
+    last_listing: bytes | None = None  # the last listing, when everything in it was read
 
 
 def remote_path(path: str) -> str:
@@ -151,6 +188,10 @@ class SshLogdirReader:
     def readable(self) -> bool:
         return any(d.read_once for d in self._logdirs)
 
+    def agent_records(self) -> dict[Path, AgentRecord | None]:
+        """Each job directory's run.json as last read over the connection (for the index)."""
+        return {k: v for d in self._logdirs for k, v in d.tail.agent_records().items()}
+
     def start(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
@@ -160,6 +201,7 @@ class SshLogdirReader:
 
     def close(self) -> None:
         self._stop.set()
+        self._conn.interrupt()  # a handshake with a host that does not answer ends now
         if self._thread is not None:
             self._thread.join(timeout=15)
             self._thread = None
@@ -199,7 +241,8 @@ class SshLogdirReader:
                         logdir.error_since = self._clock()
                     logdir.error = terminal_text(f"{type(err).__name__}: {err}", 200)
         self.refreshes += 1
-        self._store.notify(frozenset(changed))
+        if changed:  # an idle refresh wakes nobody (100 hosts: 100 refreshes a second)
+            self._store.notify(frozenset(changed))
         return frozenset(changed)
 
     def _loop(self) -> None:
@@ -213,12 +256,11 @@ class SshLogdirReader:
             self._stop.wait(next_at - now)
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
-        known = logdir.tail.known(FETCH_LIMIT)
-        listed = self._conn.run(posix_script(REFRESH_SCRIPT, self._read_args(logdir, known)))
+        tail = logdir.tail
+        listed = self._conn.run(posix_script(REFRESH_SCRIPT, [remote_path(logdir.spec.path)]))
         error = {NO_DIR: "no such directory", DENIED: "permission denied"}.get(listed.returncode)
         if error is None and listed.returncode != 0:
-            detail = terminal_text(listed.stderr.strip(), 120) or f"exit {listed.returncode}"
-            error = f"listing failed ({detail})"
+            error = f"listing failed (exit {listed.returncode})"
         with self._lock:
             if error is not None and error != logdir.error:
                 logdir.error_since = self._clock()
@@ -226,28 +268,68 @@ class SshLogdirReader:
         if error is not None:
             return frozenset()
         logdir.read_once = True
-        _, end = _take_reads(logdir.tail, known, listed.stdout)
-        listing = parse_listing(listed.stdout[end:])
-        fetches = logdir.tail.plan(listing)
+        if listed.stdout == logdir.last_listing:
+            return frozenset()  # nothing changed there: the usual refresh costs no parsing
+        logdir.last_listing = None
+        listing = parse_listing(listed.stdout)
+        fetches = tail.plan(listing)
+        wanted = _changed_run_json(tail, listing)
         for _ in range(MAX_ROUNDS):
-            if not fetches or self._stop.is_set():
+            if (not fetches and not wanted) or self._stop.is_set():
                 break
-            sizes = self._read(logdir, fetches)
+            sizes = self._read(logdir, fetches, wanted)
+            wanted = []
             listing.update(sizes)
-            fetches = [f for f in logdir.tail.plan(listing) if f.rel in sizes]
-        return logdir.tail.finish()
+            fetches = [f for f in tail.plan(listing) if f.rel in sizes]
+        if not fetches and not self._stop.is_set():
+            logdir.last_listing = listed.stdout  # all read: the same listing means no change
+        return tail.finish()
 
-    def _read(self, logdir: _Logdir, fetches: Sequence[Fetch]) -> dict[str, FileMeta]:
-        args = self._read_args(logdir, fetches)
-        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
-        return _take_reads(logdir.tail, fetches, result.stdout)[0]
-
-    @staticmethod
-    def _read_args(logdir: _Logdir, fetches: Sequence[Fetch]) -> list[str]:
+    def _read(
+        self, logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]
+    ) -> dict[str, FileMeta]:
         args = [remote_path(logdir.spec.path)]
         for f in fetches:
             args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
-        return args
+        args += ["--", *(rel for rel, _ in wanted)]
+        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
+        sizes, end = _take_reads(logdir.tail, fetches, result.stdout)
+        _take_run_json(logdir.tail, wanted, result.stdout, end)
+        return sizes
+
+
+def _changed_run_json(tail: LogdirTail, listing: dict[str, FileMeta]) -> list[tuple[str, str]]:
+    """(rel, signature in the listing) of each job's run.json that is new or changed; one that
+    is gone is none at once (no command needed)."""
+    wanted = []
+    for rel, old in tail.run_json_wanted():
+        meta = listing.pop(rel, None)
+        if meta is None:
+            tail.run_json(rel, "-", None)
+            continue
+        signature = f"{meta.identity}:{meta.size}:{meta.mtime}"
+        if signature != old:
+            wanted.append((rel, signature))
+    return wanted
+
+
+def _take_run_json(
+    tail: LogdirTail, wanted: Sequence[tuple[str, str]], out: bytes, pos: int
+) -> None:
+    """Hand each run.json's bytes (or its absence) to the tail, under its listed signature."""
+    for rel, signature in wanted:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            return
+        head = out[pos:end]
+        if not head.isdigit():
+            pos = end + 1
+            tail.run_json(rel, signature, None)
+            continue
+        count = int(head)
+        data = out[end + 1 : end + 1 + count]
+        pos = end + 1 + count
+        tail.run_json(rel, signature, data if len(data) == count else None)
 
 
 def _take_reads(
@@ -274,8 +356,11 @@ def _take_reads(
             continue  # replaced while read: the next refresh starts it again
         if int(after[1]) < start + count:
             continue  # truncated while read
-        if start == 0 and tail.identity(f.rel) != ident:
+        if tail.identity(f.rel) != ident:  # replaced since listed: from its start
             tail.restart(f.rel, ident)
+        if count == 0 and int(after[1]) > start:
+            tail.wait_at_zeros(f.rel)  # zeros to the end: the far side sends nothing
+            continue
         tail.deliver(f.rel, start, data)
         sizes[f.rel] = FileMeta(ident, int(after[1]), tail.mtime(f.rel))
     return sizes, pos

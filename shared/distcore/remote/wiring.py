@@ -14,6 +14,8 @@ def scan_remote_once(remote: RemoteProducers) -> None:
     job index: scan, then hand `remote.host_sources` and `remote` (its errors()) to the index."""
     jobs: list[Callable[[], object]] = [p.scan_once for p in remote.producers]
     jobs += [s.sample_once for s in remote.host_sources if hasattr(s, "sample_once")]
-    with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+    # Handshakes are bounded by the connections themselves (MAX_HANDSHAKES); the pool only
+    # keeps a slow host from holding up the commands of hosts already connected.
+    with ThreadPoolExecutor(max_workers=min(32, max(1, len(jobs)))) as pool:
         for future in [pool.submit(job) for job in jobs]:
             future.result()

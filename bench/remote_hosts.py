@@ -1,0 +1,214 @@
+"""Many ssh hosts from one machine: 100 `Host` aliases of one loopback sshd (its default
+MaxStartups 10:30:100, as a new user's server has), one small run each, measured as a user meets
+them:
+
+- `distmon --once --json` over the 100 `hNNN:PATH` sources: wall time and how many runs it lists;
+  the anchor, in the same run and alternating with it: the same 100 logdirs read locally.
+- the dashboard (the real Textual app, headless): seconds until its runs table lists all 100,
+  then the CPU it uses between refreshes over a window (this process and its ssh children, in %
+  of one core; the sshd side, the "remote hosts'" share, is shown apart). Anchor: the same
+  dashboard over the 100 local logdirs.
+
+Targets (issue 22): all listed within 10 s in both, at most 5% of a core between refreshes.
+
+The sessions' shell reads the rc files of an empty $HOME by default (`--rc clean`): on 100 real
+hosts each login runs its own rc files on its own CPU, while 100 aliases of this machine would
+all run this account's (here `pyenv init`, which waits on one shared lock: ~10 s a login on a
+loaded 2-core machine). `--rc account` measures that case too.
+
+Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20] [--rc clean]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' server fixtures
+
+import psutil
+
+from tests.core.events_helpers import scalar_records
+from tests.core.remote_servers import HOST_ALIAS, Sshd
+
+TARGET_SECONDS = 10.0
+TARGET_CORE = 0.05
+
+
+def aliases_config(sshd: Sshd, hosts: int, kex: str | None = None) -> Path:
+    """The sshd's client config with `hosts` more aliases of the same server (and, where
+    given, the user's choice of key exchange in each)."""
+    block = sshd.config.read_text()
+    if kex:
+        block = block.replace("  LogLevel ERROR\n", f"  LogLevel ERROR\n  KexAlgorithms {kex}\n")
+    extra = "".join(block.replace(f"Host {HOST_ALIAS}\n", f"Host h{i:03d}\n", 1)
+                     for i in range(hosts))  # fmt: skip
+    path = sshd.root / "hosts_config"
+    path.write_text(block + extra)
+    return path
+
+
+def make_logdirs(root: Path, hosts: int) -> list[Path]:
+    dirs = []
+    for i in range(hosts):
+        run = root / f"h{i:03d}" / "run"
+        run.mkdir(parents=True)
+        (run / "events.out.tfevents.1.bench").write_bytes(
+            scalar_records("loss", [(s, 1.0 / (s + 1)) for s in range(20)])
+        )
+        dirs.append(root / f"h{i:03d}")
+    return dirs
+
+
+def distmon_argv() -> list[str]:
+    return [sys.executable, "-m", "distmon.cli"]
+
+
+def once(argv: list[str], sshd: Sshd) -> tuple[float, int, int, float, float]:
+    """(seconds, runs listed, errors, CPU seconds of distmon and its ssh clients, CPU seconds
+    of the sshd side) of one `distmon --once --json`."""
+    before, far = resource.getrusage(resource.RUSAGE_CHILDREN), sshd_seconds(sshd)
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [*distmon_argv(), "--once", "--json", "--no-gpu", *argv],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    doc = json.loads(done.stdout) if done.stdout.strip() else {"runs": [], "errors": []}
+    return took, len(doc["runs"]), len(doc["errors"]), cpu, sshd_seconds(sshd) - far
+
+
+def cpu_seconds(me: psutil.Process) -> float:
+    """This process, its reaped children and its live ones (the ssh masters)."""
+    t = me.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in me.children(recursive=True):
+        try:
+            c = child.cpu_times()
+            total += c.user + c.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def sshd_seconds(sshd: Sshd) -> float:
+    assert sshd.process is not None
+    total = 0.0
+    listener = psutil.Process(sshd.process.pid)
+    for proc in (listener, *listener.children(recursive=True)):
+        try:
+            c = proc.cpu_times()
+            total += c.user + c.system + c.children_user + c.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+async def dashboard(
+    argv: list[str], expected: int, window: float, sshd: Sshd
+) -> tuple[float, float, float]:
+    """(seconds until the runs table lists `expected` runs, % core between refreshes, % core
+    of the sshd side) for the real app over `argv`."""
+    from distmon.app import DistmonApp
+    from distmon.cli import parse_options
+    from distmon.producers import make_producers
+    from distmon.widgets.runs import RunsTable
+
+    options = parse_options(argv)
+    app = DistmonApp(options, producers=lambda: make_producers(options))
+    me = psutil.Process()
+    t0 = time.perf_counter()
+    listed = float("nan")
+    async with app.run_test(size=(160, 48)) as pilot:
+        table = app.query_one(RunsTable)
+        deadline = t0 + 180
+        while time.perf_counter() < deadline:
+            if len(table._rows) >= expected:
+                listed = time.perf_counter() - t0
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(3.0)  # the first catch-up reads settle
+        cpu0, far0, w0 = cpu_seconds(me), sshd_seconds(sshd), time.perf_counter()
+        await pilot.pause(window)
+        cpu1, far1, w1 = cpu_seconds(me), sshd_seconds(sshd), time.perf_counter()
+    return listed, (cpu1 - cpu0) / (w1 - w0), (far1 - far0) / (w1 - w0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating --once rounds")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds of CPU measured")
+    parser.add_argument(
+        "--kex",
+        default=None,
+        metavar="ALGORITHMS",
+        help="KexAlgorithms in each Host block (e.g. curve25519-sha256: OpenSSH 9's default"
+        " post-quantum sntrup761 exchange costs ~70 ms of client CPU a handshake here)",
+    )
+    parser.add_argument(
+        "--rc", choices=("clean", "account"), default="clean",
+        help="the sessions' rc files: an empty $HOME's (default) or this account's",
+    )  # fmt: skip
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="distmon-bench-hosts-") as name:
+        tmp = Path(name)
+        (tmp / "sshd").mkdir()
+        (tmp / "home").mkdir()
+        sshd = Sshd(tmp / "sshd", home=tmp / "home" if args.rc == "clean" else None)
+        sshd.start()
+        try:
+            config = aliases_config(sshd, args.hosts, args.kex)
+            dirs = make_logdirs(tmp / "logs", args.hosts)
+            remote = ["--ssh-config", str(config)]
+            remote += [f"h{i:03d}:{d}" for i, d in enumerate(dirs)]
+            local = [str(d) for d in dirs]
+            print(
+                f"{args.hosts} ssh hosts (aliases of one loopback sshd, {args.rc} rc files,"
+                f" key exchange {args.kex or 'ssh default'}),"
+                f" one small run each; load average {os.getloadavg()[0]:.1f} on"
+                f" {os.cpu_count()} cores"
+            )
+            times: dict[str, list[float]] = {"ssh": [], "local": []}
+            for round_ in range(args.rounds):
+                order = [("ssh", remote), ("local", local)]
+                for label, argv in order if round_ % 2 == 0 else order[::-1]:
+                    took, runs, errors, cpu, far = once(argv, sshd)
+                    times[label].append(took)
+                    print(f"  --once {label:<5} round {round_ + 1}: {took:5.2f} s, "
+                          f"{runs} runs listed, {errors} errors; CPU: distmon and its ssh"
+                          f" clients {cpu:.2f} s, sshd side {far:.2f} s")  # fmt: skip
+            ssh_t, local_t = statistics.median(times["ssh"]), statistics.median(times["local"])
+            verdict = "ok" if ssh_t <= TARGET_SECONDS else "MISSED"
+            print(
+                f"--once over ssh: median {ssh_t:.2f} s ({ssh_t / local_t:.1f}x the local"
+                f" anchor's {local_t:.2f} s); target <= {TARGET_SECONDS:g} s: {verdict}"
+            )
+            for label, argv in (("ssh", remote), ("local", local)):
+                listed, core, far = asyncio.run(
+                    dashboard(["--no-gpu", *argv], args.hosts, args.window, sshd)
+                )
+                print(f"dashboard {label:<5}: all {args.hosts} listed after {listed:5.2f} s;"
+                      f" {core * 100:5.1f}% of a core between refreshes"
+                      f" (sshd side {far * 100:.1f}%)")  # fmt: skip
+                if label == "ssh":
+                    ok = listed <= TARGET_SECONDS and core <= TARGET_CORE
+                    print(f"  targets <= {TARGET_SECONDS:g} s and <= {TARGET_CORE:.0%} of a"
+                          f" core: {'ok' if ok else 'MISSED'}")  # fmt: skip
+        finally:
+            sshd.stop()
+
+
+if __name__ == "__main__":
+    main()
