@@ -66,6 +66,9 @@ class AgentRecord:
     last_step: int | None = None
     error: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The plan and config as comparison columns (lr, lr_rule, global_batch, replicas, model,
+    # optimizer, ...): numbers and strings only, see distcore.jobs.agent.agent_hparams.
+    hparams: Mapping[str, float | int | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
