@@ -33,3 +33,10 @@ class Options:
     remotes: tuple[SshSpec | UrlSpec, ...] = ()
     ssh_config: Path | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
+    # The comparison table (issue 20): --once --table / --csv / --points, and the initial
+    # sort (`[-]COLUMN`) and filter expression (`NAME OP VALUE,...`) of the dashboard too.
+    table: bool = False
+    csv: bool = False
+    points: bool = False
+    sort: str | None = None
+    filter: str = ""

@@ -1,10 +1,11 @@
 """Sorting, filtering, grouping and the top N of comparison rows: pure functions.
 
 A filter is a comma-separated conjunction of `NAME OP VALUE`, OP one of `< <= > >= = !=` (`==`
-is `=`): `lr<0.01,optimizer=adam`. A VALUE that reads as a number compares as a number with a
-numeric cell; otherwise it compares as a string with a string cell. A job without the column,
-or whose cell is of the other kind, does not match. NAME and VALUE may be quoted ('...' or
-"...") to hold commas, spaces, quotes of the other kind or operator characters: `"a,b"!=x`.
+is `=`): `lr<0.01,optimizer=adam`. A numeric cell compares as a number with a VALUE that reads
+as one (an unquoted `0.01`, `1e-3`, `inf`) and matches no other; a string cell compares as a
+string with VALUE's text. A job without the column does not match. NAME and VALUE may be
+quoted ('...' or "...") to hold commas, spaces, the other quote or operator characters
+(`"a,b"!=x`); a quoted VALUE is always a string.
 
 Sorting puts numbers before strings, NaN after both and missing cells last, also in reverse.
 Hand-written rather than a query library: the grammar is six operators, and its errors must
