@@ -91,10 +91,16 @@ def table_of(snap: JobsSnapshot, options: Options) -> ComparisonTable:
     if options.sort:
         column, reverse = parse_sort(options.sort)
         if table.rows and column not in table.columns:
-            known = ", ".join(table.columns)
-            raise DistmonError(f"--sort: no column {column!r} (columns: {known})")
+            raise DistmonError(f"--sort: no column {terminal_text(column, 80)!r} ({_known(table)})")
         rows = sort_rows(rows, column, reverse)
     return ComparisonTable(table.hparams, table.metrics, tuple(rows))
+
+
+def _known(table: ComparisonTable, most: int = 20) -> str:
+    """The columns there are, each escaped (a name may hold a newline: the error is one line)."""
+    shown = [terminal_text(c, 40) for c in table.columns[:most]]
+    more = len(table.columns) - most
+    return "columns: " + ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
 
 
 def shown_value(value: object) -> str:
