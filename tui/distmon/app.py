@@ -32,14 +32,13 @@ from distmon.options import Options
 from distmon.producers import Producers, RunSource, Telemetry, Watcher, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.widgets.charts import LineChart
-from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, arrange, view_note
+from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
 from distmon.widgets.hosts import gpus_title, no_history, render_hosts
 from distmon.widgets.model import (
     X_MODES,
     XMode,
     all_tags,
     curves,
-    filter_jobs,
     shown_jobs,
     status_line,
 )
@@ -245,11 +244,7 @@ class DistmonApp(TableKeys, App[int]):
         if not self.screen_stack:  # a snapshot that arrived while the app shut down
             return
         jobs = self.jobs.jobs if self.jobs is not None else ()
-        entries = self._view_rows.entries(jobs)
-        if self.pattern:
-            named = {j.name for j in filter_jobs([e.job for e in entries], self.pattern)}
-            entries = tuple(e for e in entries if e.job.name in named)
-        self._arranged = arranged = arrange(entries, self.view)
+        self._arranged = arranged = self._view_rows.arrange(jobs, self.pattern, self.view)
         self._visible = tuple(i.job for i in arranged.items if isinstance(i, Entry))
         table = self._main.query_one(RunsTable)
         table.show(arranged, self.selected)

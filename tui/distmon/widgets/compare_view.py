@@ -28,7 +28,7 @@ from distcore.table import (
 )
 from distcore.table.rows import BEST_SUFFIXES
 from distcore.textsafe import terminal_text
-from distmon.widgets.model import JobRow, fmt, job_row
+from distmon.widgets.model import JobRow, filter_jobs, fmt, job_row
 
 if TYPE_CHECKING:
     from distcore.jobs.model import Job
@@ -83,18 +83,41 @@ class Arranged:
 class ViewRows:
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
+        self._last: tuple[Entry, ...] = ()
+        self._arranged: tuple[tuple[tuple[Entry, ...], str, TableView], Arranged] | None = None
 
     def entries(self, jobs: Iterable[Job]) -> tuple[Entry, ...]:
+        """Each job's entry; the same tuple as last time when no job changed (an unchanged job
+        keeps its entry, and the Job it was built from: same version, same parts)."""
         fresh: dict[str, Entry] = {}
+        changed = False
         for job in jobs:
             entry = self._entries.get(job.name)
             if entry is None or (entry.job.version, entry.job.status) != (job.version, job.status):
                 entry = Entry(job, job_row(job), compare_row(job))
-            elif entry.job is not job:  # same facts, a newer snapshot object: keep the rows
-                entry = Entry(job, entry.row, entry.compare)
+                changed = True
             fresh[job.name] = entry
+        if changed or len(fresh) != len(self._entries):
+            self._last = tuple(fresh.values())
         self._entries = fresh
-        return tuple(fresh.values())
+        return self._last
+
+    def arrange(self, jobs: Iterable[Job], pattern: str, view: TableView) -> Arranged:
+        """`arrange` over the jobs whose names match `pattern`; the same Arranged as last time
+        when neither the jobs nor the view changed (a refresh of an idle sweep costs O(jobs)
+        look-ups and nothing else)."""
+        entries = self.entries(jobs)
+        if self._arranged is not None:
+            (last_entries, last_pattern, last_view), last = self._arranged
+            if last_entries is entries and (last_pattern, last_view) == (pattern, view):
+                return last
+        named = entries
+        if pattern:
+            kept = {j.name for j in filter_jobs([e.job for e in entries], pattern)}
+            named = tuple(e for e in entries if e.job.name in kept)
+        arranged = arrange(named, view)
+        self._arranged = ((entries, pattern, view), arranged)
+        return arranged
 
 
 def default_columns(hparams: Sequence[str], metrics: Sequence[str]) -> tuple[str, ...]:

@@ -70,12 +70,16 @@ class RunsTable(DataTable[Text | str]):
         self._signatures: dict[str, object] = {}
         self._columns: tuple[str, ...] | None = None  # comparison columns on screen
         self._items: tuple[Entry | Header, ...] = ()
+        self._arranged: Arranged | None = None
         self._selected: frozenset[str] = frozenset()
         self._built_width = -1
         self.renders = 0  # rows rendered (added or updated): for tests and the benchmark
 
     def show(self, arranged: Arranged, selected: frozenset[str]) -> None:
         """Update only what changed: new rows, vanished rows, changed cells, the order."""
+        if arranged is self._arranged and selected == self._selected:
+            return  # an idle refresh: nothing to compare
+        self._arranged = arranged
         items = arranged.items
         self._items, self._selected = items, selected
         if arranged.columns != self._columns or self._built_width != self.size.width:
