@@ -335,7 +335,7 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
-        if key != self.cursor_job:
+        if key != self.cursor_job and self.screen_stack:  # (not while shutting down)
             self.cursor_job = key
             self._show_charts()
 
