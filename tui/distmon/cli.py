@@ -139,14 +139,16 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sort",
         metavar="[-]COLUMN",
-        help="sort the table by COLUMN (numbers as numbers, missing last); -COLUMN reverses",
+        help="sort the table (and the dashboard's jobs) by COLUMN: numbers as numbers, missing "
+        "last; -COLUMN reverses",
     )
     parser.add_argument(
         "--filter",
         metavar="EXPR",
         default="",
         help="keep the jobs matching every NAME OP VALUE of a comma-separated list, OP one of "
-        "< <= > >= = != (e.g. 'lr<0.01,optimizer=adam'); a job without NAME does not match",
+        "< <= > >= = != (e.g. 'lr<0.01,optimizer=adam'); a job without NAME does not match; "
+        "the dashboard starts with it too",
     )
 
 
