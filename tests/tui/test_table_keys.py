@@ -201,3 +201,13 @@ async def test_a_refresh_renders_only_the_rows_that_changed(make_app: MakeApp) -
         await until(pilot, lambda: table.renders > before, "the changed row")
         await pilot.pause()
         assert table.renders - before == 1
+
+
+async def test_sort_and_filter_options_set_where_the_dashboard_starts(sweep: Path) -> None:
+    options = Options(
+        logdirs=(sweep,), refresh=0.2, no_gpu=True, sort="-lr", filter="optimizer=sgd"
+    )
+    app = DistmonApp(options)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: keys(app) == ["s1", "s4"], "the sgd jobs, largest lr first")
+        assert app.query_one("#expr", Input).display and app.query_one(RunsTable).has_focus
