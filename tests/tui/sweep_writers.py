@@ -48,18 +48,36 @@ for config, replicas in [("adam_sqrt.toml", 4), ("quickstart.toml", 2)]:
                 tf.summary.scalar("epoch_loss", 1.0 / (step + 1) + offset, step=step)
     RunRecord(job, {"status": "finished", "config": config_to_dict(cfg),
                     "plan": plan.to_json(), "last_step": 9}).update()
+
+# Keras' hparams callback beside its TensorBoard callback, in a logdir of its own.
+import keras
+import numpy as np
+fit = Path(sys.argv[3]) / "fit"
+model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+model.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=2, verbose=0, validation_split=0.25,
+          callbacks=[keras.callbacks.TensorBoard(str(fit)),
+                     hp.KerasCallback(str(fit), {"units": 1, "optimizer": "sgd"})])
 """
 
 JOBS = ["agent/adam_sqrt", "agent/quickstart", "tbx/x", "tbx/y", "tf/a", "tf/b", "tf/c"]
 
 
-def write_sweep(root: Path) -> Path:
-    """Write the sweep under `root`; skips (pytest) when TensorFlow is not installed."""
+def write_sweep(root: Path, keras_root: Path | None = None) -> Path:
+    """Write the sweep under `root` (and a Keras fit with its hparams callback under
+    `keras_root/fit`, default beside root); skips (pytest) when TensorFlow is not installed."""
     import pytest
 
     pytest.importorskip("tensorflow", reason="pip install -e .[agent] writes the sweep")
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(root), str(REPO / "sample_configs")],
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            str(root),
+            str(REPO / "sample_configs"),
+            str(keras_root or root.parent / "keras"),
+        ],
         capture_output=True,
         timeout=300,
         env={**__import__("os").environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},

@@ -218,6 +218,13 @@ def test_table_csv_round_trips_against_the_event_accumulator(sweep: Path) -> Non
             assert (float(got) if kind == "number_value" else got) == expected
 
 
+def test_keras_hparams_callback_and_tensorboard_callback_are_one_job(sweep: Path) -> None:
+    (row,) = csv_rows(sweep.parent / "keras")
+    assert row["job"] == "fit" and float(row["units"]) == 1 and row["optimizer"] == "sgd"
+    assert float(row["epoch_loss"]) >= 0 and float(row["validation/epoch_loss"]) >= 0
+    assert int(row["step"]) >= 1  # two epochs (Keras also logs per-iteration tags)
+
+
 def test_json_stays_version_1(sweep: Path) -> None:
     done = distmon("--json", sweep)
     doc = json.loads(done.stdout)
