@@ -232,7 +232,8 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        self.render_jobs()
+        with contextlib.suppress(NoMatches):  # a snapshot that arrived while shutting down
+            self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
