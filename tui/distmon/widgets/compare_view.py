@@ -165,9 +165,8 @@ def arrange(entries: Sequence[Entry], view: TableView) -> Arranged:
             shown = (
                 "–" if value is None else fmt(value, 6) if isinstance(value, float) else str(value)
             )
-            label = (
-                f"▾ {terminal_text(view.group, 30)} = {terminal_text(shown, 40)} · {len(members)}"
-            )
+            # The value first: the name column may be narrow, and the column is in the title.
+            label = f"▾ {terminal_text(shown, 40)} ({len(members)})"
             items.append(Header(f"{GROUP_KEY}{number}", label))
             items += [by_name[r.name] for r in members]
     choices = tuple((*table.hparams, *table.metrics))
