@@ -59,6 +59,11 @@ def keys(app: DistmonApp) -> list[str]:
     return [str(r.key.value) for r in app.query_one(RunsTable).ordered_rows]
 
 
+def laid_out(table: RunsTable) -> bool:
+    """Built for the width it has (the first build can come before the layout)."""
+    return table.size.width > 0 and table._built_width == table.size.width
+
+
 def app_over(logdir: Path) -> DistmonApp:
     return DistmonApp(Options(logdirs=(logdir,), refresh=0.2, no_gpu=True))
 
@@ -179,8 +184,7 @@ async def test_the_input_wait_column_stays_in_view(
     async with app.run_test(size=size) as pilot:
         await ready(pilot)
         table = app.query_one(RunsTable)
-        await until(pilot, lambda: table.row_count == 2, "the rows")
-        await pilot.pause()
+        await until(pilot, lambda: table.row_count == 2 and laid_out(table), "the rows, laid out")
         widths = [c.get_render_width(table) for c in table.columns.values()]
         labels = [str(c.label) for c in table.columns.values()]
         end_of_wait = sum(widths[: labels.index("wait") + 1])
@@ -194,7 +198,7 @@ async def test_a_refresh_renders_only_the_rows_that_changed(make_app: MakeApp) -
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         table = app.query_one(RunsTable)
-        await until(pilot, lambda: table.row_count == 300, "300 jobs")
+        await until(pilot, lambda: table.row_count == 300 and laid_out(table), "300, laid out")
         before = table.renders
         changed = keras_job("job007", status="idle")  # the store's files went quiet
         store.replace([r for r in runs if not r.name.startswith("job007/")] + changed)
