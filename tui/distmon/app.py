@@ -10,6 +10,7 @@ ends: runs fill in as the scan reads them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,18 +26,19 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
+from distcore.table import parse_sort
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
 from distmon.producers import Producers, RunSource, Telemetry, Watcher, make_producers
+from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.widgets.charts import LineChart
+from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
 from distmon.widgets.hosts import gpus_title, no_history, render_hosts
 from distmon.widgets.model import (
     X_MODES,
     XMode,
     all_tags,
     curves,
-    filter_jobs,
-    job_rows,
     shown_jobs,
     status_line,
 )
@@ -51,7 +53,7 @@ if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first scre
 WIDE = 120  # columns from which runs and charts sit side by side
 
 
-class DistmonApp(App[int]):
+class DistmonApp(TableKeys, App[int]):
     CSS_PATH = "distmon.tcss"
     TITLE = "distmon"
     ENABLE_COMMAND_PALETTE = False
@@ -66,6 +68,7 @@ class DistmonApp(App[int]):
         Binding("minus", "smoothing(-1)", "smooth-", show=False),
         Binding("r", "reload", "reload"),
         Binding("escape", "escape", "unfocus", show=False),
+        *TABLE_BINDINGS,
     ]
 
     def __init__(
@@ -106,6 +109,12 @@ class DistmonApp(App[int]):
         self.smoothing = DEFAULT_WEIGHT
         self.x_mode: XMode = "step"
         self.log_y = False
+        # The comparison table (issue 20): the view's state, and each job's rows kept between
+        # refreshes (built again only for the jobs that changed).
+        sort, reverse = parse_sort(options.sort) if options.sort else (None, False)
+        self.view = TableView(sort=sort, reverse=reverse, expr=options.filter)
+        self._view_rows = ViewRows()
+        self._arranged: Arranged | None = None
 
     # --- layout and life ----------------------------------------------------------------------
 
@@ -115,6 +124,7 @@ class DistmonApp(App[int]):
             with Vertical(id="left"):
                 yield RunsTable(id="runs")
                 yield Input(placeholder="regular expression", id="filter")
+                yield Input(placeholder="NAME OP VALUE,... e.g. lr<0.01,optimizer=adam", id="expr")
                 yield Panel(id="details")
             with Horizontal(id="charts"):
                 yield LineChart(id="chart-loss")
@@ -130,6 +140,8 @@ class DistmonApp(App[int]):
         self._main.query_one("#details").border_title = "focused"
         self._apply_size(self.size.width)
         self._main.query_one(RunsTable).focus()
+        expr = self._main.query_one("#expr", Input)
+        expr.value, expr.display, expr.disabled = self.view.expr, bool(self.view.expr), True
         self.render_jobs()  # the empty frame, drawn while the producers load
         self._start_producers()
 
@@ -220,7 +232,8 @@ class DistmonApp(App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        self.render_jobs()
+        with contextlib.suppress(NoMatches):  # a snapshot that arrived while shutting down
+            self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
@@ -229,9 +242,15 @@ class DistmonApp(App[int]):
     def render_jobs(self) -> None:
         """Every panel from the snapshot on screen and the view's state; each skips its draw
         when what it shows did not change."""
+        if not self.screen_stack:  # a snapshot that arrived while the app shut down
+            return
         jobs = self.jobs.jobs if self.jobs is not None else ()
-        self._visible = filter_jobs(jobs, self.pattern)
-        self._main.query_one(RunsTable).show(job_rows(self._visible), self.selected)
+        self._arranged = arranged = self._view_rows.arrange(jobs, self.pattern, self.view)
+        self._visible = tuple(i.job for i in arranged.items if isinstance(i, Entry))
+        table = self._main.query_one(RunsTable)
+        table.show(arranged, self.selected)
+        note = view_note(self.view, arranged.error)
+        table.border_title = f"runs · {note}" if note else "runs"
         self._show_charts()
         self._show_details()
         self._show_alerts()
@@ -246,6 +265,10 @@ class DistmonApp(App[int]):
 
     def _shown(self) -> tuple[Job, ...]:
         jobs = self.jobs.jobs if self.jobs is not None else ()
+        top = self._arranged.top if self._arranged is not None else ()
+        if top and self.focused_job is None:  # `o`: the top N by the sort column
+            by_name = {j.name: j for j in self._visible}
+            return tuple(by_name[name] for name in top if name in by_name)
         return shown_jobs(jobs, self._visible, self.focused_job, self.selected, self.cursor_job)
 
     def _show_charts(self) -> None:
@@ -298,6 +321,8 @@ class DistmonApp(App[int]):
         total = len(self.jobs.jobs) if self.jobs is not None else 0
         errors = self.jobs.errors if self.jobs is not None else ()
         notes = [self._scan_note] if self._scan_note else []
+        if self._arranged is not None and self._arranged.error:
+            notes.append(self._arranged.error)
         notes += [f"{e.producer}: {e.message}" for e in errors[:1]]
         logdirs = [str(p) for p in self.options.logdirs]
         text = status_line(
@@ -311,7 +336,7 @@ class DistmonApp(App[int]):
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
-        if key != self.cursor_job:
+        if key != self.cursor_job and self.screen_stack:  # (not while shutting down)
             self.cursor_job = key
             self._show_charts()
 
@@ -325,10 +350,16 @@ class DistmonApp(App[int]):
         self.render_jobs()
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "expr":
+            self.set_view(dataclasses.replace(self.view, expr=event.value))
+            return
         self.pattern = event.value
         self.render_jobs()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "expr":
+            self.close_expression()
+            return
         self._close_filter()
 
     # --- actions --------------------------------------------------------------------------------
@@ -338,15 +369,25 @@ class DistmonApp(App[int]):
 
     def action_filter(self) -> None:
         box = self._main.query_one("#filter", Input)
+        box.disabled = False
         box.display = True
         box.focus()
 
     def _close_filter(self) -> None:
+        """Back to the list; the kept pattern stays in view but cannot take the focus (Tab
+        into it made `q` type instead of quit)."""
         box = self._main.query_one("#filter", Input)
         box.display = bool(self.pattern)
+        box.disabled = True
         self._main.query_one(RunsTable).focus()
 
     def action_escape(self) -> None:
+        expr = self._main.query_one("#expr", Input)
+        if expr.has_focus:  # escape in the expression box clears the expression only
+            expr.value = ""
+            self.set_view(dataclasses.replace(self.view, expr=""))
+            self.close_expression()
+            return
         box = self._main.query_one("#filter", Input)
         if box.has_focus or (self.pattern and self.focused_job is None):
             box.value = ""

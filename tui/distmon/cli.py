@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="points kept per series (default 2000)",
     )
     _add_serve_flags(parser)
+    _add_table_arguments(parser)
     parser.add_argument("--version", action="version", version=f"distmon {__version__}")
     return parser
 
@@ -195,19 +196,81 @@ def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     }
 
 
+def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The comparison table (issue 20): one row per job, its hparams and metrics as columns."""
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="with --once: print the comparison table, one row per job: status, step, its "
+        "hparams and each tag's last value, TAG.min and TAG.max",
+    )
+    parser.add_argument(
+        "--csv", action="store_true", help="with --once: the same rows as CSV, a header first"
+    )
+    parser.add_argument(
+        "--points",
+        action="store_true",
+        help="with --once: every kept point as CSV run,tag,step,wall_time,value "
+        "(--max-points says how many a series keeps)",
+    )
+    parser.add_argument(
+        "--sort",
+        metavar="[-]COLUMN",
+        help="sort the table (and the dashboard's jobs) by COLUMN: numbers as numbers, missing "
+        "last; -COLUMN reverses",
+    )
+    parser.add_argument(
+        "--filter",
+        metavar="EXPR",
+        default="",
+        help="keep the jobs matching every NAME OP VALUE of a comma-separated list, OP one of "
+        "< <= > >= = != (e.g. 'lr<0.01,optimizer=adam'); a job without NAME does not match; "
+        "the dashboard starts with it too",
+    )
+
+
+def _check_table_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    chosen = [f"--{n}" for n in ("json", "table", "csv", "points") if getattr(args, n)]
+    if len(chosen) > 1:
+        parser.error(f"{' and '.join(chosen)}: choose one")
+    for flag in ("table", "csv", "points"):
+        if getattr(args, flag) and not args.once:
+            parser.error(f"--{flag} needs --once")
+    from distcore.table import parse_filter, parse_sort
+
+    try:
+        parse_filter(args.filter)
+        if args.sort is not None:
+            parse_sort(args.sort)
+    except DistmonError as err:
+        parser.error(str(err))
+
+
 def _default_logdirs() -> tuple[Path, ...]:
     runs = Path("runs")
     return (runs,) if runs.is_dir() else (Path("."),)
 
 
+def _joined_sort(argv: Sequence[str]) -> list[str]:
+    """`--sort -loss` as `--sort=-loss`: argparse would take `-loss` for an option."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--sort" and arg.startswith("-") and arg not in ("-", "--"):
+            out[-1] = f"--sort={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def parse_options(argv: Sequence[str] | None = None) -> Options:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_joined_sort(sys.argv[1:] if argv is None else argv))
     if args.json and not args.once:
         parser.error("--json needs --once")
     if args.check and not args.once:
         parser.error("--check needs --once")
     serve = _serve_options(parser, args)
+    _check_table_arguments(parser, args)
     from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
 
     try:
@@ -235,6 +298,11 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         ssh_config=args.ssh_config,
         storage_options=storage_options,
         **serve,
+        table=args.table,
+        csv=args.csv,
+        points=args.points,
+        sort=args.sort,
+        filter=args.filter,
     )
 
 

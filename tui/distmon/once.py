@@ -182,6 +182,10 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
 def run_once(options: Options, out: TextIO | None = None) -> int:
     """Print the report; 0, or with `--check` 1 when any alert is critical."""
     out = out or sys.stdout
+    if options.table or options.csv or options.points:  # the comparison table (issue 20)
+        from distmon.table_text import run_table
+
+        return run_table(options, out)
     doc = collect(options)
     if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
         json.dump(json_safe(doc), out, indent=2, allow_nan=False)

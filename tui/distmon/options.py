@@ -42,3 +42,10 @@ class Options:
     notify: str | None = None  # webhook URL (a secret: never printed whole)
     notify_level: str = "critical"
     max_series: int = DEFAULT_MAX_SERIES
+    # The comparison table (issue 20): --once --table / --csv / --points, and the initial
+    # sort (`[-]COLUMN`) and filter expression (`NAME OP VALUE,...`) of the dashboard too.
+    table: bool = False
+    csv: bool = False
+    points: bool = False
+    sort: str | None = None
+    filter: str = ""

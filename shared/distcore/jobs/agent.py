@@ -52,6 +52,43 @@ def provenance(plan: Mapping[str, Any]) -> str | None:
     return f"{base:g} @ batch {batch} × {replicas} replicas ({rule}) = {lr:.4g}"
 
 
+# Comparison column -> where run.json holds it: ("plan" | "config", key path).
+AGENT_HPARAMS: Final = (
+    ("lr", ("plan", "learning_rate")),
+    ("lr_rule", ("plan", "scaling_rule")),
+    ("base_lr", ("plan", "base_learning_rate")),
+    ("warmup_epochs", ("plan", "warmup_epochs")),
+    ("global_batch", ("plan", "global_batch_size")),
+    ("per_replica_batch", ("plan", "per_replica_batch_size")),
+    ("replicas", ("plan", "replicas")),
+    ("workers", ("plan", "workers")),
+    ("model", ("config", "model", "name")),
+    ("optimizer", ("config", "optimizer", "name")),
+    ("lr_decay", ("config", "optimizer", "decay")),
+    ("strategy", ("config", "strategy", "kind")),
+)
+
+
+def _at(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = doc
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def agent_hparams(doc: Mapping[str, Any]) -> dict[str, float | int | str]:
+    """distagent's plan and config as comparison columns; a field of another type (or a
+    non-finite number) is left out: run.json is untrusted."""
+    out: dict[str, float | int | str] = {}
+    for column, path in AGENT_HPARAMS:
+        value = _at(doc, path)
+        if isinstance(value, str) or _int(value) is not None:
+            out[column] = value
+        elif (number := _number(value)) is not None:
+            out[column] = number
+    return out
+
+
 def agent_record_from(doc: Any) -> AgentRecord | None:
     """An AgentRecord from a parsed run.json, or None when it is not an object."""
     if not isinstance(doc, dict):
@@ -69,6 +106,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         extra=extra,
         scheduler=scheduler_ref_from(doc.get("scheduler")),
         recoveries=recoveries_from(doc.get("recoveries")),
+        hparams=agent_hparams(doc),
     )
 
 

@@ -70,6 +70,9 @@ class AgentRecord:
     scheduler: SchedulerRef | None = None  # the Slurm job (or Kubernetes pod) that ran it
     recoveries: tuple[RecoveryNote, ...] = ()
     """Rollbacks after divergence (distagent's `recoveries`), the well-formed ones."""
+    # The plan and config as comparison columns (lr, lr_rule, global_batch, replicas, model,
+    # optimizer, ...): numbers and strings only, see distcore.jobs.agent.agent_hparams.
+    hparams: Mapping[str, float | int | str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

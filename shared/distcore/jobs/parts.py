@@ -2,7 +2,9 @@
 
 Keras' TensorBoard callback writes a job as `<job>/train` and `<job>/validation`; distagent adds
 `<job>/system` (GPU and host samples), `<job>/system/worker-<i>` (one per worker of a
-multi-worker job) and `<job>/run.json`. Any other run is a job of its own (part "").
+multi-worker job) and `<job>/run.json`. tensorboardX's `add_hparams` writes its session into a
+sub-run named by `str(time.time())`, `<job>/1712345678.123456`: that sub-run is a part of its
+parent job (its hparams and metrics are the job's). Any other run is a job of its own (part "").
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ if TYPE_CHECKING:
 
 TRAINING_PARTS: Final = (names.TRAIN_DIR, names.VALIDATION_DIR)
 _WORKER = re.compile(r"worker-(\d{1,6})")
+# str(time.time()) as tensorboardX names an add_hparams session: 9-11 digits (2001-5138), a
+# fraction. Narrow on purpose: a run the user named with digits is not taken for a session.
+_HPARAMS_SESSION = re.compile(r"\d{9,11}\.\d{1,9}")
 _FILES_RANK: Final = {"live": 0, "idle": 1, "gone": 2}
 
 
@@ -31,9 +36,14 @@ def split_run(name: str) -> tuple[str, str]:
     pieces = name.split("/")
     if len(pieces) >= 2 and pieces[-2] == names.SYSTEM_DIR and _WORKER.fullmatch(pieces[-1]):
         return ("/".join(pieces[:-2]) or ".", "/".join(pieces[-2:]))
-    if pieces[-1] in (*TRAINING_PARTS, names.SYSTEM_DIR):
+    if pieces[-1] in (*TRAINING_PARTS, names.SYSTEM_DIR) or is_hparams_part(pieces[-1]):
         return ("/".join(pieces[:-1]) or ".", pieces[-1])
     return (name, "")
+
+
+def is_hparams_part(part: str) -> bool:
+    """A tensorboardX `add_hparams` session's sub-run (named by its time.time())."""
+    return _HPARAMS_SESSION.fullmatch(part) is not None
 
 
 def is_system_part(part: str) -> bool:

@@ -1,24 +1,51 @@
-"""The runs list: one row per job; space selects jobs to overlay, enter focuses one."""
+"""The runs list: one row per job, then its comparison columns (hparams and metrics); space
+selects jobs to overlay, enter focuses one.
+
+Incremental: `show` adds the rows of new jobs, removes those of vanished ones, updates the
+cells of the rows that changed and reorders the rest without re-rendering them (DataTable's
+own sort, keyed on each row's position), so a refresh costs what changed. Only a change of
+the columns (or of the table's width) rebuilds the whole table.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable
 
 from distcore.textsafe import terminal_text
+from distmon.widgets.compare_view import Arranged, Entry, Header, cell_text
 from distmon.widgets.model import ROW_COLUMNS, JobRow
 
+# Fixed widths for the columns that change in place: re-measuring every column on each update
+# was the biggest cost of a live table. The name takes what the width leaves (the input-wait
+# column stays in view from 120 columns on); comparison columns follow, scrolled to.
 COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
 NAME_LIMIT = 80  # characters of a job's name in the table
+MIN_NAME = 8
+HEADER_LIMIT = 16  # characters of a comparison column's header
 STATUS_STYLE = {
     "live": "green", "idle": "yellow", "gone": "red", "running": "green", "finished": "cyan",
     "failed": "bold red", "diverged": "bold red", "stopped": "yellow",
 }  # fmt: skip
+_KEYS = ("mark", *ROW_COLUMNS[1:])
+
+
+class _Mark(Text):
+    """The first cell of a row, which knows its row: DataTable's sort hands the key function
+    cells, not keys, and reordering by position must not re-render a row."""
+
+    row_key: str = ""
+
+
+def _signature(item: Entry | Header, selected: bool) -> object:
+    if isinstance(item, Header):
+        return item.label
+    return (item.row, item.compare, selected)
 
 
 class RunsTable(DataTable[Text | str]):
@@ -39,58 +66,132 @@ class RunsTable(DataTable[Text | str]):
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
-        self._rows: tuple[JobRow, ...] = ()
+        self._keys: list[str] = []  # row keys in table order
+        self._signatures: dict[str, object] = {}
+        self._columns: tuple[str, ...] | None = None  # comparison columns on screen
+        self._items: tuple[Entry | Header, ...] = ()
+        self._arranged: Arranged | None = None
         self._selected: frozenset[str] = frozenset()
+        self._built_width = -1
+        self.renders = 0  # rows rendered (added or updated): for tests and the benchmark
 
-    def on_mount(self) -> None:
-        # Fixed widths for the columns that change in place: re-measuring every column on each
-        # update was the biggest cost of a live table. The job name sizes itself at rebuilds.
-        for label in ROW_COLUMNS:
-            self.add_column(label, key=label or "mark", width=COLUMN_WIDTHS.get(label))
-
-    def show(self, rows: Sequence[JobRow], selected: frozenset[str]) -> None:
-        """Update only what changed: cells in place when the row keys are the same."""
-        rows = tuple(rows)
-        if rows == self._rows and selected == self._selected:
+    def show(self, arranged: Arranged, selected: frozenset[str]) -> None:
+        """Update only what changed: new rows, vanished rows, changed cells, the order."""
+        if arranged is self._arranged and selected == self._selected:
+            return  # an idle refresh: nothing to compare
+        self._arranged = arranged
+        items = arranged.items
+        self._items, self._selected = items, selected
+        if arranged.columns != self._columns or self._built_width != self.size.width:
+            self._rebuild(arranged.columns)
             return
-        if [r.key for r in rows] != [r.key for r in self._rows]:
-            self._rebuild(rows, selected)
-        else:
-            for old, new in zip(self._rows, rows, strict=True):
-                if old != new or (new.key in selected) != (new.key in self._selected):
-                    self._update_row(new, new.key in selected)
-        self._rows, self._selected = rows, selected
+        wanted = {self._key(i): i for i in items}
+        kept = [k for k in self._keys if k in wanted]
+        for key in [k for k in self._keys if k not in wanted]:
+            self.remove_row(key)
+            del self._signatures[key]
+        for key, item in wanted.items():
+            signature = _signature(item, key in selected)
+            old = self._signatures.get(key)
+            if old is None:
+                self.add_row(*self._cells(item, key in selected), key=key)
+                kept.append(key)
+                self.renders += 1
+            elif old is not signature and old != signature:
+                self._update_row(key, item, key in selected)
+            self._signatures[key] = signature
+        self._keys = kept  # the table's order now: the kept rows, then the added ones
+        keys = list(wanted)
+        if keys != kept:
+            self._reorder(keys)
 
-    def _cells(self, row: JobRow, selected: bool) -> list[Text | str]:
-        mark = Text(row.mark, style=STATUS_STYLE.get(row.status, ""))
+    @staticmethod
+    def _key(item: Entry | Header) -> str:
+        return item.key if isinstance(item, Header) else item.row.key
+
+    def _reorder(self, keys: list[str]) -> None:
+        current = self.current_key
+        position = {key: i for i, key in enumerate(keys)}
+        self.sort("mark", key=lambda mark: position[mark.row_key])
+        self._keys = keys
+        if current in position:
+            self.move_cursor(row=position[current], animate=False)
+
+    def _cells(self, item: Entry | Header, selected: bool) -> list[Text | str]:
+        key = self._key(item)
+        mark = _Mark()
+        mark.row_key = key
+        if isinstance(item, Header):
+            blanks: list[Text | str] = [""] * (len(_KEYS) - 2 + len(self._columns or ()))
+            return [mark, Text(item.label, style="bold"), *blanks]
+        row = item.row
+        mark.append(row.mark, style=STATUS_STYLE.get(row.status, ""))
         mark.append("◆" if selected else " ", style="bold magenta")
         # The name comes from the logdir: control characters escaped, 10,000 characters elided.
-        name = Text(terminal_text(row.name, NAME_LIMIT), style="bold magenta" if selected else "")
-        return [mark, name, *row.cells()[2:]]
+        name = Text(terminal_text(row.key, NAME_LIMIT), style="bold magenta" if selected else "")
+        extra = [cell_text(item.compare.get(c)) for c in self._columns or ()]
+        return [mark, name, *row.cells()[2:], *extra]
 
-    def _rebuild(self, rows: tuple[JobRow, ...], selected: frozenset[str]) -> None:
+    def _name_width(self) -> int:
+        longest = max(
+            (len(terminal_text(self._key(i), NAME_LIMIT)) for i in self._items), default=4
+        )
+        longest = max(longest, 4)
+        if self.size.width <= 0:
+            return min(longest, NAME_LIMIT)
+        others = sum(w + 2 * self.cell_padding for w in COLUMN_WIDTHS.values())
+        room = self.size.width - 1 - others - 2 * self.cell_padding  # 1: the vertical scrollbar
+        return max(MIN_NAME, min(longest, room))
+
+    def _rebuild(self, columns: tuple[str, ...]) -> None:
         current = self.current_key
-        self.clear()
-        for row in rows:
-            self.add_row(*self._cells(row, row.key in selected), key=row.key)
-        keys = [r.key for r in rows]
-        if current in keys:
-            self.move_cursor(row=keys.index(current), animate=False)
+        self.clear(columns=True)
+        self._columns, self._built_width = columns, self.size.width
+        name_width = self._name_width()
+        for label, key in zip(ROW_COLUMNS, _KEYS, strict=True):
+            self.add_column(
+                label, key=key, width=name_width if key == "job" else COLUMN_WIDTHS[label]
+            )
+        for column in columns:
+            label = terminal_text(column, HEADER_LIMIT)
+            self.add_column(label, key=f"c:{column}", width=max(len(label), 6))
+        self._signatures = {}
+        for item in self._items:
+            key = self._key(item)
+            self.add_row(*self._cells(item, key in self._selected), key=key)
+            self._signatures[key] = _signature(item, key in self._selected)
+        self.renders += len(self._items)
+        self._keys = [self._key(i) for i in self._items]
+        if current in self._keys:
+            self.move_cursor(row=self._keys.index(current), animate=False)
 
-    def _update_row(self, row: JobRow, selected: bool) -> None:
-        for column, value in zip(ROW_COLUMNS, self._cells(row, selected), strict=True):
-            self.update_cell(row.key, column or "mark", value)
+    def _update_row(self, key: str, item: Entry | Header, selected: bool) -> None:
+        column_keys = (*_KEYS, *(f"c:{c}" for c in self._columns or ()))
+        for column, value in zip(column_keys, self._cells(item, selected), strict=True):
+            self.update_cell(key, column, value)
+        self.renders += 1
+
+    def on_resize(self, event: events.Resize) -> None:
+        if event.size.width != self._built_width and self._columns is not None:
+            self._rebuild(self._columns)
+
+    @property
+    def job_rows(self) -> tuple[JobRow, ...]:
+        """The jobs' rows as shown, in table order (group headers left out)."""
+        return tuple(i.row for i in self._items if isinstance(i, Entry))
+
+    _rows = job_rows  # the name the dashboard's older tests read
 
     @property
     def current_key(self) -> str | None:
-        if not self._rows or self.cursor_row < 0 or self.cursor_row >= len(self._rows):
+        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
             return None
-        return self._rows[self.cursor_row].key
+        return self._keys[self.cursor_row]
 
     def action_toggle_select(self) -> None:
-        if (key := self.current_key) is not None:
+        if (key := self.current_key) is not None and not key.startswith("\x00"):
             self.post_message(self.ToggleSelect(key))
 
     def action_focus_job(self) -> None:
-        if (key := self.current_key) is not None:
+        if (key := self.current_key) is not None and not key.startswith("\x00"):
             self.post_message(self.FocusJob(key))

@@ -14,6 +14,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from distcore.textsafe import shown_names
+from distmon.widgets.table_screens import TABLE_KEYS
 
 DEFAULT_TAGS = "loss and accuracy"
 KEYS: tuple[tuple[str, str], ...] = (
@@ -30,6 +31,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("x", "x axis: step, relative time, wall time"),
     ("l", "log scale on the y axis"),
     ("r", "reload: read every logdir again"),
+    *TABLE_KEYS,
 )
 
 

@@ -1,0 +1,93 @@
+"""The comparison table over hostile logdirs: names and values with control characters, bidi
+overrides, markup, undecodable bytes and 10,000 characters, extreme numbers; and generated
+filter and sort arguments. Through the CLI's main() (every generated case) and one real
+process: exit 0 or one line and 2, the text escaped, the CSV well-formed."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distmon.cli import main
+from tests.untrusted import HOSTILE_NAMES, Point, dir_name, write_run
+
+HOSTILE_TEXT = [n.decode("utf-8", "surrogateescape") for n in HOSTILE_NAMES]
+CONTROL = {chr(c) for c in range(32) if c != 10} | {"\x7f", "\u202e"}
+
+
+def write_hparams(run_dir: Path, hparams: dict[str, object]) -> None:
+    from tensorboardX import SummaryWriter
+    from tensorboardX.summary import hparams as hparams_summaries
+
+    _, session_start, _ = hparams_summaries(hparams, {})  # as add_hparams writes it
+    with SummaryWriter(str(run_dir)) as w:
+        w.file_writer.add_summary(session_start)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    for i, raw in enumerate(HOSTILE_NAMES):
+        run = Path(os.fsdecode(bytes(root) + b"/" + dir_name(raw) + b"%d" % i))
+        values = [1.0, math.nan, 1e300, -math.inf, 0.5][: i % 5 + 1]
+        write_run(run, [Point(raw, s, v, 1000.0 + s, "simple") for s, v in enumerate(values)])
+        text = HOSTILE_TEXT[i]
+        if "\udc80" <= max(text) <= "\udcff":  # protobuf strings must be UTF-8
+            continue
+        write_hparams(run / "1712345678.5", {text: text, "lr": 10.0**-i, "flag": i % 2 == 0})
+    return root
+
+
+def cli(*args: str | Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        code = main(["--once", *map(str, args)])
+    finally:
+        sys.stdout, sys.stderr = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_hostile_names_are_escaped_in_the_table_and_csv(hostile: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "--once", "--table", "--sort", "-lr", str(hostile)],
+        capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert not CONTROL & set(text) and "\\x1b[31mred" in text
+    code, out, _ = cli("--csv", hostile)
+    rows = list(csv.reader(io.StringIO(out)))
+    assert code == 0 and len(rows) == 1 + len(HOSTILE_NAMES)
+    assert all(len(r) == len(rows[0]) for r in rows) and not CONTROL & set(out)
+
+
+OPS = ["<", "<=", ">", ">=", "=", "!=", "==", ",", "'", '"', " "]
+pieces = st.sampled_from([*HOSTILE_TEXT[:9], *OPS, "lr", "flag", "true", "1e-3", "nan", "loss"])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    expr=st.lists(pieces, max_size=8).map("".join), sort=st.lists(pieces, max_size=3).map("".join)
+)
+def test_generated_filters_and_sorts_exit_0_or_one_line_2(
+    hostile: Path, expr: str, sort: str
+) -> None:
+    code, out, err = cli("--csv", "--filter", expr, "--sort", sort or "lr", hostile)
+    if code == 0:
+        rows = list(csv.reader(io.StringIO(out)))
+        assert rows[0][0] == "job" and len(rows) <= 1 + len(HOSTILE_NAMES)
+    else:
+        assert code == 2 and not out and err.count("\n") == 1 and not CONTROL & set(err)

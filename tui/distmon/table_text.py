@@ -1,0 +1,173 @@
+"""`distmon --once --table | --csv | --points`: the comparison table and the kept points, headless.
+
+The rows come from distcore.table over the job index's snapshot, as in the dashboard. Text is
+escaped (distcore.textsafe) and each column fits its widest cell, up to a bound; CSV has a
+header row and the job's name first. Numbers in CSV are written exactly (`repr` of the double:
+reading them back gives the same value); strings from the logdir have their control
+characters and undecodable bytes escaped as in the text report (`\\n`, `\\x1b`, `\\xff`), so
+neither a terminal nor a spreadsheet acts on them; ordinary names are unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, TextIO
+
+from distcore.errors import DistmonError
+from distcore.table import (
+    CompareRow,
+    ComparisonTable,
+    build_table,
+    compare_row,
+    parse_filter,
+    parse_sort,
+    select_rows,
+    sort_rows,
+)
+from distcore.textsafe import terminal_text
+from distmon.options import Options
+
+if TYPE_CHECKING:
+    from distcore.events.model import Series
+    from distcore.jobs.model import JobsSnapshot
+
+NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
+CELL_WIDTH = 24  # of any other cell
+HEADER_WIDTH = 40
+POINTS_HEADER = ("run", "tag", "step", "wall_time", "value")
+
+
+def collect_jobs(options: Options) -> JobsSnapshot:
+    """One pass over every source into the job index's snapshot (no GPU sampling: the table
+    and the points are the logdirs' own)."""
+    from distcore.events import LogdirWatcher, RunStore
+    from distcore.jobs.index import JobIndex
+    from distmon.once import _scan_remote, _spec_text
+
+    store = RunStore(max_points=options.max_points)
+    local = [p for p in options.logdirs if p.is_dir()]
+    watcher = LogdirWatcher(local, store, poll=options.poll)
+    watcher.scan_once()
+    remote = _scan_remote(options, store)
+    try:
+        logdirs = [str(p.resolve()) for p in options.logdirs]
+        logdirs += [_spec_text(s) for s in options.remotes]
+        producers = (watcher, remote) if remote else (watcher,)
+        index = JobIndex(store, logdirs=logdirs, producers=producers)
+        snap = index.refresh()
+    finally:
+        if remote is not None:
+            remote.close()
+    if snap is None:  # the index failed: its error says why
+        raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
+    if not local and not (remote and remote.readable()):
+        raise DistmonError("nothing readable: " + ", ".join(logdirs))
+    return snap
+
+
+def run_table(options: Options, out: TextIO) -> int:
+    """--table, --csv or --points: print, exit 0; problems reading go to stderr."""
+    snap = collect_jobs(options)
+    if options.points:
+        render_points_csv(snap, out)
+    elif options.csv:
+        render_table_csv(table_of(snap, options), out)
+    else:
+        render_table_text(table_of(snap, options), out)
+    for line in (*snap.problems, *(f"{e.producer}: {e.message}" for e in snap.errors)):
+        print(f"distmon: {terminal_text(line, 300)}", file=sys.stderr)
+    return 0
+
+
+def table_of(snap: JobsSnapshot, options: Options) -> ComparisonTable:
+    """The snapshot's rows, filtered and sorted as the options say."""
+    table = build_table(compare_row(job) for job in snap.jobs)
+    rows: Sequence[CompareRow] = table.rows
+    if options.filter:
+        rows = select_rows(rows, parse_filter(options.filter))
+    if options.sort:
+        column, reverse = parse_sort(options.sort)
+        if table.rows and column not in table.columns:
+            raise DistmonError(f"--sort: no column {terminal_text(column, 80)!r} ({_known(table)})")
+        rows = sort_rows(rows, column, reverse)
+    return ComparisonTable(table.hparams, table.metrics, tuple(rows))
+
+
+def _known(table: ComparisonTable, most: int = 20) -> str:
+    """The columns there are, each escaped (a name may hold a newline: the error is one line)."""
+    shown = [terminal_text(c, 40) for c in table.columns[:most]]
+    more = len(table.columns) - most
+    return "columns: " + ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
+
+
+def shown_value(value: object) -> str:
+    """A cell as text: numbers in 6 significant digits, missing as '–'."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def exact_value(value: object) -> str:
+    """A cell for CSV: numbers exactly, missing empty."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        return str(value)
+    return terminal_text(str(value))
+
+
+def render_table_text(table: ComparisonTable, out: TextIO) -> None:
+    columns = table.columns
+    header = [terminal_text(c, HEADER_WIDTH) for c in columns]
+    body = [
+        [terminal_text(shown_value(r.get(c)), NAME_WIDTH if c == "job" else CELL_WIDTH)
+         for c in columns]
+        for r in table.rows
+    ]  # fmt: skip
+    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(columns))]
+    numeric = [
+        any(isinstance(r.get(c), int | float) for r in table.rows) and c != "job" for c in columns
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        fitted = (
+            cell.rjust(width) if right else cell.ljust(width)
+            for cell, width, right in zip(cells, widths, numeric, strict=True)
+        )
+        return "  ".join(fitted).rstrip() + "\n"
+
+    out.write(line(header))
+    for cells in body:
+        out.write(line(cells))
+    if not table.rows:
+        out.write("(no jobs)\n")
+
+
+def render_table_csv(table: ComparisonTable, out: TextIO) -> None:
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([terminal_text(c) for c in table.columns])
+    for row in table.rows:
+        writer.writerow([exact_value(row.get(c)) for c in table.columns])
+
+
+def render_points_csv(snap: JobsSnapshot, out: TextIO) -> None:
+    """Every kept point of every run and tag: run,tag,step,wall_time,value."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(POINTS_HEADER)
+    for job in snap.jobs:
+        for run in job.parts.values():
+            name = terminal_text(run.name)
+            for tag, series in run.scalars.items():
+                writer.writerows(_points(name, terminal_text(tag), series))
+
+
+def _points(run: str, tag: str, series: Series) -> Iterable[tuple[str, str, str, str, str]]:
+    for step, wall, value in zip(series.steps, series.wall_times, series.values, strict=True):
+        yield (run, tag, str(int(step)), exact_value(float(wall)), exact_value(float(value)))
