@@ -13,40 +13,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options
 
+__all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Watcher",
+           "make_producers"]
+
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
-    from distcore.events.model import RunSnapshot
     from distcore.jobs.model import HostSource
-    from distcore.telemetry.model import TelemetrySnapshot
 
 
 SLURM_MIN_INTERVAL = 5.0  # squeue at most this often: the controller serves a whole cluster
 
 
-class RunSource(Protocol):
-    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
-    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+class Watcher(Producer, Protocol):
+    """The logdir watcher: a producer whose first scan can run on the caller's thread."""
 
-
-class Watcher(Protocol):
     def scan_once(self) -> Any: ...
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class Telemetry(Protocol):
-    interval: float
-
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-    def latest(self) -> TelemetrySnapshot | None: ...
-    def history(self, key: str) -> tuple[float | None, ...]: ...
-
-
-class Closeable(Protocol):
-    def start(self) -> None: ...
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +42,7 @@ class Producers:
     watcher: Watcher | None = None
     telemetry: Telemetry | None = None
     hosts: Sequence[HostSource] = ()
-    extra: Sequence[Closeable] = field(default_factory=tuple)
+    extra: Sequence[Producer] = field(default_factory=tuple)
 
 
 def make_producers(options: Options) -> Producers:
@@ -112,9 +95,9 @@ class ProducerSet:
         )
         self._lock = threading.Lock()
         self._closing = False
-        self._started: list[Closeable] = []
+        self._started: list[Producer | HostSource] = []
 
-    def _start(self, producer: Closeable) -> bool:
+    def _start(self, producer: Producer | HostSource) -> bool:
         with self._lock:  # never start what close() would not close
             if self._closing:
                 return False

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+# ProducerError lives in the producer kit (a leaf); re-exported for the modules that import it
+# from here.
+from distcore.producer import ProducerError as ProducerError
+
 if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
     from distcore.alerts import Alert
     from distcore.events.model import RunSnapshot
@@ -68,16 +72,6 @@ class AgentRecord:
     error: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     scheduler: SchedulerRef | None = None  # the Slurm job (or Kubernetes pod) that ran it
-
-
-@dataclass(frozen=True)
-class ProducerError:
-    """A producer thread (reader, watcher, sampler, remote reader, the index itself) failed.
-    Shown where it belongs; the rest keeps working."""
-
-    producer: str  # "watcher", "telemetry", "ssh:gpu1", "jobs", ...
-    message: str  # one line
-    since: float
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,9 @@ class RemoteProducers:
     def errors(self) -> tuple[ProducerError, ...]:
         return tuple(e for p in self.producers for e in p.errors())
 
+    def problems(self) -> tuple[str, ...]:
+        return ()  # a remote source's trouble is an error (one line per host or URL)
+
     def readable(self) -> bool:
         """True when at least one remote source was read (the --once exit rule)."""
         return any(p.readable() for p in self.producers)
