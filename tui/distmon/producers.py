@@ -20,6 +20,7 @@ __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Wa
            "make_producers"]
 
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
+    from distcore.jobs.index import JobIndex
     from distcore.jobs.model import HostSource
 
 
@@ -72,30 +73,65 @@ def make_producers(options: Options) -> Producers:
 
 
 class ProducerSet:
-    """The producers and their job index, started and closed as one: what `--serve` runs (and
-    what the app can run later). Starting builds the index over `made`, starts the samplers,
-    host sources and extras, then the index, then scans the logdirs once and watches them.
-    `close()` may come at any time, from any thread, even during `start()`: nothing it would
-    not close is started after it."""
+    """The producers and their job index, started and closed as one: what the dashboard and
+    `--serve` run. `made` is the producers, or a factory for them that `build()` calls (the
+    dashboard builds them off its UI thread: their imports take a while). Starting builds the
+    index over them, starts the samplers, host sources and extras, then the index, then scans
+    the logdirs once and watches them. `close()` may come at any time, from any thread, even
+    before or during `start()`: nothing it would not close is started after it."""
 
     def __init__(
-        self, made: Producers, options: Options, *, clock: Callable[[], float] | None = None
+        self,
+        made: Producers | Callable[[], Producers],
+        options: Options,
+        *,
+        clock: Callable[[], float] | None = None,
     ) -> None:
-        from distcore.jobs.index import JobIndex
-
-        self.made = made
-        self.index = JobIndex(
-            made.store,
-            logdirs=[str(p) for p in options.logdirs],
-            telemetry=made.telemetry,
-            hosts=made.hosts,
-            producers=[p for p in (made.watcher, *made.extra) if p is not None],
-            interval=options.refresh,
-            clock=clock or time.time,
-        )
+        self._factory = made if callable(made) else None
+        self._options, self._clock = options, clock or time.time
+        self._made: Producers | None = None
+        self._index: JobIndex | None = None
         self._lock = threading.Lock()
         self._closing = False
         self._started: list[Producer | HostSource] = []
+        if isinstance(made, Producers):
+            self._adopt(made)
+
+    def _adopt(self, made: Producers) -> JobIndex:
+        from distcore.jobs.index import JobIndex
+
+        index = JobIndex(
+            made.store,
+            logdirs=[str(p) for p in self._options.logdirs],
+            telemetry=made.telemetry,
+            hosts=made.hosts,
+            producers=[p for p in (made.watcher, *made.extra) if p is not None],
+            interval=self._options.refresh,
+            clock=self._clock,
+        )
+        self._made, self._index = made, index
+        return index
+
+    @property
+    def made(self) -> Producers | None:
+        """The producers, once built."""
+        return self._made
+
+    @property
+    def index(self) -> JobIndex:
+        if self._index is None:
+            raise RuntimeError("the producers are not built yet")
+        return self._index
+
+    def built_index(self) -> JobIndex | None:
+        return self._index
+
+    def build(self) -> JobIndex:
+        """Build the producers (the factory, on the calling thread) and their index, once."""
+        if self._index is not None:
+            return self._index
+        assert self._factory is not None
+        return self._adopt(self._factory())
 
     def _start(self, producer: Producer | HostSource) -> bool:
         with self._lock:  # never start what close() would not close
@@ -105,17 +141,32 @@ class ProducerSet:
             producer.start()
             return True
 
+    def start_producers(self) -> bool:
+        """Build, then start everything but the watcher; False once closed."""
+        index = self.build()
+        made = self.made
+        assert made is not None
+        for producer in (made.telemetry, *made.hosts, *made.extra, index):
+            if producer is not None and not self._start(producer):
+                return False
+        return True
+
+    def scan(self, *, start_watching: bool = True) -> None:
+        """Read the logdirs once on the calling thread (it may take a while), then watch them;
+        the index shows what the scan read in its next snapshot."""
+        watcher = self.made.watcher if self.made is not None else None
+        if watcher is None:
+            return
+        watcher.scan_once()
+        if start_watching and not self._start(watcher):
+            return
+        self.index.wake()
+
     def start(self) -> None:
         """Start everything; the first scan runs on the calling thread (it may take a while)."""
-        made = self.made
-        for producer in (made.telemetry, *made.hosts, *made.extra, self.index):
-            if producer is not None and not self._start(producer):
-                return
-        if made.watcher is not None:
-            made.watcher.scan_once()
-            if not self._start(made.watcher):
-                return
-        self.index.wake()  # what the scan read, in the next snapshot
+        if self.start_producers():
+            self.scan()
+            self.index.wake()  # a first snapshot soon, watcher or not
 
     def close(self) -> None:
         with self._lock:
@@ -123,9 +174,10 @@ class ProducerSet:
             started, self._started = self._started, []
         # The index first (it reads the others), then the rest, newest first; one that fails
         # to close does not keep the others open.
-        first = [p for p in started if p is self.index]
+        index = self._index
+        first = [p for p in started if p is index]
         failures: list[Exception] = []
-        for producer in first + [p for p in reversed(started) if p is not self.index]:
+        for producer in first + [p for p in reversed(started) if p is not index]:
             try:
                 producer.close()
             except Exception as err:

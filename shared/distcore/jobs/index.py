@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.jobs.agent import AgentRecords
-from distcore.jobs.hosts import local_host
+from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
 from distcore.jobs.model import Host, HostSource, JobsSnapshot
 from distcore.jobs.parts import group_runs, job_dir_of
@@ -189,6 +189,7 @@ class JobIndex:
             alerts=sort_alerts(keep_since(previous, found)),
             errors=self._gather_errors(),
             problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
+            local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
         )
 
     def _scheduler_states(self) -> Mapping[str, SchedulerState]:

@@ -104,3 +104,5 @@ class JobsSnapshot:
     alerts: tuple[Alert, ...]  # every alert, most severe first
     errors: tuple[ProducerError, ...] = ()
     problems: tuple[str, ...] = ()  # logdir-level problems (an unreadable directory, ...)
+    # This machine's sampled history per metric name (distcore.names), oldest first.
+    local_history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
