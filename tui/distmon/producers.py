@@ -21,7 +21,9 @@ __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Wa
 
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
     from distcore.jobs.index import JobIndex
-    from distcore.jobs.model import HostSource
+    from distcore.jobs.model import HostSource, JobsSnapshot
+    from distcore.jobs.scheduler import SlurmStates
+    from distcore.remote import RemoteProducers
 
 
 SLURM_MIN_INTERVAL = 5.0  # squeue at most this often: the controller serves a whole cluster
@@ -44,6 +46,9 @@ class Producers:
     telemetry: Telemetry | None = None
     hosts: Sequence[HostSource] = ()
     extra: Sequence[Producer] = field(default_factory=tuple)
+    # Two of `extra` by their types, for `--once`'s one pass (it asks each once, no thread).
+    remote: RemoteProducers | None = None
+    slurm: SlurmStates | None = None
 
 
 def make_producers(options: Options) -> Producers:
@@ -61,7 +66,7 @@ def make_producers(options: Options) -> Producers:
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
     if not options.remotes:
-        return Producers(store, watcher, sampler, extra=(slurm,))
+        return Producers(store, watcher, sampler, extra=(slurm,), slurm=slurm)
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -69,7 +74,8 @@ def make_producers(options: Options) -> Producers:
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
-    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm))
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm),
+                     remote=remote, slurm=slurm)
 
 
 class ProducerSet:
@@ -86,8 +92,11 @@ class ProducerSet:
         options: Options,
         *,
         clock: Callable[[], float] | None = None,
+        logdirs: Sequence[str] | None = None,
     ) -> None:
+        """`logdirs`: what the snapshots name as read (default: the options' logdirs)."""
         self._factory = made if callable(made) else None
+        self._logdirs = [str(p) for p in options.logdirs] if logdirs is None else list(logdirs)
         self._options, self._clock = options, clock or time.time
         self._made: Producers | None = None
         self._index: JobIndex | None = None
@@ -102,7 +111,7 @@ class ProducerSet:
 
         index = JobIndex(
             made.store,
-            logdirs=[str(p) for p in self._options.logdirs],
+            logdirs=self._logdirs,
             telemetry=made.telemetry,
             hosts=made.hosts,
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
@@ -167,6 +176,33 @@ class ProducerSet:
         if self.start_producers():
             self.scan()
             self.index.wake()  # a first snapshot soon, watcher or not
+
+    def read_once(self) -> JobsSnapshot:
+        """`--once`: every source read once on the calling thread (the remote ones in
+        parallel), one GPU sample, the index's snapshot; then the jobs' Slurm states and the
+        snapshot again. Starts no thread; closes what holds a source open."""
+        index = self.build()
+        made = self.made
+        assert made is not None
+        try:
+            if made.watcher is not None:
+                made.watcher.scan_once()
+            if made.remote is not None:
+                from distcore.remote.wiring import scan_remote_once
+
+                scan_remote_once(made.remote)
+            if made.telemetry is not None:
+                made.telemetry.sample_once()
+            snap = index.refresh()
+            if snap is not None and made.slurm is not None and made.slurm.query_once():
+                snap = index.refresh()
+        finally:
+            for producer in (made.telemetry, made.remote):
+                if producer is not None:
+                    producer.close()
+        if snap is None:  # the index failed: its error says why
+            raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
+        return snap
 
     def close(self) -> None:
         with self._lock:

@@ -190,6 +190,7 @@ class JobIndex:
             errors=self._gather_errors(),
             problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
+            local_telemetry=telemetry,
         )
 
     def _scheduler_states(self) -> Mapping[str, SchedulerState]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
     from distcore.alerts import Alert
     from distcore.events.model import RunSnapshot
     from distcore.jobs.scheduler import SchedulerRef, SchedulerState
-    from distcore.telemetry.model import GpuDevice
+    from distcore.telemetry.model import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
 JobStatus = Literal["running", "finished", "failed", "diverged", "stopped", "live", "idle", "gone"]
@@ -106,3 +106,4 @@ class JobsSnapshot:
     problems: tuple[str, ...] = ()  # logdir-level problems (an unreadable directory, ...)
     # This machine's sampled history per metric name (distcore.names), oldest first.
     local_history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
+    local_telemetry: TelemetrySnapshot | None = None  # this machine's latest sample, whole
