@@ -178,7 +178,10 @@ class DistmonApp(App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        self.render_jobs()
+        # The index's thread runs until on_unmount: a snapshot posted while the screen is taken
+        # down finds its widgets gone.
+        with contextlib.suppress(NoMatches):
+            self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
