@@ -27,6 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distcore.jobs.jsonify import to_json
 from distmon.app import DistmonApp
 from distmon.once import collect, run_once
 from distmon.options import Options
@@ -77,7 +78,7 @@ def write_raw(root: Path, files: list[tuple[bytes, bytes]]) -> None:
 def once_outputs(root: Path) -> tuple[dict[str, Any], str, str]:
     """The document, the --json text and the text report, in process."""
     options = Options(logdirs=(root,), no_gpu=True, once=True)
-    doc = collect(options)
+    doc = to_json(collect(options))
     as_json, as_text = io.StringIO(), io.StringIO()
     run_once(Options(logdirs=(root,), no_gpu=True, once=True, json=True), as_json)
     run_once(options, as_text)

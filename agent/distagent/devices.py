@@ -10,25 +10,11 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from distagent.schema import StrategyConfig
+from distagent.strategy_setup import StrategySetup
 from distcore.errors import DistmonError
-
-
-@dataclass(frozen=True)
-class StrategySetup:
-    strategy: Any
-    """The tf.distribute.Strategy to build the model and run the steps in."""
-    devices: tuple[str, ...]
-    """This worker's devices (full logical names)."""
-    replicas: int
-    """Replicas over all workers (= strategy.num_replicas_in_sync)."""
-    workers: int
-    task_index: int = 0
-    warnings: tuple[str, ...] = ()
-    """Fallbacks taken (e.g. NCCL asked for on CPU replicas); callers print them."""
 
 
 def resolve_strategy(cfg: StrategyConfig, *, cluster: Any = None) -> StrategySetup:

@@ -8,8 +8,10 @@ from collections.abc import Sequence
 import pytest
 
 from distcore import alerts, names
-from distcore.alerts import Alert, evaluate, keep_since
+from distcore.alerts import Alert, RunLike, keep_since, sort_alerts
 from distcore.events.model import Series
+from distcore.jobs.judge import host_alerts, job_facts, judge_job
+from distcore.jobs.model import AgentRecord, Host
 from tests.tui import fixed
 
 NOW = 10_000.0
@@ -35,6 +37,26 @@ class Gpu:
     ) -> None:
         self.index, self.utilization_gpu = index, util
         self.memory_used_mib, self.memory_total_mib = used, total
+
+
+def evaluate(
+    runs: Sequence[RunLike],
+    gpus: Sequence[Gpu],
+    *,
+    now: float,
+    agent_status: dict[str, str] | None = None,
+) -> tuple[Alert, ...]:
+    """The rules as users get them: each run a job judged by distcore.jobs.judge (as the job
+    index does, run.json's status where given), the GPUs this machine's host."""
+    found: list[Alert] = []
+    for version, r in enumerate(runs):
+        status = (agent_status or {}).get(r.name)
+        agent = AgentRecord(status=status) if status else None
+        facts = job_facts(r.name, {"": r}, agent, version)
+        found += judge_job(facts, now, gpus).alerts
+    here = Host("local", "here", "local", gpus=tuple(gpus))
+    found += host_alerts((here,), now)
+    return sort_alerts(found)
 
 
 def kinds(found: Sequence[Alert]) -> list[tuple[str, str, str | None]]:

@@ -179,11 +179,28 @@ class Failing:
     def __init__(self) -> None:
         self.calls = 0
 
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def problems(self) -> tuple[str, ...]:
+        return ()
+
     def errors(self) -> tuple[ProducerError, ...]:
         self.calls += 1
         if self.calls > 1:
             raise RuntimeError("errors() itself broke")
         return (ProducerError("ssh:gpu1", "host unreachable since 12:03:04", 1.0),)
+
+
+class Quiet:
+    """A producer with nothing to report."""
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def errors(self) -> tuple[ProducerError, ...]:
+        return ()
+
+    def problems(self) -> tuple[str, ...]:
+        return ()
 
 
 class BrokenHosts:
@@ -196,7 +213,7 @@ class BrokenHosts:
 def test_producer_errors_are_gathered_and_never_stop_the_index(tmp_path: Path) -> None:
     write_loss(tmp_path / "a", [1.0, 0.5], time.time() - 2)
     failing = Failing()
-    index, _ = index_over(tmp_path, producers=[failing, object()], hosts=[BrokenHosts()])
+    index, _ = index_over(tmp_path, producers=[failing, Quiet()], hosts=[BrokenHosts()])
     snap = snapshot(index)
     assert [e.producer for e in snap.errors] == ["ssh:gpu1"]
     assert any(h.error == "connection reset" for h in snap.hosts)

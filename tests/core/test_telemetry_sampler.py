@@ -53,7 +53,7 @@ def run_fake(source: SlowSource, clock: FakeClock, ticks: int, **kwargs: object)
 
     sampler = TelemetrySampler(source, clock=clock, wait=wait, **kwargs)  # type: ignore[arg-type]
     sampler.start()
-    sampler._thread.join(5.0)  # type: ignore[union-attr]
+    sampler._loop.join(5.0)
     sampler.close()
     return waits
 

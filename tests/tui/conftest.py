@@ -12,6 +12,7 @@ from distcore.events.model import RunSnapshot
 from distcore.telemetry.model import TelemetrySnapshot
 from distmon.app import DistmonApp
 from distmon.options import Options
+from distmon.producers import Producers
 from tests.tui.fixed import NOW, FixedRuns, gpu, keras_job, run, sampler, series, telemetry
 
 MakeApp = Callable[..., DistmonApp]
@@ -39,12 +40,9 @@ def make_app() -> MakeApp:
     ) -> DistmonApp:
         store = store or FixedRuns(standard_runs() if runs is None else runs)
         no_gpu = [telemetry([], reason="NVML library not found — no NVIDIA driver on this host")]
+        made = Producers(store, None, sampler(snaps or no_gpu, HISTORY_TICKS))
         return DistmonApp(
-            Options(logdirs=(logdir,), refresh=refresh),
-            store=store,
-            watcher=None,
-            telemetry=sampler(snaps or no_gpu, HISTORY_TICKS),
-            clock=lambda: NOW,
+            Options(logdirs=(logdir,), refresh=refresh), producers=lambda: made, clock=lambda: NOW
         )
 
     return build
@@ -82,7 +80,7 @@ async def settle(pilot: Any) -> None:
     """Wait until the sampler thread took its one sample, then a fresh snapshot: identical
     screens every time."""
     await ready(pilot)
-    sampler_ = pilot.app._producers.telemetry
+    sampler_ = pilot.app.producers.made.telemetry
     for _ in range(100):
         if sampler_.samples > HISTORY_TICKS:
             break

@@ -11,7 +11,12 @@ import distmon.app
 from distmon.app import DistmonApp
 from distmon.crash import CRASH_EXIT, report_crash, run_guarded, state_dirs
 from distmon.options import Options
+from distmon.producers import Producers
 from tests.tui.fixed import FixedRuns
+
+
+def no_producers() -> Producers:
+    return Producers(FixedRuns([]))
 
 # Textual finds CSS_PATH next to the module that defines the class: the subclasses' is here.
 CSS = str(Path(distmon.app.__file__).with_name("distmon.tcss"))
@@ -30,7 +35,7 @@ def test_a_crash_exits_non_zero_with_a_log_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    app = CrashingApp(Options(logdirs=(tmp_path,)), store=FixedRuns([]))
+    app = CrashingApp(Options(logdirs=(tmp_path,)), producers=lambda: Producers(FixedRuns([])))
     assert run_guarded(app, headless=True) == CRASH_EXIT
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
@@ -53,7 +58,7 @@ def test_a_clean_quit_exits_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             self.exit()
 
     assert (
-        run_guarded(QuitAtOnce(Options(logdirs=(tmp_path,)), store=FixedRuns([])), headless=True)
+        run_guarded(QuitAtOnce(Options(logdirs=(tmp_path,)), producers=no_producers), headless=True)
         == 0
     )
     assert not (tmp_path / "state").exists()

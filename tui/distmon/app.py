@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import work
@@ -29,11 +28,11 @@ from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
-from distmon.producers import Producers, RunSource, Telemetry, Watcher, make_producers
+from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.widgets.charts import LineChart
 from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
-from distmon.widgets.hosts import gpus_title, no_history, render_hosts
+from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.model import (
     X_MODES,
     XMode,
@@ -48,7 +47,7 @@ from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 
 if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first screen
     from distcore.jobs.index import JobIndex
-    from distcore.jobs.model import HostSource, Job, JobsSnapshot
+    from distcore.jobs.model import Job, JobsSnapshot
 
 WIDE = 120  # columns from which runs and charts sit side by side
 
@@ -76,27 +75,15 @@ class DistmonApp(TableKeys, App[int]):
         options: Options,
         *,
         producers: Callable[[], Producers] | None = None,
-        store: RunSource | None = None,
-        watcher: Watcher | None = None,
-        telemetry: Telemetry | None = None,
-        hosts: Sequence[HostSource] = (),
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`producers` builds the producers (off the UI thread); tests may instead hand over a
-        store, watcher, telemetry and host sources of their own. `clock`: the index's wall clock."""
+        """`producers` builds the producers, off the UI thread (default: the real ones for
+        `options`; tests build their own). `clock`: the index's wall clock."""
         super().__init__()
         self.options = options
-        if producers is None:
-            if store is None:
-                producers = lambda: make_producers(options)  # noqa: E731
-            else:
-                given = Producers(store, watcher, telemetry, tuple(hosts))
-                producers = lambda: given  # noqa: E731
-        self._factory, self._clock = producers, clock
-        self._producers: Producers | None = None
-        self.index: JobIndex | None = None
-        self._closing = False
-        self._closing_lock = threading.Lock()
+        factory = producers or (lambda: make_producers(options))
+        # Starts and closes them with their index; owns the race of a quit during the start.
+        self.producers = ProducerSet(factory, options, clock=clock)
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
         self._visible: tuple[Job, ...] = ()
         self._drawn: dict[str, object] = {}  # panel -> what it shows, to skip unchanged draws
@@ -145,71 +132,42 @@ class DistmonApp(TableKeys, App[int]):
         self.render_jobs()  # the empty frame, drawn while the producers load
         self._start_producers()
 
+    @property
+    def index(self) -> JobIndex | None:
+        """The job index whose snapshots the app renders, once built."""
+        return self.producers.built_index()
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="producers")
     def _start_producers(self) -> None:
         """Off the UI thread: build the producers and the index, start them, then scan."""
-        from distcore.jobs.index import JobIndex
-
         try:
-            made = self._factory()
-            index = JobIndex(
-                made.store,
-                logdirs=[str(p) for p in self.options.logdirs],
-                telemetry=made.telemetry,
-                hosts=made.hosts,
-                producers=[p for p in (made.watcher, *made.extra) if p is not None],
-                interval=self.options.refresh,
-                clock=self._clock,
-            )
-            with self._closing_lock:  # never start what on_unmount would not close
-                if self._closing:
-                    return
-                self._producers, self.index = made, index
-                index.subscribe(self._on_index_snapshot)
-                for producer in (made.telemetry, *made.hosts, *made.extra):
-                    if producer is not None:
-                        producer.start()
-                index.start()
+            self.producers.build().subscribe(self._on_index_snapshot)
+            if not self.producers.start_producers():
+                return  # the app is closing: nothing was left running
         except Exception as err:  # shown in the status line: the dashboard stays up
             self.post_message(ScanFinished(0.0, f"{type(err).__name__}: {err}"))
             return
-        self._scan_body(made.watcher, start_watching=True)  # the index's first tick is at once
+        self._scan_body(start_watching=True)  # the index's first tick is at once
 
     def _on_index_snapshot(self, jobs: JobsSnapshot) -> None:
         """On the index's thread: hand the snapshot to the UI thread (coalesced)."""
         self.post_message(JobsUpdated(jobs))
 
-    def _scan_body(self, watcher: Watcher | None, start_watching: bool) -> None:
+    def _scan_body(self, start_watching: bool) -> None:
         began = time.monotonic()
         try:
-            if watcher is not None:
-                watcher.scan_once()
-                with self._closing_lock:  # never start a watcher that on_unmount already closed
-                    if start_watching and not self._closing:
-                        watcher.start()
+            self.producers.scan(start_watching=start_watching)
         except Exception as err:  # shown in the status line: the dashboard stays up
             self.post_message(ScanFinished(time.monotonic() - began, f"{err}"))
             return
-        if watcher is not None and self.index is not None:  # what the scan read, shown soon
-            self.index.wake()
         self.post_message(ScanFinished(time.monotonic() - began))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="producers")
     def _rescan(self) -> None:
-        watcher = self._producers.watcher if self._producers is not None else None
-        self._scan_body(watcher, start_watching=False)
+        self._scan_body(start_watching=False)
 
     def on_unmount(self) -> None:
-        with self._closing_lock:
-            self._closing = True
-        made = self._producers
-        if self.index is not None:
-            self.index.close()
-        if made is None:
-            return
-        for producer in (made.watcher, made.telemetry, *made.hosts, *made.extra):
-            if producer is not None:
-                producer.close()
+        self.producers.close()
 
     def on_resize(self) -> None:
         self._apply_size(self.size.width)
@@ -232,7 +190,9 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        with contextlib.suppress(NoMatches):  # a snapshot that arrived while shutting down
+        # The index's thread runs until on_unmount: a snapshot posted while the screen is taken
+        # down finds its widgets gone.
+        with contextlib.suppress(NoMatches):
             self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
@@ -310,9 +270,8 @@ class DistmonApp(TableKeys, App[int]):
     def _show_gpus(self) -> None:
         if self.jobs is None or not self._changed("gpus", self.jobs.hosts):
             return
-        hosts, now = self.jobs.hosts, self.jobs.generated_at
-        telemetry = self._producers.telemetry if self._producers is not None else None
-        history = telemetry.history if telemetry is not None else no_history
+        hosts, now, kept = self.jobs.hosts, self.jobs.generated_at, self.jobs.local_history
+        history = lambda key: kept.get(key, ())  # noqa: E731
         panel = self._main.query_one("#gpus", Panel)
         panel.show(lambda width: render_hosts(hosts, history, now, width))
         panel.border_title = gpus_title(hosts)
@@ -419,7 +378,8 @@ class DistmonApp(TableKeys, App[int]):
 
     def action_reload(self) -> None:
         """Read every logdir again (the watcher's scan), then a fresh snapshot."""
-        if self._producers is not None and self._producers.watcher is not None:
+        made = self.producers.made
+        if made is not None and made.watcher is not None:
             self._scan_note = "reloading…"
             self._show_status()
             self._rescan()

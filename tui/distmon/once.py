@@ -6,103 +6,45 @@ jobs, statuses, hosts and alerts. `--check` exits 1 when any alert is critical.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from distcore.errors import DistmonError
-from distcore.snapshot import build_snapshot
 from distcore.textsafe import json_safe, shown_names, terminal_safe, terminal_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
 
 if TYPE_CHECKING:
-    from distcore.remote import RemoteProducers
+    from distcore.jobs.model import JobsSnapshot
     from distcore.remote.spec import SshSpec, UrlSpec
 
 CRITICAL_EXIT = 1
 
 
-def collect(options: Options) -> dict[str, Any]:
-    """The version-1 document: the reader's runs (local and remote), this host's GPUs, and the
-    index's jobs, hosts, alerts and errors, from one pass over every source and one sample."""
-    # Imported here so that the dashboard's own start-up does not pay for the protos.
-    from distcore.events import LogdirWatcher, RunStore
-    from distcore.events.jsonify import runs_to_json
-    from distcore.jobs.index import JobIndex
-    from distcore.jobs.jsonify import index_to_json
-    from distcore.jobs.scheduler import SlurmStates
-    from distcore.telemetry import make_source
-    from distcore.telemetry.jsonify import telemetry_to_json
-    from distcore.telemetry.sampler import TelemetrySampler
+def collect(options: Options) -> JobsSnapshot:
+    """The job index's snapshot after one pass over every source (local and remote) and one
+    GPU sample, through the same producers as the dashboard and `--serve`; a logdir that does
+    not exist is one more error. Exit 2 (DistmonError) when no source at all could be read."""
+    from distcore.producer import ProducerError
+    from distmon.producers import ProducerSet, make_producers
 
-    store = RunStore(max_points=options.max_points)
-    local = [p for p in options.logdirs if p.is_dir()]
-    watcher = LogdirWatcher(local, store, poll=options.poll)
-    watcher.scan_once()
-    remote = _scan_remote(options, store)
-    source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
-    sampler = TelemetrySampler(source, interval=options.refresh)
-    try:
-        telemetry = sampler.sample_once()
-    finally:
-        sampler.close()
-    slurm = SlurmStates()  # asked once below, on this thread: --once has no UI to keep alive
-    try:
-        logdirs = [str(p.resolve()) for p in options.logdirs]
-        logdirs += [_spec_text(s) for s in options.remotes]
-        index = JobIndex(
-            store, logdirs=logdirs, telemetry=sampler, interval=options.refresh,
-            hosts=remote.host_sources if remote else (),
-            producers=(watcher, remote, slurm) if remote else (watcher, slurm),
-        )  # fmt: skip
-        snap = index.refresh()
-        if snap is not None and slurm.query_once():  # the jobs' Slurm states, then judge again
-            snap = index.refresh()
-        if snap is None:  # the index failed: its error says why
-            raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
-    finally:
-        if remote is not None:
-            remote.close()
-    gpus, host = telemetry_to_json(telemetry)
-    doc = build_snapshot(
-        generated_at=snap.generated_at,
-        logdirs=logdirs,
-        runs=runs_to_json(run for job in snap.jobs for run in job.parts.values()),
-        gpus=gpus,
-        host=host,
-        alerts=[],
+    local = tuple(p for p in options.logdirs if p.is_dir())
+    logdirs = [str(p.resolve()) for p in options.logdirs]
+    logdirs += [_spec_text(s) for s in options.remotes]
+    made = make_producers(dataclasses.replace(options, logdirs=local))
+    snap = ProducerSet(made, options, logdirs=logdirs).read_once()
+    missing = tuple(
+        ProducerError("logdir", f"{p}: no such log directory", snap.generated_at)
+        for p in options.logdirs
+        if p not in local
     )
-    doc.update(index_to_json(snap))
-    missing = [p for p in options.logdirs if p not in local]
-    doc["errors"] = [
-        {"producer": "logdir", "message": f"{p}: no such log directory", "since": snap.generated_at}
-        for p in missing
-    ] + doc["errors"]
-    # Exit 2 when no source at all could be read: every logdir missing and no remote read
-    # (also when every source is remote).
-    if not local and not (remote and remote.readable()):
-        raise DistmonError("\n".join(e["message"] for e in doc["errors"]) or "nothing readable")
-    return doc
-
-
-def _scan_remote(options: Options, store: Any) -> RemoteProducers | None:
-    """host:PATH and URLs read once into the same store, remote GPUs sampled once (issue 14)."""
-    if not options.remotes:
-        return None
-    from distcore.remote import make_remote_producers
-    from distcore.remote.wiring import scan_remote_once
-
-    remote = make_remote_producers(
-        options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
-        storage_options=options.storage_options, gpus=not options.no_gpu,
-    )  # fmt: skip
-    try:
-        scan_remote_once(remote)
-    except BaseException:
-        remote.close()
-        raise
-    return remote
+    snap = dataclasses.replace(snap, errors=missing + snap.errors)
+    # Also when every source is remote and none was read.
+    if not local and not (made.remote is not None and made.remote.readable()):
+        raise DistmonError("\n".join(e.message for e in snap.errors) or "nothing readable")
+    return snap
 
 
 def _spec_text(spec: SshSpec | UrlSpec) -> str:
@@ -124,8 +66,8 @@ def _scheduler_text(job: dict[str, Any]) -> str:
     return ""
 
 
-def has_critical(doc: dict[str, Any]) -> bool:
-    return any(a.get("severity") == "critical" for a in doc.get("alerts", ()))
+def has_critical(snap: JobsSnapshot) -> bool:
+    return any(a.severity == "critical" for a in snap.alerts)
 
 
 def render_text(doc: dict[str, Any], out: TextIO) -> None:
@@ -181,15 +123,18 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
 
 def run_once(options: Options, out: TextIO | None = None) -> int:
     """Print the report; 0, or with `--check` 1 when any alert is critical."""
+    from distcore.jobs.jsonify import to_json
+
     out = out or sys.stdout
     if options.table or options.csv or options.points:  # the comparison table (issue 20)
         from distmon.table_text import run_table
 
         return run_table(options, out)
-    doc = collect(options)
+    snap = collect(options)
+    doc = to_json(snap)
     if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
         json.dump(json_safe(doc), out, indent=2, allow_nan=False)
         out.write("\n")
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(terminal_safe(json_safe(doc), NAME_LIMIT), out)
-    return CRITICAL_EXIT if options.check and has_critical(doc) else 0
+    return CRITICAL_EXIT if options.check and has_critical(snap) else 0

@@ -13,40 +13,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options
 
+__all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Watcher",
+           "make_producers"]
+
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
-    from distcore.events.model import RunSnapshot
-    from distcore.jobs.model import HostSource
-    from distcore.telemetry.model import TelemetrySnapshot
+    from distcore.jobs.index import JobIndex
+    from distcore.jobs.model import HostSource, JobsSnapshot
+    from distcore.jobs.scheduler import SlurmStates
+    from distcore.remote import RemoteProducers
 
 
 SLURM_MIN_INTERVAL = 5.0  # squeue at most this often: the controller serves a whole cluster
 
 
-class RunSource(Protocol):
-    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
-    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+class Watcher(Producer, Protocol):
+    """The logdir watcher: a producer whose first scan can run on the caller's thread."""
 
-
-class Watcher(Protocol):
     def scan_once(self) -> Any: ...
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-
-
-class Telemetry(Protocol):
-    interval: float
-
-    def start(self) -> None: ...
-    def close(self) -> None: ...
-    def latest(self) -> TelemetrySnapshot | None: ...
-    def history(self, key: str) -> tuple[float | None, ...]: ...
-
-
-class Closeable(Protocol):
-    def start(self) -> None: ...
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,7 +45,10 @@ class Producers:
     watcher: Watcher | None = None
     telemetry: Telemetry | None = None
     hosts: Sequence[HostSource] = ()
-    extra: Sequence[Closeable] = field(default_factory=tuple)
+    extra: Sequence[Producer] = field(default_factory=tuple)
+    # Two of `extra` by their types, for `--once`'s one pass (it asks each once, no thread).
+    remote: RemoteProducers | None = None
+    slurm: SlurmStates | None = None
 
 
 def make_producers(options: Options) -> Producers:
@@ -77,7 +66,7 @@ def make_producers(options: Options) -> Producers:
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
     if not options.remotes:
-        return Producers(store, watcher, sampler, extra=(slurm,))
+        return Producers(store, watcher, sampler, extra=(slurm,), slurm=slurm)
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -85,36 +74,75 @@ def make_producers(options: Options) -> Producers:
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
-    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm))
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm),
+                     remote=remote, slurm=slurm)
 
 
 class ProducerSet:
-    """The producers and their job index, started and closed as one: what `--serve` runs (and
-    what the app can run later). Starting builds the index over `made`, starts the samplers,
-    host sources and extras, then the index, then scans the logdirs once and watches them.
-    `close()` may come at any time, from any thread, even during `start()`: nothing it would
-    not close is started after it."""
+    """The producers and their job index, started and closed as one: what the dashboard and
+    `--serve` run. `made` is the producers, or a factory for them that `build()` calls (the
+    dashboard builds them off its UI thread: their imports take a while). Starting builds the
+    index over them, starts the samplers, host sources and extras, then the index, then scans
+    the logdirs once and watches them. `close()` may come at any time, from any thread, even
+    before or during `start()`: nothing it would not close is started after it."""
 
     def __init__(
-        self, made: Producers, options: Options, *, clock: Callable[[], float] | None = None
+        self,
+        made: Producers | Callable[[], Producers],
+        options: Options,
+        *,
+        clock: Callable[[], float] | None = None,
+        logdirs: Sequence[str] | None = None,
     ) -> None:
+        """`logdirs`: what the snapshots name as read (default: the options' logdirs)."""
+        self._factory = made if callable(made) else None
+        self._logdirs = [str(p) for p in options.logdirs] if logdirs is None else list(logdirs)
+        self._options, self._clock = options, clock or time.time
+        self._made: Producers | None = None
+        self._index: JobIndex | None = None
+        self._lock = threading.Lock()
+        self._closing = False
+        self._started: list[Producer | HostSource] = []
+        if isinstance(made, Producers):
+            self._adopt(made)
+
+    def _adopt(self, made: Producers) -> JobIndex:
         from distcore.jobs.index import JobIndex
 
-        self.made = made
-        self.index = JobIndex(
+        index = JobIndex(
             made.store,
-            logdirs=[str(p) for p in options.logdirs],
+            logdirs=self._logdirs,
             telemetry=made.telemetry,
             hosts=made.hosts,
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
-            interval=options.refresh,
-            clock=clock or time.time,
+            interval=self._options.refresh,
+            clock=self._clock,
         )
-        self._lock = threading.Lock()
-        self._closing = False
-        self._started: list[Closeable] = []
+        self._made, self._index = made, index
+        return index
 
-    def _start(self, producer: Closeable) -> bool:
+    @property
+    def made(self) -> Producers | None:
+        """The producers, once built."""
+        return self._made
+
+    @property
+    def index(self) -> JobIndex:
+        if self._index is None:
+            raise RuntimeError("the producers are not built yet")
+        return self._index
+
+    def built_index(self) -> JobIndex | None:
+        return self._index
+
+    def build(self) -> JobIndex:
+        """Build the producers (the factory, on the calling thread) and their index, once."""
+        if self._index is not None:
+            return self._index
+        assert self._factory is not None
+        return self._adopt(self._factory())
+
+    def _start(self, producer: Producer | HostSource) -> bool:
         with self._lock:  # never start what close() would not close
             if self._closing:
                 return False
@@ -122,17 +150,59 @@ class ProducerSet:
             producer.start()
             return True
 
+    def start_producers(self) -> bool:
+        """Build, then start everything but the watcher; False once closed."""
+        index = self.build()
+        made = self.made
+        assert made is not None
+        for producer in (made.telemetry, *made.hosts, *made.extra, index):
+            if producer is not None and not self._start(producer):
+                return False
+        return True
+
+    def scan(self, *, start_watching: bool = True) -> None:
+        """Read the logdirs once on the calling thread (it may take a while), then watch them;
+        the index shows what the scan read in its next snapshot."""
+        watcher = self.made.watcher if self.made is not None else None
+        if watcher is None:
+            return
+        watcher.scan_once()
+        if start_watching and not self._start(watcher):
+            return
+        self.index.wake()
+
     def start(self) -> None:
         """Start everything; the first scan runs on the calling thread (it may take a while)."""
+        if self.start_producers():
+            self.scan()
+            self.index.wake()  # a first snapshot soon, watcher or not
+
+    def read_once(self) -> JobsSnapshot:
+        """`--once`: every source read once on the calling thread (the remote ones in
+        parallel), one GPU sample, the index's snapshot; then the jobs' Slurm states and the
+        snapshot again. Starts no thread; closes what holds a source open."""
+        index = self.build()
         made = self.made
-        for producer in (made.telemetry, *made.hosts, *made.extra, self.index):
-            if producer is not None and not self._start(producer):
-                return
-        if made.watcher is not None:
-            made.watcher.scan_once()
-            if not self._start(made.watcher):
-                return
-        self.index.wake()  # what the scan read, in the next snapshot
+        assert made is not None
+        try:
+            if made.watcher is not None:
+                made.watcher.scan_once()
+            if made.remote is not None:
+                from distcore.remote.wiring import scan_remote_once
+
+                scan_remote_once(made.remote)
+            if made.telemetry is not None:
+                made.telemetry.sample_once()
+            snap = index.refresh()
+            if snap is not None and made.slurm is not None and made.slurm.query_once():
+                snap = index.refresh()
+        finally:
+            for producer in (made.telemetry, made.remote):
+                if producer is not None:
+                    producer.close()
+        if snap is None:  # the index failed: its error says why
+            raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
+        return snap
 
     def close(self) -> None:
         with self._lock:
@@ -140,9 +210,10 @@ class ProducerSet:
             started, self._started = self._started, []
         # The index first (it reads the others), then the rest, newest first; one that fails
         # to close does not keep the others open.
-        first = [p for p in started if p is self.index]
+        index = self._index
+        first = [p for p in started if p is index]
         failures: list[Exception] = []
-        for producer in first + [p for p in reversed(started) if p is not self.index]:
+        for producer in first + [p for p in reversed(started) if p is not index]:
             try:
                 producer.close()
             except Exception as err:

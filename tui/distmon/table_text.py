@@ -41,31 +41,13 @@ POINTS_HEADER = ("run", "tag", "step", "wall_time", "value")
 
 
 def collect_jobs(options: Options) -> JobsSnapshot:
-    """One pass over every source into the job index's snapshot (no GPU sampling: the table
-    and the points are the logdirs' own)."""
-    from distcore.events import LogdirWatcher, RunStore
-    from distcore.jobs.index import JobIndex
-    from distmon.once import _scan_remote, _spec_text
+    """One pass over every source into the job index's snapshot, through the one report path
+    (`distmon.once.collect`); no GPUs: the table and the points are the logdirs' own."""
+    import dataclasses
 
-    store = RunStore(max_points=options.max_points)
-    local = [p for p in options.logdirs if p.is_dir()]
-    watcher = LogdirWatcher(local, store, poll=options.poll)
-    watcher.scan_once()
-    remote = _scan_remote(options, store)
-    try:
-        logdirs = [str(p.resolve()) for p in options.logdirs]
-        logdirs += [_spec_text(s) for s in options.remotes]
-        producers = (watcher, remote) if remote else (watcher,)
-        index = JobIndex(store, logdirs=logdirs, producers=producers)
-        snap = index.refresh()
-    finally:
-        if remote is not None:
-            remote.close()
-    if snap is None:  # the index failed: its error says why
-        raise RuntimeError("; ".join(e.message for e in index.errors()) or "job index failed")
-    if not local and not (remote and remote.readable()):
-        raise DistmonError("nothing readable: " + ", ".join(logdirs))
-    return snap
+    from distmon.once import collect
+
+    return collect(dataclasses.replace(options, no_gpu=True))
 
 
 def run_table(options: Options, out: TextIO) -> int:

@@ -25,8 +25,8 @@ from typing import Any
 
 from distagent.cluster.faults import explain_startup_failure
 from distagent.cluster.layout import TRAINING_JOBS, ClusterError, ClusterLayout, resolve_layout
-from distagent.devices import StrategySetup
 from distagent.schema import ClusterConfig, StrategyConfig
+from distagent.strategy_setup import StrategySetup
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from distcore import names
@@ -123,6 +123,18 @@ def local_host(snap: TelemetrySnapshot | None, interval: float | None) -> Host:
         cpu_cores=len(host.per_core) if host is not None and host.per_core else None,
         load_avg_1m=host.load_avg[0] if host is not None and host.load_avg else None,
     )
+
+
+def local_history(
+    history: Callable[[str], tuple[float | None, ...]], host: Host
+) -> Mapping[str, tuple[float | None, ...]]:
+    """The sampler's kept values (oldest first) of every metric of this machine's GPUs and
+    host, by their names in distcore.names: what its sparklines draw, carried in the snapshot
+    so the front ends never read the live sampler."""
+    keys = [names.gpu_tag(g.index, f) for g in host.gpus for f in names.GPU_FIELDS]
+    keys += [names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB]
+    found = {key: history(key) for key in keys}
+    return {key: values for key, values in found.items() if values}
 
 
 def host_age(host: Host, now: float) -> float | None:

@@ -17,59 +17,45 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.jobs.agent import AgentRecords
-from distcore.jobs.hosts import local_host
+from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
-from distcore.jobs.model import AgentRecord, Host, HostSource, JobsSnapshot, ProducerError
+from distcore.jobs.model import AgentRecord, Host, HostSource, JobsSnapshot
 from distcore.jobs.parts import group_runs, job_dir_of
 from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
+from distcore.producer import Producer, ProducerError, RunSource, Telemetry
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
-    from distcore.telemetry.model import TelemetrySnapshot
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
 MAX_COALESCE_SECONDS = 1.0
 
 
-class RunSource(Protocol):
-    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
-    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+@runtime_checkable
+class AgentRecordSource(Protocol):
+    """A producer that reads run.json itself (a remote reader): its job directories' records."""
+
+    def agent_records(self) -> dict[Path, AgentRecord | None]: ...
 
 
-class Telemetry(Protocol):
-    interval: float
-
-    def latest(self) -> TelemetrySnapshot | None: ...
-
-
-class HasErrors(Protocol):
-    def errors(self) -> tuple[ProducerError, ...]: ...
-
-
-def _errors_of(producer: object) -> tuple[ProducerError, ...]:
-    errors = getattr(producer, "errors", None)
-    if errors is None:
-        return ()
+def _errors_of(producer: Producer) -> tuple[ProducerError, ...]:
     try:
-        return tuple(errors())
+        return tuple(producer.errors())
     except Exception as err:  # a producer's bug is one more error, never the index's end
         return (ProducerError(type(producer).__name__, f"errors() failed: {err}", time.time()),)
 
 
-def _problems_of(producer: object) -> tuple[str, ...]:
+def _problems_of(producer: Producer) -> tuple[str, ...]:
     """A producer's source-level problems (a directory it cannot list, a FIFO named like an
-    event file), one line each; none for producers that have no such notion."""
-    problems = getattr(producer, "problems", None)
-    if problems is None:
-        return ()
+    event file), one line each."""
     try:
-        return tuple(str(p) for p in problems())
+        return tuple(str(p) for p in producer.problems())
     except Exception as err:
         return (f"{type(producer).__name__}: problems() failed: {err}",)
 
@@ -82,7 +68,7 @@ class JobIndex:
         logdirs: Sequence[str] = (),
         telemetry: Telemetry | None = None,
         hosts: Sequence[HostSource] = (),
-        producers: Sequence[object] = (),
+        producers: Sequence[Producer] = (),
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -151,6 +137,9 @@ class JobIndex:
     def errors(self) -> tuple[ProducerError, ...]:
         return (self._error,) if self._error is not None else ()
 
+    def problems(self) -> tuple[str, ...]:
+        return ()  # the snapshot carries the other producers' problems
+
     def refresh(self) -> JobsSnapshot | None:
         """Compute a snapshot now, on the calling thread, and hand it to the subscribers.
         Never raises: a failure becomes the index's ProducerError and the last snapshot stays."""
@@ -201,9 +190,8 @@ class JobIndex:
         """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
         found: dict[Path, AgentRecord | None] = {}
         for producer in self._producers:
-            records = getattr(producer, "agent_records", None)
-            if records is not None:
-                found.update(records())
+            if isinstance(producer, AgentRecordSource):
+                found.update(producer.agent_records())
         return found
 
     def _compute(self) -> JobsSnapshot:
@@ -229,6 +217,8 @@ class JobIndex:
             alerts=sort_alerts(keep_since(previous, found)),
             errors=self._gather_errors(),
             problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
+            local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
+            local_telemetry=telemetry,
         )
 
     def _scheduler_states(self) -> Mapping[str, SchedulerState]:
@@ -253,7 +243,7 @@ class JobIndex:
 
     def _gather_errors(self) -> tuple[ProducerError, ...]:
         found = [*self.errors()]
-        for producer in (self._telemetry, *self._host_sources, *self._producers):
+        for producer in (self._telemetry, *self._producers):
             if producer is not None:
                 found += _errors_of(producer)
         return tuple(found)

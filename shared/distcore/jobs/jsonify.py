@@ -1,8 +1,9 @@
-"""The parts of `distmon --once --json` that come from the job index (snapshot version 1).
-
-Additive to the version-1 document: `hosts` (every host seen: this machine first, then each
-worker's `system/` samples, then remote hosts), `jobs` and `errors`. Names from outside go
-through `json_text` (undecodable bytes as `\\xNN`); numbers through `json_float`.
+"""`distmon --once --json`'s document (snapshot version 1), built by `to_json` from one
+`JobsSnapshot`: the base keys of distcore.snapshot (runs through distcore.events.jsonify, this
+machine's `gpus` and `host` through distcore.telemetry.jsonify), then, additive to version 1:
+`hosts` (every host seen: this machine first, then each worker's `system/` samples, then remote
+hosts), `jobs`, `errors` and `problems`. Names from outside go through `json_text` (undecodable
+bytes as `\\xNN`); numbers through `json_float`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 
 from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.model import Host, Job, JobsSnapshot, ProducerError
-from distcore.snapshot import json_float
-from distcore.telemetry.jsonify import device_to_json
+from distcore.snapshot import SNAPSHOT_VERSION, json_float
+from distcore.telemetry.jsonify import device_to_json, telemetry_to_json
 from distcore.textsafe import json_names, json_text
 
 
@@ -89,4 +90,23 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
         ],
         "errors": [error_to_json(e) for e in snap.errors],
         "problems": [json_text(p) for p in snap.problems],
+    }
+
+
+def to_json(snap: JobsSnapshot) -> dict[str, Any]:
+    """The whole version-1 document, keys in their published order."""
+    from distcore.events.jsonify import runs_to_json  # the reader's protos: only when printing
+
+    telemetry = snap.local_telemetry
+    gpus, host = telemetry_to_json(telemetry) if telemetry is not None else ({}, None)
+    parts = index_to_json(snap)
+    return {
+        "version": SNAPSHOT_VERSION,
+        "generated_at": snap.generated_at,
+        "logdirs": list(snap.logdirs),
+        "runs": runs_to_json(run for job in snap.jobs for run in job.parts.values()),
+        "gpus": gpus,
+        "host": host,
+        "alerts": parts.pop("alerts"),
+        **parts,
     }

@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+# ProducerError lives in the producer kit (a leaf); re-exported for the modules that import it
+# from here.
+from distcore.producer import ProducerError as ProducerError
+
 if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
     from distcore.alerts import Alert
     from distcore.events.model import RunSnapshot
     from distcore.jobs.scheduler import SchedulerRef, SchedulerState
-    from distcore.telemetry.model import GpuDevice
+    from distcore.telemetry.model import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
 JobStatus = Literal["running", "finished", "failed", "diverged", "stopped", "live", "idle", "gone"]
@@ -86,16 +90,6 @@ class RecoveryNote:
 
 
 @dataclass(frozen=True)
-class ProducerError:
-    """A producer thread (reader, watcher, sampler, remote reader, the index itself) failed.
-    Shown where it belongs; the rest keeps working."""
-
-    producer: str  # "watcher", "telemetry", "ssh:gpu1", "jobs", ...
-    message: str  # one line
-    since: float
-
-
-@dataclass(frozen=True)
 class Job:
     """One row of the dashboard: a job and its parts.
 
@@ -125,3 +119,6 @@ class JobsSnapshot:
     alerts: tuple[Alert, ...]  # every alert, most severe first
     errors: tuple[ProducerError, ...] = ()
     problems: tuple[str, ...] = ()  # logdir-level problems (an unreadable directory, ...)
+    # This machine's sampled history per metric name (distcore.names), oldest first.
+    local_history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
+    local_telemetry: TelemetrySnapshot | None = None  # this machine's latest sample, whole

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from distcore.jobs.model import ProducerError
+from distcore.producer import Failing, Loop, ProducerError
 
 MAX_JOBS: Final = 1000  # followed at once; the rest are unknown (bounded memory and command line)
 COMMAND_TIMEOUT_SECONDS: Final = 10.0
@@ -171,21 +171,18 @@ class SlurmStates:
         self._lock = threading.Lock()
         self._wanted: tuple[str, ...] = ()
         self._states: dict[str, SchedulerState] = {}
-        self._error: ProducerError | None = None
+        self._failing = Failing("slurm", restart_on_change=True)
         self._sacct_ok: bool | None = None  # unknown until tried; False: no accounting database
-        self._wake, self._stop = threading.Event(), threading.Event()
-        self._thread: threading.Thread | None = None
+        # Never a silent death: a step's exception is shown as the error, the loop goes on.
+        self._loop = Loop("slurm-states", self.query_once, interval=interval,
+                          on_error=lambda err: self._set_error(f"{type(err).__name__}: {err}"))
         self.queries = 0
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="slurm-states", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=COMMAND_TIMEOUT_SECONDS + 5.0)
+        self._loop.close(timeout=COMMAND_TIMEOUT_SECONDS + 5.0)
 
     def track(self, job_ids: Iterable[str]) -> None:
         wanted = tuple(sorted({j for j in job_ids if _JOB_ID.match(j)}, key=int)[-MAX_JOBS:])
@@ -193,31 +190,23 @@ class SlurmStates:
             new = set(wanted) - set(self._wanted)
             self._wanted = wanted
         if new:
-            self._wake.set()
+            self._loop.wake()
 
     def states(self) -> Mapping[str, SchedulerState]:
         with self._lock:
             return dict(self._states)
 
     def errors(self) -> tuple[ProducerError, ...]:
-        with self._lock:
-            return (self._error,) if self._error is not None else ()
+        return self._failing.errors()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.query_once()
-            except Exception as err:  # never a silent death: the error is shown, the loop goes on
-                self._set_error(f"{type(err).__name__}: {err}")
-            self._wake.wait(self.interval)
-            self._wake.clear()
+    def problems(self) -> tuple[str, ...]:
+        return ()
 
     def _set_error(self, message: str | None) -> None:
-        with self._lock:
-            if message is None:
-                self._error = None
-            elif self._error is None or self._error.message != message:
-                self._error = ProducerError("slurm", message, self._clock())
+        if message is None:
+            self._failing.ok()
+        else:
+            self._failing.fail(message, self._clock())
 
     def query_once(self) -> bool:
         """One squeue (or scontrol) for every followed job, then sacct for the ones it lacks;

@@ -92,6 +92,9 @@ class RemoteProducers:
                 found.update(records())
         return found
 
+    def problems(self) -> tuple[str, ...]:
+        return ()  # a remote source's trouble is an error (one line per host or URL)
+
     def readable(self) -> bool:
         """True when at least one remote source was read (the --once exit rule)."""
         return any(p.readable() for p in self.producers)

@@ -1,9 +1,10 @@
 """A fixed-rate sampler thread with a bounded ring-buffer history per metric.
 
-The loop is drift-free (`next += interval`, on a grid from the first tick): a slow tick does not
-push later ones back, and after a long stall (a suspended laptop, a hung NVML call) missed ticks
-are skipped instead of fired in a burst. History keeps `history_seconds / interval` points per
-metric in `deque(maxlen=...)`, so memory is bounded however long it runs.
+The loop (distcore.producer.Loop) is drift-free (`next += interval`, on a grid from the first
+tick): a slow tick does not push later ones back, and after a long stall (a suspended laptop, a
+hung NVML call) missed ticks are skipped instead of fired in a burst. History keeps
+`history_seconds / interval` points per metric in `deque(maxlen=...)`, so memory is bounded
+however long it runs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
 from distcore import names
-from distcore.jobs.model import ProducerError
+from distcore.producer import Failing, Loop, ProducerError
+from distcore.producer import next_deadline as next_deadline
 from distcore.telemetry.model import GpuStatus, Source, TelemetrySnapshot
 
 log = logging.getLogger(__name__)
@@ -40,14 +42,6 @@ def snapshot_metrics(snap: TelemetrySnapshot) -> dict[str, float | None]:
         metrics[names.HOST_CPU_PERCENT] = snap.host.cpu_percent
         metrics[names.HOST_MEMORY_USED_MIB] = snap.host.memory_used_mib
     return metrics
-
-
-def next_deadline(deadline: float, now: float, interval: float) -> float:
-    """The next tick on the grid `deadline + k * interval` that is still in the future."""
-    deadline += interval
-    if deadline <= now:
-        deadline += (math.floor((now - deadline) / interval) + 1) * interval
-    return deadline
 
 
 class History:
@@ -107,13 +101,12 @@ class TelemetrySampler:
         self._clock = clock
         self._on_sample = on_sample
         self._close_source = close_source
-        self._stop = threading.Event()
-        self._wait = wait or self._stop.wait
         self._lock = threading.Lock()
         self._history = History(max(1, math.ceil(history_seconds / interval)))
         self._latest: TelemetrySnapshot | None = None
-        self._thread: threading.Thread | None = None
-        self._error: ProducerError | None = None
+        self._failing = Failing("telemetry")
+        self._loop = Loop("telemetry-sampler", self.sample_once, interval=interval, clock=clock,
+                          wait=wait)
         self.samples = 0
 
     def sample_once(self) -> TelemetrySnapshot:
@@ -124,12 +117,9 @@ class TelemetrySampler:
             log.exception("telemetry source failed")
             failed = GpuStatus(False, f"sampling failed: {err}", False, "error")
             snap = TelemetrySnapshot(time.time(), failed, (), None)
-            with self._lock:  # the first failure's time: "failing since", not "failed again"
-                since = self._error.since if self._error is not None else snap.time
-                self._error = ProducerError("telemetry", f"sampling failed: {err}", since)
+            self._failing.fail(f"sampling failed: {err}", snap.time)
         else:
-            with self._lock:
-                self._error = None
+            self._failing.ok()
         with self._lock:
             self._latest = snap
             self._history.append(snap.time, snapshot_metrics(snap))
@@ -142,32 +132,21 @@ class TelemetrySampler:
         return snap
 
     def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("sampler already started")
-        self._thread = threading.Thread(target=self._run, name="telemetry-sampler", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        deadline = self._clock()
-        while not self._stop.is_set():
-            self.sample_once()
-            deadline = next_deadline(deadline, self._clock(), self.interval)
-            if self._wait(max(0.0, deadline - self._clock())):
-                return
+        self._loop.start()
 
     def close(self) -> None:
         """Stop the thread (it wakes at once from its wait) and release the source."""
-        self._stop.set()
-        if self._thread is not None:
-            # Bounded: a hung NVML call must not hang the app's exit; the thread is a daemon.
-            self._thread.join(timeout=self.interval + 5.0)
+        # Bounded: a hung NVML call must not hang the app's exit; the thread is a daemon.
+        self._loop.close(timeout=self.interval + 5.0)
         if self._close_source:
             self._source.close()
 
     def errors(self) -> tuple[ProducerError, ...]:
         """The current failure of the source (none once a sample succeeds again)."""
-        with self._lock:
-            return (self._error,) if self._error is not None else ()
+        return self._failing.errors()
+
+    def problems(self) -> tuple[str, ...]:
+        return ()
 
     def latest(self) -> TelemetrySnapshot | None:
         with self._lock:

@@ -1,0 +1,191 @@
+"""The producer kit: what every producer (watcher, sampler, scheduler, remote reader) shares.
+
+- `ProducerError`: a producer's current failure, shown where it belongs while the rest works.
+- `Producer`: the typed protocol a `JobIndex` and a `ProducerSet` drive (start, close, errors,
+  problems), declared once here, with the index's two other inputs (`RunSource`, `Telemetry`).
+- `Failing`: "failing since": keeps the first failure's time while the failure goes on.
+- `Loop`: one producer thread: drift-free ticks (`next += interval`, missed ticks skipped after
+  a stall), wake-ups, backoff after failures, a prompt close. The producer writes only its step.
+
+A leaf: imports nothing of distcore, so events, telemetry, jobs and remote can all use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # only for the protocols' types: this module stays a leaf at run time
+    from distcore.events.model import RunSnapshot
+    from distcore.telemetry.model import TelemetrySnapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ProducerError:
+    """A producer thread (reader, watcher, sampler, remote reader, the index itself) failed.
+    Shown where it belongs; the rest keeps working."""
+
+    producer: str  # "watcher", "telemetry", "ssh:gpu1", "jobs", ...
+    message: str  # one line
+    since: float
+
+
+class Producer(Protocol):
+    """What a job index gathers from and a producer set starts and closes."""
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+    def errors(self) -> tuple[ProducerError, ...]: ...
+    def problems(self) -> tuple[str, ...]: ...
+
+
+class RunSource(Protocol):
+    """The runs a job index groups (a RunStore): their snapshots and change notifications."""
+
+    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
+    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+
+
+class Telemetry(Producer, Protocol):
+    """This machine's GPU sampler: its latest snapshot and each metric's kept history."""
+
+    interval: float
+
+    def latest(self) -> TelemetrySnapshot | None: ...
+    def sample_once(self) -> TelemetrySnapshot: ...
+    def history(self, key: str) -> tuple[float | None, ...]: ...
+
+
+def next_deadline(deadline: float, now: float, interval: float) -> float:
+    """The next tick on the grid `deadline + k * interval` that is still in the future."""
+    deadline += interval
+    if deadline <= now:
+        deadline += (math.floor((now - deadline) / interval) + 1) * interval
+    return deadline
+
+
+def backoff(failures: int, interval: float, limit: float) -> float:
+    """Seconds to wait after `failures` failures in a row: the interval, doubled per failure
+    after the first, never above `limit` (nor below the interval)."""
+    if failures <= 1:
+        return interval
+    return max(interval, min(limit, interval * 2.0 ** min(failures - 1, 64)))
+
+
+class Failing:
+    """A producer's current failure. `fail()` keeps the first failure's time ("failing since",
+    not "failed again"); with `restart_on_change` a different message starts a new failure.
+    `ok()` clears it. Thread-safe."""
+
+    def __init__(self, producer: str, *, restart_on_change: bool = False) -> None:
+        self.producer, self._restart = producer, restart_on_change
+        self._lock = threading.Lock()
+        self._error: ProducerError | None = None
+
+    def fail(self, message: str, now: float) -> None:
+        with self._lock:
+            old = self._error
+            if old is not None and self._restart and old.message == message:
+                return
+            since = old.since if old is not None and not self._restart else now
+            self._error = ProducerError(self.producer, message, since)
+
+    def ok(self) -> None:
+        with self._lock:
+            self._error = None
+
+    def errors(self) -> tuple[ProducerError, ...]:
+        with self._lock:
+            return (self._error,) if self._error is not None else ()
+
+
+class Loop:
+    """Runs `step` on its own daemon thread every `interval` seconds of `clock` until closed.
+
+    Ticks sit on a grid from the first one (a slow step does not push later ones back; after a
+    stall the missed ticks are skipped, not fired in a burst). `wake()` runs the step early.
+    A step that raises is logged and handed to `on_error` (never a silent death); with
+    `max_backoff` the waits after failures in a row double up to it. `wait` (tests) replaces
+    the stop/wake wait: it gets the seconds to wait and returns True to stop."""
+
+    def __init__(
+        self,
+        name: str,
+        step: Callable[[], object],
+        *,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        on_error: Callable[[Exception], None] | None = None,
+        max_backoff: float | None = None,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.name, self.interval, self._step, self._clock = name, interval, step, clock
+        self._on_error, self._max_backoff = on_error, max_backoff
+        self._stop, self._wake = threading.Event(), threading.Event()
+        self._wait = wait or self._wait_or_wake
+        self._thread: threading.Thread | None = None
+        self.failures = 0  # in a row
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError(f"{self.name} already started")
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread (it leaves its wait at once) and join it, bounded: a step hung in a
+        system call must not hang the app's exit (the thread is a daemon)."""
+        self._stop.set()
+        self._wake.set()
+        self.join(timeout)
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _wait_or_wake(self, seconds: float) -> bool:
+        self._wake.wait(seconds)
+        self._wake.clear()
+        return self._stop.is_set()
+
+    def _run_step(self) -> bool:
+        try:
+            self._step()
+        except Exception as err:
+            log.exception("%s: step failed", self.name)
+            if self._on_error is not None:
+                try:
+                    self._on_error(err)
+                except Exception:
+                    log.exception("%s: on_error failed", self.name)
+            return False
+        return True
+
+    def _run(self) -> None:
+        deadline = self._clock()
+        while not self._stop.is_set():
+            ok = self._run_step()
+            self.failures = 0 if ok else self.failures + 1
+            now = self._clock()
+            if ok or self._max_backoff is None:
+                deadline = next_deadline(deadline, now, self.interval)
+            else:  # off the grid while failing; back on a grid from the next success
+                deadline = now + backoff(self.failures, self.interval, self._max_backoff)
+            if self._wait(max(0.0, deadline - self._clock())):
+                return

@@ -1,0 +1,145 @@
+"""The producer kit: the loop's ticks on an injected clock, wake-ups, backoff, "failing since"."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from distcore.producer import Failing, Loop, backoff, next_deadline
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_loop(costs: list[float | Exception], **kwargs: object) -> tuple[list[float], list[float]]:
+    """Runs the real loop thread on fake time, one step per entry of `costs` (the seconds the
+    step takes, or the exception it raises); returns (the step start times, the waits)."""
+    clock = FakeClock()
+    starts: list[float] = []
+    waits: list[float] = []
+    remaining = list(costs)
+
+    def step() -> None:
+        starts.append(clock.now)
+        cost = remaining.pop(0)
+        if isinstance(cost, Exception):
+            raise cost
+        clock.now += cost
+
+    def wait(seconds: float) -> bool:
+        waits.append(seconds)
+        clock.now += seconds
+        return not remaining
+
+    loop = Loop("test-loop", step, clock=clock, wait=wait, **kwargs)  # type: ignore[arg-type]
+    loop.start()
+    loop.join(5.0)
+    loop.close()
+    return starts, waits
+
+
+@pytest.mark.parametrize(
+    ("costs", "interval", "starts"),
+    [
+        ([0.3] * 5, 1.0, [0.0, 1.0, 2.0, 3.0, 4.0]),  # slow steps do not push the grid back
+        ([0.0, 2.5, 0.0], 1.0, [0.0, 1.0, 4.0]),  # a stall skips the missed ticks, no burst
+        ([0.1, 0.1, 0.1], 0.5, [0.0, 0.5, 1.0]),
+        ([1.0, 1.0], 1.0, [0.0, 2.0]),  # exactly one interval: the due tick is skipped
+    ],
+)
+def test_ticks_are_drift_free(costs: list[float], interval: float, starts: list[float]) -> None:
+    assert run_loop(list(costs), interval=interval)[0] == pytest.approx(starts)
+
+
+@pytest.mark.parametrize(
+    ("costs", "max_backoff", "starts"),
+    [
+        # Without backoff a failing step keeps the grid.
+        ([RuntimeError("x"), RuntimeError("x"), 0.0, 0.0], None, [0.0, 1.0, 2.0, 3.0]),
+        # With it: 1, 2, 4 s after failures in a row, then back on a grid after a success.
+        ([RuntimeError("x")] * 3 + [0.0, 0.0], 10.0, [0.0, 1.0, 3.0, 7.0, 8.0]),
+        ([RuntimeError("x")] * 4 + [0.0], 3.0, [0.0, 1.0, 3.0, 6.0, 9.0]),  # capped
+    ],
+)
+def test_backoff_after_failures(
+    costs: list[float | Exception], max_backoff: float | None, starts: list[float]
+) -> None:
+    seen: list[str] = []
+    found, _ = run_loop(costs, interval=1.0, max_backoff=max_backoff,
+                        on_error=lambda err: seen.append(str(err)))
+    assert found == pytest.approx(starts)
+    assert seen == [str(c) for c in costs if isinstance(c, Exception)]
+
+
+@pytest.mark.parametrize(
+    ("failures", "interval", "limit", "expected"),
+    [(0, 1.0, 30.0, 1.0), (1, 1.0, 30.0, 1.0), (2, 1.0, 30.0, 2.0), (6, 1.0, 30.0, 30.0),
+     (10_000, 2.0, 30.0, 30.0), (3, 60.0, 30.0, 60.0)],
+)
+def test_backoff(failures: int, interval: float, limit: float, expected: float) -> None:
+    assert backoff(failures, interval, limit) == expected
+
+
+def test_next_deadline_is_the_next_grid_point() -> None:
+    assert next_deadline(10.0, 12.5, 1.0) == pytest.approx(13.0)
+
+
+@pytest.mark.parametrize(
+    ("restart", "events", "expected"),
+    [
+        (False, [("a", 1.0), ("b", 2.0)], ("b", 1.0)),  # one failure going on: since stays
+        (True, [("a", 1.0), ("a", 2.0)], ("a", 1.0)),
+        (True, [("a", 1.0), ("b", 2.0)], ("b", 2.0)),  # a new message is a new failure
+        (False, [("a", 1.0), None, ("b", 3.0)], ("b", 3.0)),  # ok() ends it
+        (False, [("a", 1.0), None], None),
+    ],
+)
+def test_failing_since(
+    restart: bool, events: list[tuple[str, float] | None], expected: tuple[str, float] | None
+) -> None:
+    failing = Failing("slurm", restart_on_change=restart)
+    for event in events:
+        if event is None:
+            failing.ok()
+        else:
+            failing.fail(*event)
+    got = [(e.message, e.since) for e in failing.errors()]
+    assert got == ([expected] if expected else [])
+    assert all(e.producer == "slurm" for e in failing.errors())
+
+
+def test_wake_runs_the_step_early_and_close_is_prompt() -> None:
+    ran = threading.Semaphore(0)
+    loop = Loop("test-wake", ran.release, interval=3600.0)
+    loop.start()
+    try:
+        assert ran.acquire(timeout=10.0)  # the first tick at once
+        loop.wake()
+        assert ran.acquire(timeout=10.0)  # long before the hour
+    finally:
+        loop.close()
+    assert not any(t.name == "test-wake" for t in threading.enumerate())
+    with pytest.raises(RuntimeError, match="already started"):
+        loop.start()
+
+
+def test_a_step_that_raises_never_ends_the_thread() -> None:
+    calls = threading.Semaphore(0)
+
+    def step() -> None:
+        calls.release()
+        raise ValueError("bug")
+
+    loop = Loop("test-raise", step, interval=0.01, on_error=lambda err: 1 / 0)
+    loop.start()
+    try:
+        for _ in range(3):
+            assert calls.acquire(timeout=10.0)
+    finally:
+        loop.close()
