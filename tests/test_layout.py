@@ -99,7 +99,8 @@ KNOWN_CYCLES = {
     "distcore": [
         {
             "distcore.events", "distcore.events.batch", "distcore.events.decode",
-            "distcore.events.fastpath", "distcore.events.groups", "distcore.events.reader",
+            "distcore.events.fastpath", "distcore.events.groups", "distcore.events.many",
+            "distcore.events.reader",
             "distcore.events.run", "distcore.events.store", "distcore.events.watch",
         }
     ],

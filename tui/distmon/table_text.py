@@ -45,7 +45,7 @@ def collect_jobs(options: Options) -> JobsSnapshot:
     (`distmon.once.collect`); no GPUs: the table and the points are the logdirs' own."""
     import dataclasses
 
-    from distmon.once import collect
+    from distmon.report import collect
 
     return collect(dataclasses.replace(options, no_gpu=True))
 

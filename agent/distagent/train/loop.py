@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from distagent.train import recovery as rec
+import distagent.train.recovery as rec
 from distagent.train.progress import Progress
 from distagent.train.rundir import RunRecord
 from distagent.train.signals import StopRequest

@@ -17,7 +17,7 @@ from distcore.textsafe import terminal_text
 if TYPE_CHECKING:
     from distcore.histograms.model import HistogramSeries
     from distcore.jobs.model import Job
-    from distmon.widgets.model import Curve, XMode
+    from distmon.widgets.curve import Curve, XMode
 
 HISTOGRAM_PREFIX = "histogram: "
 MEDIAN = 4  # the band at 50%
@@ -37,7 +37,7 @@ def _xs(series: HistogramSeries, mode: XMode) -> tuple[float, ...]:
 
 def band_curves(jobs: Sequence[Job], wanted: str, mode: XMode) -> tuple[Curve, ...]:
     """The bands of histogram tag `wanted` (with its prefix) of every shown job's parts."""
-    from distmon.widgets.model import Curve
+    from distmon.widgets.curve import Curve
 
     tag = wanted.removeprefix(HISTOGRAM_PREFIX)
     out = []

@@ -10,21 +10,20 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from distcore import names
 from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
+from distmon.widgets.curve import X_MODES, Curve, XMode
 from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
 
 if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
     from distcore.events.model import RunSnapshot, Series
     from distcore.jobs.model import Job
 
-XMode = Literal["step", "relative", "wall"]
-X_MODES: tuple[XMode, ...] = ("step", "relative", "wall")
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
     "failed": "✖", "diverged": "✖", "stopped": "■",
@@ -126,17 +125,6 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
         examples_per_second="–" if speed is None else fmt(speed, 4),
         input_wait="–" if wait is None or not math.isfinite(wait) else f"{wait:.0%}",
     )
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One line on a chart."""
-
-    label: str
-    xs: tuple[float, ...]
-    ys: tuple[float, ...]
-    color: int  # index into the palette; a job's parts share it, validation is dimmed
-    dim: bool = False
 
 
 def x_values(series: Series, mode: XMode) -> tuple[float, ...]:
