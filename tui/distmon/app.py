@@ -220,11 +220,13 @@ class DistmonApp(App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        self.render_jobs()
+        if self.is_running:  # shutting down: the panels are being removed, there is no screen
+            self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
-        self._show_status()
+        if self.is_running:
+            self._show_status()
 
     def render_jobs(self) -> None:
         """Every panel from the snapshot on screen and the view's state; each skips its draw
