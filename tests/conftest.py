@@ -66,7 +66,8 @@ def _nvml_has_gpu() -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not any(item.get_closest_marker("gpu") for item in items) or _nvml_has_gpu():
         return
-    skip = pytest.mark.skip(reason="no NVIDIA GPU found through NVML")
+    skip = pytest.mark.skip(
+        reason="no NVIDIA GPU found through NVML (runs on a host with a GPU and its driver)")
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
@@ -82,7 +83,7 @@ def _ours(threads: set[threading.Thread]) -> set[threading.Thread]:
 def no_thread_leaks() -> Iterator[None]:
     before = set(threading.enumerate())
     yield
-    deadline = time.monotonic() + 3.0
+    deadline = time.monotonic() + 30.0  # bounds a failure only: a loaded machine joins late
     leaked = _ours(set(threading.enumerate()) - before)
     while leaked and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -143,10 +144,10 @@ def screen_lines(app: DistmonApp) -> list[str]:
 
 async def settled(pilot: Any, app: DistmonApp) -> None:
     """The first scan (a worker) is done and the screen shows the index's snapshot of it."""
-    for _ in range(60):
+    deadline = time.monotonic() + 60  # bounds a failure only
+    while any("reading" in line for line in screen_lines(app)):
+        assert time.monotonic() < deadline, "the first scan never finished"
         await pilot.pause(0.05)
-        if not any("reading" in line for line in screen_lines(app)):
-            break
     if app.index is not None:
         app.index.refresh()  # what the scan read, now rather than at the index's next tick
     await fresh(pilot)

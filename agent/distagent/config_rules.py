@@ -63,6 +63,7 @@ RULES: tuple[Rule, ...] = (
          "a non-empty list of positive integers"),
     Rule("data.synthetic.preprocess_cost_ms", _at_least(0), "a number >= 0"),
     Rule("data.synthetic.read_latency_ms", _at_least(0), "a number >= 0"),
+    Rule("data.read_latency_ms", lambda v: 0 <= v <= 10_000, "a number of ms in [0, 10000]"),
     Rule("data.autotune_ram_budget_mib", _at_least(0), "an integer >= 0 (0 = TF's default)"),
     Rule("data.tfrecord.num_examples", _at_least(0), "an integer >= 0 (0 = count the records)"),
     Rule("data.tfrecord.num_classes", lambda v: v == 0 or v >= 2,

@@ -148,6 +148,9 @@ class DataConfig:
     """false builds the naive pipeline (sequential map, no cache, no prefetch) for comparison."""
     validation_fraction: float = 0.1
     """Share of the examples held out for the validation run."""
+    read_latency_ms: float = 0.0
+    """Storage latency per example read, any source (as a network filesystem or an object store
+    adds): a wait that costs no CPU; parallel reads hide it, sequential ones pay it in full."""
     synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)
     tfrecord: TFRecordConfig = field(default_factory=TFRecordConfig)
     npz: NpzConfig = field(default_factory=NpzConfig)

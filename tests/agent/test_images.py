@@ -186,7 +186,7 @@ def test_a_keras_application_trains_on_images_under_two_replicas(
     [
         ("sample_configs/tfrecord.toml",
          "python -m distagent.data.tfrecord sample_configs/quickstart.toml data/synthetic/train"),
-        ("sample_configs/images.toml", "python -m distagent.data.samples data/images"),
+        ("sample_configs/images.toml", "python -m distagent.data.samples demo_runs/images"),
     ],
 )
 def test_a_sample_without_its_files_says_how_to_make_them(tmp_path: Path, source: str,

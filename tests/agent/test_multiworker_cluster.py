@@ -299,7 +299,9 @@ def test_join_watchdog_names_the_worker_that_never_came(capsys: pytest.CaptureFi
     with _listening() as me:
         layout = _layout_with_peer(closed, me.getsockname()[1])
         with JoinWatchdog(layout, 0.2, exit_process=exits.append, hard_exit=False):
-            time.sleep(2.0)  # the strategy would be waiting here
+            deadline = time.monotonic() + 60  # the strategy would be waiting here
+            while not exits and time.monotonic() < deadline:
+                time.sleep(0.05)
     assert exits == [1]
     err = capsys.readouterr().err
     assert f"worker 1 (worker:1 at 127.0.0.1:{closed}) did not join within 0.2 s" in err

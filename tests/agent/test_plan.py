@@ -196,7 +196,7 @@ def test_seed_example_through_plan_json() -> None:
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     if "GPU" in plan["devices"][0].upper():
-        pytest.skip("GPUs visible: cpu_replicas does not apply")
+        pytest.skip("GPUs visible: cpu_replicas does not apply (runs with CUDA_VISIBLE_DEVICES=)")
     _check_seed_example(plan, "linear", 0.04)
 
 
@@ -205,7 +205,7 @@ def test_seed_example_sqrt_through_plan_json(tf: Any, capsys: pytest.CaptureFixt
     from distagent.cli import build_parser
 
     if tf.config.list_physical_devices("GPU"):
-        pytest.skip("GPUs visible: cpu_replicas does not apply")
+        pytest.skip("GPUs visible: cpu_replicas does not apply (runs with CUDA_VISIBLE_DEVICES=)")
     args = build_parser().parse_args(["plan", str(SAMPLES / "quickstart.toml"), "--json",
                                       *SEED_EXAMPLE, "--set", "optimizer.scaling=sqrt"])
     assert args.handler == "distagent.commands.plan:run"

@@ -20,7 +20,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
 @pytest.fixture
 def no_gpu(tf: Any) -> None:
     if tf.config.list_physical_devices("GPU"):
-        pytest.skip("GPUs visible: cpu_replicas does not apply")
+        pytest.skip("GPUs visible: cpu_replicas does not apply (runs with CUDA_VISIBLE_DEVICES=)")
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 4])

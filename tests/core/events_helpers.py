@@ -100,4 +100,5 @@ def require_wild() -> None:
     if not WILD.is_dir():
         if os.environ.get("CI"):
             pytest.fail(f"the real event files are missing: {WILD}")
-        pytest.skip(f"no {WILD} (../shared/wild beside the checkout)")
+        pytest.skip(f"no {WILD}: runs with the shared/ folder (its wild/ event files) beside "
+                    "the checkout")

@@ -24,6 +24,8 @@ import pytest
 from distcore.events import load_once
 from tests.core.events_helpers import WILD, require_wild
 
+INSTALLS = "pip install -e '.[test]' installs it (make test does)"
+
 Points = list[tuple[int, float, float]]
 
 
@@ -62,8 +64,9 @@ def _same(a: Points, b: Points) -> bool:
 
 
 def _rust_data_server() -> dict[str, dict[str, Points]]:
-    grpc = pytest.importorskip("grpc")
-    server = pytest.importorskip("tensorboard_data_server")
+    grpc = pytest.importorskip("grpc", reason=f"grpcio missing: {INSTALLS}")
+    server = pytest.importorskip("tensorboard_data_server",
+                                 reason=f"tensorboard-data-server missing: {INSTALLS}")
     from tensorboard import context
     from tensorboard.data import grpc_provider
     from tensorboard.data.proto import data_provider_pb2_grpc

@@ -120,7 +120,8 @@ def test_tensorboardx_simple_values_and_hparams(tmp_path: Path) -> None:
 
 
 def test_pytorch_summary_writer(tmp_path: Path) -> None:
-    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    tensorboard = pytest.importorskip("torch.utils.tensorboard",
+                                      reason="PyTorch missing (pip install torch runs it)")
     writer = tensorboard.SummaryWriter(str(tmp_path / "torch"))
     for step in range(10):
         writer.add_scalar("loss", 1.0 / (step + 1), step)

@@ -242,3 +242,36 @@ def test_the_thread_publishes_after_a_store_change(tmp_path: Path) -> None:
         index.close()
     assert [j.name for j in seen[-1].jobs] == ["a", "b"]
     assert index.latest() is seen[-1]
+
+
+class JustBooted:
+    """The `time` module as a machine booted a second ago sees it: monotonic() starts near 0."""
+
+    def __init__(self) -> None:
+        self._boot = time.monotonic() - 1.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() - self._boot
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def test_the_first_snapshot_is_at_once_on_a_fresh_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long refresh interval never delays the first snapshot, however recent the boot."""
+    import distcore.jobs.index as index_module
+
+    monkeypatch.setattr(index_module, "time", JustBooted())
+    write_loss(tmp_path / "a", [1.0, 0.5], time.time() - 2)
+    index, _ = index_over(tmp_path, interval=3600.0)
+    index.start()
+    try:
+        deadline = time.monotonic() + 30  # bounds a failure only: the first tick is at once
+        while index.latest() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        index.close()
+    latest = index.latest()
+    assert latest is not None and [j.name for j in latest.jobs] == ["a"]

@@ -29,6 +29,8 @@ from distcore.remote.ssh import ssh_reason
 from tests.core.events_helpers import scalar_records
 from tests.core.remote_servers import HOST_ALIAS, Sshd, moto_server, sshd_available
 
+INSTALLS = "pip install -e '.[test]' installs it (make test does)"
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -239,7 +241,7 @@ def test_once_remote_gpus_in_hosts(sshd: Sshd, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_once_s3_with_endpoint_option_and_unknown_host(tmp_path: Path) -> None:
-    s3fs = pytest.importorskip("s3fs")
+    s3fs = pytest.importorskip("s3fs", reason=f"s3fs missing: {INSTALLS}")
     server = moto_server(tmp_path / "moto.log")
     try:
         env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

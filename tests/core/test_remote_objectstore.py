@@ -20,11 +20,13 @@ from distcore.remote.fsspec_logdir import describe_error
 from tests.core.events_helpers import record, scalar_event, scalar_records, session_start
 from tests.core.remote_servers import CountingProxy, ServerProcess, gcs_emulator, moto_server
 
+INSTALLS = "pip install -e '.[test]' installs it (make test does)"
+
 pytestmark = pytest.mark.slow
 # gcsfs's gRPC bucket-layout probe retries for 60 s against an emulator (read at import).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-s3fs = pytest.importorskip("s3fs")
-gcsfs = pytest.importorskip("gcsfs")
+s3fs = pytest.importorskip("s3fs", reason=f"s3fs missing: {INSTALLS}")
+gcsfs = pytest.importorskip("gcsfs", reason=f"gcsfs missing: {INSTALLS}")
 
 
 @dataclass

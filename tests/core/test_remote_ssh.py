@@ -74,7 +74,7 @@ def append(run: Path, points: list[tuple[int, float]]) -> None:
         f.write(scalar_records("loss", points))
 
 
-def wait_for(check: Callable[[], object], timeout: float = 20.0) -> None:
+def wait_for(check: Callable[[], object], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:

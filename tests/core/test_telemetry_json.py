@@ -79,7 +79,8 @@ def distmon_once(tmp_path: Path, *flags: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.skipif(_nvml_loads(), reason="this host has an NVIDIA driver")
+@pytest.mark.skipif(_nvml_loads(),
+                    reason="this host has an NVIDIA driver (runs on a host without one)")
 def test_cli_without_a_driver_says_why(tmp_path: Path) -> None:
     gpus = distmon_once(tmp_path)["gpus"]
     assert gpus == {

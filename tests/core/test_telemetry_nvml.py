@@ -227,7 +227,8 @@ def test_unknown_error_code_keeps_nvmls_words() -> None:
     )
 
 
-@pytest.mark.skipif(_nvml_loads(), reason="this host has an NVIDIA driver")
+@pytest.mark.skipif(_nvml_loads(),
+                    reason="this host has an NVIDIA driver (runs on a host without one)")
 def test_real_pynvml_on_a_host_without_driver() -> None:
     source = NvmlGpuSource()
     try:

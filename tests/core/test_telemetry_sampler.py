@@ -172,7 +172,7 @@ def test_real_thread_samples_and_close_is_prompt() -> None:
     assert seen.wait(10.0)
     started = time.monotonic()
     sampler.close()
-    assert time.monotonic() - started < 5.0  # far less than the 30 s interval
+    assert time.monotonic() - started < 15.0  # far less than the 30 s interval
     assert not any(t.name == "telemetry-sampler" for t in threading.enumerate())
 
 
@@ -181,7 +181,10 @@ def test_real_thread_keeps_its_rate() -> None:
     sampler = TelemetrySampler(source, interval=0.02)
     started = time.monotonic()
     sampler.start()
-    time.sleep(0.5)
+    deadline = started + 60  # bounds a failure only: a loaded machine may lose ticks
+    while sampler.samples < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)  # a few intervals more: the upper bound has something to bound
     sampler.close()
     ran = time.monotonic() - started
     # A fixed rate never fires more than once per interval (plus the tick at zero); a loaded

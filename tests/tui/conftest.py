@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,10 @@ def simulated_gpus(n: int = 2) -> list[TelemetrySnapshot]:
 async def ready(pilot: Any, timeout: float = 20.0) -> None:
     """Wait until the app shows a snapshot of its job index (built off the UI thread)."""
     app = pilot.app
-    for _ in range(int(timeout / 0.02)):
-        if app.index is not None and app.jobs is not None and app.jobs is app.index.latest():
-            break
+    deadline = time.monotonic() + timeout  # bounds a failure only: a loaded machine is slow
+    while not (app.index is not None and app.jobs is not None
+               and app.jobs is app.index.latest()):
+        assert time.monotonic() < deadline, f"no job index snapshot on screen in {timeout:.0f} s"
         await pilot.pause(0.02)
     await pilot.pause()
 
@@ -81,8 +83,8 @@ async def settle(pilot: Any) -> None:
     screens every time."""
     await ready(pilot)
     sampler_ = pilot.app.producers.made.telemetry
-    for _ in range(100):
-        if sampler_.samples > HISTORY_TICKS:
-            break
+    deadline = time.monotonic() + 30.0  # bounds a failure only
+    while sampler_.samples <= HISTORY_TICKS:
+        assert time.monotonic() < deadline, f"the sampler took {sampler_.samples} samples"
         await pilot.pause(0.02)
     await fresh(pilot)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from textual.widgets import Input, OptionList
@@ -229,10 +230,9 @@ async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:
         await pilot.pause(1.0)
         assert row_keys(app.query_one(RunsTable)) == ["a"]  # not seen without a reload
         await pilot.press("r")  # wakes the index, which reads the store again
-        for _ in range(200):
+        deadline = time.monotonic() + 60  # bounds a failure only
+        while row_keys(app.query_one(RunsTable)) != ["a", "b"] and time.monotonic() < deadline:
             await pilot.pause(0.05)
-            if row_keys(app.query_one(RunsTable)) == ["a", "b"]:
-                break
         assert row_keys(app.query_one(RunsTable)) == ["a", "b"]
 
 
@@ -245,10 +245,9 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
         writer = threading.Thread(target=store.replace, args=(standard_runs(),))
         writer.start()
         writer.join()
-        for _ in range(200):  # generous: a loaded machine
+        deadline = time.monotonic() + 60  # bounds a failure only
+        while row_keys(app.query_one(RunsTable)) != JOBS and time.monotonic() < deadline:
             await pilot.pause(0.05)
-            if row_keys(app.query_one(RunsTable)):
-                break
         assert row_keys(app.query_one(RunsTable)) == JOBS
 
 

@@ -99,7 +99,8 @@ def _without_root_privileges() -> list[str]:
     if os.geteuid() != 0:
         return []
     if shutil.which("setpriv") is None:
-        pytest.skip("running as root without setpriv: cannot make a directory unreadable")
+        pytest.skip("running as root without setpriv: cannot make a directory unreadable "
+                    "(apt-get install util-linux, or run as a non-root user)")
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
 
 

@@ -1,8 +1,11 @@
-"""`make demo`: two real distagent jobs on real JPEGs, one healthy and one flagged as input-bound.
+"""`make demo`: two real distagent jobs on real JPEGs behind 5 ms of storage latency, one healthy
+and one flagged as input-bound.
 
-Small overrides keep them short; without a terminal the demo waits for the jobs and prints the
-`--once` report. In a terminal, quitting distmon stops the jobs: `stop_jobs` is tested on real
-processes (a full terminal run of the demo takes minutes on two loaded cores).
+Fewer steps keep them short (the demo's batch and latency are kept: they are its lesson); without
+a terminal the demo waits for the jobs to end and prints the `--once` report, which is the state
+asserted. In a terminal, quitting distmon stops the jobs: `stop_jobs` is tested on real
+processes, and `data.read_latency_ms` jobs stopping on SIGTERM in tests/agent/test_read_latency.py
+(a full terminal run of the demo takes minutes on two loaded cores).
 """
 
 from __future__ import annotations
@@ -10,14 +13,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-# A short version of the demo: 40 steps each, on a smaller set of the same images.
-SMALL = ["--set", "train.epochs=1", "--set", "train.steps_per_epoch=40",
-         "--set", "train.log_every_steps=10", "--set", "data.per_replica_batch_size=64"]
+# One logged window over the whole run (the first, compiling call is not timed): the report
+# judges the job, not one step that a busy machine delayed.
+SHORT = ["--set", "train.epochs=1", "--set", "train.steps_per_epoch=24",
+         "--set", "train.log_every_steps=24"]
 
 
 def status(logdir: Path, job: str) -> str:
@@ -25,31 +28,40 @@ def status(logdir: Path, job: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # bounds a failure only: two TF jobs on two loaded cores
 def test_without_a_terminal_the_jobs_finish_and_the_report_flags_input_bound(
     tmp_path: Path,
 ) -> None:
     logdir, images = tmp_path / "demo", tmp_path / "images"
-    # The demo writes its images when they are missing; 640 instead of 1280 keeps this short.
+    # The demo writes its images when they are missing; 320 small ones keep this short (the
+    # lesson is the storage latency, paid per read whatever the size).
     made = subprocess.run([sys.executable, "-m", "distagent.data.samples", str(images),
-                           "--per-class", "64"], capture_output=True, text=True, timeout=240)
+                           "--per-class", "32", "--size", "64"],
+                          capture_output=True, text=True, timeout=900)
     assert made.returncode == 0, made.stderr
-    done = subprocess.run(
+    demo = subprocess.Popen(
         [sys.executable, "-m", "distmon.demo", "--logdir", str(logdir), "--images", str(images),
-         *SMALL, "--set", "data.validation_fraction=0.2"],
-        capture_output=True,
+         *SHORT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=400,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "images/train" in done.stdout and "images_input_bound/train" in done.stdout
-    flagged = [line for line in done.stdout.splitlines() if "images_input_bound/train:" in line]
-    assert flagged and "input-bound" in flagged[0] and "prefetch" in flagged[0]
-    healthy = [line for line in done.stdout.splitlines() if line.strip().startswith("images/")]
-    assert not any("input-bound" in line for line in healthy)
+    try:
+        out, _ = demo.communicate(timeout=1500)  # the naive job waits ~40 s for storage
+    finally:
+        if demo.poll() is None:  # SIGTERM: the demo stops its jobs (their own sessions)
+            demo.terminate()
+            demo.communicate(timeout=60)
+    assert demo.returncode == 0, out
     assert status(logdir, "images") == status(logdir, "images_input_bound") == "finished"
+    alerts = out[out.index("Alerts:"):].splitlines()
+    flagged = [line for line in alerts if "images_input_bound/train:" in line]
+    assert flagged and "highly input-bound" in flagged[0] and "prefetch" in flagged[0], out
+    assert not [line for line in alerts if "images/train:" in line], out
     for job in ("images", "images_input_bound"):
         record = json.loads((logdir / job / "run.json").read_text())
         assert record["config"]["data"]["images"]["directory"] == str(images.resolve())
+        assert record["config"]["data"]["read_latency_ms"] == 5.0
 
 
 STUBBORN_JOB = """
@@ -63,7 +75,9 @@ time.sleep(600)
 """
 
 
-def test_stop_jobs_sends_sigterm_to_each_jobs_session(tmp_path: Path) -> None:
+def test_stop_jobs_sends_sigterm_to_each_jobs_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """What quitting distmon does in the demo: each job gets SIGTERM (checkpoint, exit)."""
     from distmon.demo import stop_jobs
 
@@ -79,8 +93,17 @@ def test_stop_jobs_sends_sigterm_to_each_jobs_session(tmp_path: Path) -> None:
     for job in jobs:
         assert job.stdout is not None and job.stdout.readline().strip() == "ready"
         job.stdout.close()
-    began = time.monotonic()
     stop_jobs(jobs)
+    assert capsys.readouterr().out == "distmon.demo: stopping 2 jobs (saving checkpoints)...\n"
+    # Exit status 0 from their own handler: SIGTERM, not the SIGKILL that ends a stuck job.
     assert [job.returncode for job in jobs] == [0, 0]
     assert [(tmp_path / f"job{i}").read_text() for i in range(2)] == ["stopped", "stopped"]
-    assert time.monotonic() - began < 20
+
+
+def test_jobs_that_already_ended_are_not_announced(capsys: pytest.CaptureFixture[str]) -> None:
+    from distmon.demo import stop_jobs
+
+    done = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    done.wait()
+    stop_jobs([done])
+    assert capsys.readouterr().out == ""

@@ -192,12 +192,14 @@ class DistmonApp(TableKeys, App[int]):
         self.jobs = message.jobs
         # The index's thread runs until on_unmount: a snapshot posted while the screen is taken
         # down finds its widgets gone.
-        with contextlib.suppress(NoMatches):
-            self.render_jobs()
+        if self.is_running:
+            with contextlib.suppress(NoMatches):
+                self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
-        self._show_status()
+        if self.is_running:
+            self._show_status()
 
     def render_jobs(self) -> None:
         """Every panel from the snapshot on screen and the view's state; each skips its draw

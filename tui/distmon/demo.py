@@ -1,13 +1,16 @@
 """`make demo`: two sample jobs train in the background while distmon watches them.
 
 Both train the same small ResNet on the same images (noisy rings, 256x256 JPEGs written once into
-`demo_runs/images`, nothing downloaded) for about three minutes on 2 cores.
-`sample_configs/images.toml` decodes them once in a parallel map, caches, augments in a second
-parallel map and prefetches: it stays under 5% input wait. `sample_configs/images_input_bound.toml`
-decodes and augments every image again every pass, one after the other: the step waits for it
-and distmon flags the job. The jobs run as `distagent start` subprocesses (this module never
-imports TensorFlow), each in its own session so that a Ctrl-C meant for the dashboard does not
-reach them; quitting distmon stops them (SIGTERM: they save a checkpoint and exit). Where
+`demo_runs/images`, nothing downloaded), read as from a network filesystem or an object store:
+each read waits 5 ms (`data.read_latency_ms`), a wait that costs no CPU.
+`sample_configs/images.toml` keeps many reads in flight, decodes them in a parallel map, caches,
+augments in a second parallel map and prefetches: the latency is hidden and it stays under 5%
+input wait. `sample_configs/images_input_bound.toml` reads, decodes and augments every image
+again every pass, one after the other: each step waits for its 256 reads, whatever the cores are
+doing, and distmon flags the job as input-bound within its first logged steps. The jobs run as
+`distagent start` subprocesses (this module never imports TensorFlow), each in its own session
+so that a Ctrl-C meant for the dashboard does not reach them; quitting distmon stops them
+(SIGTERM: they save a checkpoint at the next step and exit; SIGKILL after STOP_SECONDS). Where
 standard output is not a terminal, the jobs run to their end and `distmon --once` is printed.
 """
 
@@ -27,7 +30,9 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
 CONFIGS = (SAMPLES / "images.toml", SAMPLES / "images_input_bound.toml")
 DEMO_ROOT = Path("demo_runs")
 IMAGES = DEMO_ROOT / "images"
-STOP_SECONDS = 30.0
+STOP_SECONDS = 25.0
+"""How long the jobs may take to finish their step, save and exit after SIGTERM (a naive step
+takes a few seconds on a busy machine); the demo returns within 30 s."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -81,9 +86,12 @@ def start_job(config: Path, logdir: Path, overrides: Sequence[str]) -> subproces
 
 def stop_jobs(jobs: Sequence[subprocess.Popen[bytes]]) -> None:
     """SIGTERM to each job's session (it checkpoints and exits), SIGKILL after STOP_SECONDS."""
-    for job in jobs:
-        if job.poll() is None:
-            _signal(job, signal.SIGTERM)
+    running = [job for job in jobs if job.poll() is None]
+    if running:  # said at once: the dashboard is gone and the jobs take a few seconds
+        print(f"distmon.demo: stopping {len(running)} job{'s' * (len(running) != 1)} "
+              "(saving checkpoints)...", flush=True)
+    for job in running:
+        _signal(job, signal.SIGTERM)
     deadline = time.monotonic() + STOP_SECONDS
     for job in jobs:
         try:

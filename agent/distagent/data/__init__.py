@@ -10,6 +10,7 @@ TensorFlow is imported inside the functions, so the config and the plan never lo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ class Source:
     example_bytes: int | None = None
     """Bytes of one example in memory after reading: decides whether the cache fits."""
     read_latency_ms: float = 0.0
-    """The source's simulated per-example storage latency (synthetic only)."""
+    """The simulated per-example storage latency of the source's reads (the pipeline gives
+    such reads more threads than cores)."""
     notes: tuple[str, ...] = ()
     """What the source left out and why (images skipped as unreadable): plan warnings."""
 
@@ -55,8 +57,29 @@ _MODULES = {
 
 
 def open_source(cfg: JobConfig) -> Source:
-    """The source `cfg.data.source` names, opened (files found, sizes known)."""
+    """The source `cfg.data.source` names, opened (files found, sizes known), behind the
+    storage latency `data.read_latency_ms` says its reads have."""
     module = importlib.import_module(_MODULES[cfg.data.source])
     source = module.open_source(cfg)
     assert isinstance(source, Source)
+    if cfg.data.read_latency_ms > 0:
+        return with_read_latency(source, cfg.data.read_latency_ms)
     return source
+
+
+def with_read_latency(source: Source, latency_ms: float) -> Source:
+    """`source` whose every read waits `latency_ms` first, as on a network filesystem or an
+    object store. The wait costs no CPU (distagent.data.cost.with_latency): the optimized
+    pipeline keeps many reads in flight and hides it, the naive one pays it once per example,
+    one after the other, however many cores are free."""
+    read = source.read
+
+    def slow_read(parallel: Any) -> Any:
+        import tensorflow as tf
+
+        from distagent.data.cost import with_latency
+
+        return with_latency(tf, read(parallel), latency_ms, parallel)
+
+    return dataclasses.replace(source, read=slow_read,
+                               read_latency_ms=source.read_latency_ms + latency_ms)

@@ -1,4 +1,4 @@
-"""Simulated costs: CPU time spent in TensorFlow ops, and storage latency as a sleep.
+"""Simulated costs: CPU time spent in TensorFlow ops, and storage latency as a C++ sleep.
 
 The CPU cost is a chain of sorts of a small vector, derived from the example. Sorting one row is
 single-threaded in TensorFlow, so each example keeps one core busy for the cost, and N parallel
@@ -67,15 +67,42 @@ def spend_cpu(tf: Any, features: Any, cost_ms: float) -> Any:
     return features + tf.cast(tf.reduce_mean(work) * 1e-30, features.dtype)
 
 
-def add_latency(tf: Any, features: Any, latency_ms: float) -> Any:
-    """`features` after a sleep of `latency_ms`; the sleep releases the GIL, so parallel calls
-    overlap it, as parallel reads overlap a remote store's latency."""
-    delay = latency_ms / 1000.0
+LATENCY_PARALLELISM = 32
+"""Reads in flight against a slow store: waiting costs no CPU, so this is not bounded by cores
+(tf.data's autotuner would stop at the core count)."""
 
-    def wait(x: Any) -> Any:
-        time.sleep(delay)
-        return x
+_ENDLESS = 2**62
+"""Length of the storage clock: longer than any source (zip stops at the read's end)."""
 
-    out = tf.py_function(wait, [features], features.dtype)
-    out.set_shape(features.shape)
-    return out
+
+def with_latency(tf: Any, read: Any, latency_ms: float, parallel: Any) -> Any:
+    """`read`, each element handed out only after a storage wait of `latency_ms`.
+
+    The waits are a clock dataset zipped with the read: tf.data's SleepDataset, a C++ sleep
+    that costs no CPU and never takes the GIL. Sequential (`parallel` == 1), each element
+    waits in turn, as a naive reader does. Parallel: LATENCY_PARALLELISM lanes wait at once
+    (lane i serves elements i, i+N, ...), interleaved back in order, as many reads in flight
+    hide a remote store's latency. Why not a sleep in a `py_function` map: a Python call in
+    flight deadlocks the iterator's teardown (it holds the GIL while it waits for the call),
+    so a stopped job hung until it was killed."""
+    wait_us = max(1, round(latency_ms * 1000.0))
+    if parallel == 1:
+        clock = _sleeping(tf, tf.data.Dataset.range(_ENDLESS), wait_us)
+    else:
+        lanes = LATENCY_PARALLELISM
+        clock = tf.data.Dataset.range(lanes).interleave(
+            lambda lane: _sleeping(tf, tf.data.Dataset.range(lane, _ENDLESS, lanes), wait_us),
+            cycle_length=lanes, block_length=1, num_parallel_calls=lanes, deterministic=True)
+    return tf.data.Dataset.zip((read, clock)).map(lambda element, _: element)
+
+
+def _sleeping(tf: Any, ds: Any, wait_us: int) -> Any:
+    """`ds` that sleeps `wait_us` before each element (tf.raw_ops.SleepDataset)."""
+    flat = tf.nest.flatten(ds.element_spec)
+    variant = tf.raw_ops.SleepDataset(
+        input_dataset=tf.data.experimental.to_variant(ds),
+        sleep_microseconds=tf.constant(wait_us, tf.int64),
+        output_types=[spec.dtype for spec in flat],
+        output_shapes=[spec.shape for spec in flat],
+    )
+    return tf.data.experimental.from_variant(variant, ds.element_spec)

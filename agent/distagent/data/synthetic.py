@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from distagent.data import Source
-from distagent.data.cost import add_latency, spend_cpu
+from distagent.data.cost import LATENCY_PARALLELISM, spend_cpu, with_latency
 from distagent.schema import JobConfig
 
 CLASS_SEPARATION = 6.0
@@ -52,9 +52,7 @@ def open_source(cfg: JobConfig) -> Source:
         ordered = {} if parallel == 1 else {"num_parallel_calls": parallel, "deterministic": True}
         ds = tf.data.Dataset.range(syn.num_examples).map(example, **ordered)
         if syn.read_latency_ms > 0:
-            if parallel != 1:
-                ordered["num_parallel_calls"] = LATENCY_PARALLELISM
-            ds = ds.map(lambda x, y: (add_latency(tf, x, syn.read_latency_ms), y), **ordered)
+            ds = with_latency(tf, ds, syn.read_latency_ms, parallel)
         return ds
 
     return Source(
@@ -69,9 +67,7 @@ def open_source(cfg: JobConfig) -> Source:
     )
 
 
-LATENCY_PARALLELISM = 32
-"""Reads in flight against a slow store: waiting costs no CPU, so this is not bounded by cores
-(tf.data's autotuner would stop at the core count)."""
+__all__ = ["LATENCY_PARALLELISM", "open_source", "prototypes"]  # the pipeline's import
 
 
 def _preprocess(cost_ms: float) -> Any:

@@ -107,7 +107,9 @@ class JobIndex:
             self._thread.join(timeout=10.0)
 
     def _run(self) -> None:
-        last = 0.0
+        # The first refresh is at once: time.monotonic() counts from boot, so a 0.0 start would
+        # wait out the interval on a machine booted less than an interval ago.
+        last = -float("inf")
         while not self._stop.is_set():
             self._wake.wait(timeout=max(0.0, last + self.interval - time.monotonic()))
             self._wake.clear()
