@@ -12,6 +12,7 @@ tries again. What cannot be listed under the roots is in `problems()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -34,6 +35,10 @@ from distcore.jobs.model import ProducerError
 Mode = Literal["inotify", "poll"]
 _MAX_BACKOFF = 30.0
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+# The share of a core a pass over everything may take while nothing changes: a pass over a
+# sweep's 10,000 runs takes about a second, so it runs less often than the interval says.
+# With inotify the pass is only the safety net; polling is how changes are seen at all.
+_IDLE_SHARE: dict[Mode, float] = {"inotify": 0.02, "poll": 0.05}
 
 
 class _Handler(FileSystemEventHandler):
@@ -50,6 +55,35 @@ class _Handler(FileSystemEventHandler):
             if path and (event.is_directory or EVENT_MARKER in Path(path).name):
                 structural = event.is_directory or event.event_type in ("deleted", "moved")
                 self._on_change(path, structural)
+
+
+def _newest_mtime(run: RunDir) -> float:
+    mtimes = []
+    for path in run.files:
+        with contextlib.suppress(OSError):  # gone: the read says so
+            mtimes.append(os.stat(path).st_mtime)
+    return max(mtimes, default=0.0)
+
+
+class _Landed:
+    """Runs read so far in a long first pass, told to the store's listeners at most every
+    NOTIFY_SECONDS (from any reader thread)."""
+
+    NOTIFY_SECONDS = 0.1
+
+    def __init__(self, notify: Callable[[frozenset[str]], None]) -> None:
+        self._notify = notify
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+        self._last = time.monotonic()
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._names.add(name)
+            if time.monotonic() - self._last < self.NOTIFY_SECONDS:
+                return
+            names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
+        self._notify(names)
 
 
 class LogdirWatcher:
@@ -195,8 +229,7 @@ class LogdirWatcher:
         """One turn of the loop; returns when the next full rescan is due."""
         if self._mode == "poll":
             if self._clock() >= next_rescan:
-                self.scan_once()
-                return self._clock() + self._poll_interval
+                return self._clock() + self._timed_scan(self._poll_interval)
             self._stop.wait(max(0.0, next_rescan - self._clock()))
             return next_rescan
         woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
@@ -209,10 +242,15 @@ class LogdirWatcher:
             dirty, self._dirty = self._dirty, set()
             rescan, self._rescan_needed = self._rescan_needed, False
         if rescan or self._clock() >= next_rescan:
-            self.scan_once()
-            return self._clock() + self._rescan_interval
+            return self._clock() + self._timed_scan(self._rescan_interval)
         self._store.notify(self._read_files(dirty))
         return next_rescan
+
+    def _timed_scan(self, interval: float) -> float:
+        """A full pass; how long until the next one (longer when a pass is costly)."""
+        began = time.monotonic()
+        self.scan_once()
+        return max(interval, (time.monotonic() - began) / _IDLE_SHARE[self._mode])
 
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
@@ -256,15 +294,22 @@ class LogdirWatcher:
 
     def _read_fresh(self, runs: list[RunDir]) -> dict[str, bool]:
         """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
-        Split among the workers: each batch is one thread's numpy work."""
-        share = max(1, -(-len(runs) // max(1, self._workers)))
-        slices = [runs[i : i + share] for i in range(0, len(runs), share)]
+        Newest first, dealt out among the workers (each share is one thread's numpy work), and
+        the store is told as batches land, so that the first rows show while the rest is read."""
+        runs = sorted(runs, key=_newest_mtime, reverse=True)
+        count = min(max(1, self._workers), len(runs))
+        slices = [runs[i::count] for i in range(count)]
+        landed = _Landed(self._store.notify)
+
+        def apply(run: RunDir, path: Path, batch: Batch) -> None:
+            self._apply(run, path, batch)
+            landed.add(run.name)
 
         def read(part: list[RunDir]) -> dict[str, list[FileState]]:
             if self._stop.is_set():
                 return {}
             plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
-            return read_fresh_runs(part, plugins, self._apply)[0]
+            return read_fresh_runs(part, plugins, apply)[0]
 
         if len(slices) == 1:
             done = [read(slices[0])]
