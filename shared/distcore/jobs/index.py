@@ -109,7 +109,8 @@ class JobIndex:
         self._by_run: dict[str, RunSnapshot] = {}
         self._members: dict[str, set[str]] = {}  # job -> its runs' names
         self._grouped: dict[str, dict[str, RunSnapshot]] = {}
-        self._judged: dict[str, tuple[JobFacts, object, Job, bool]] = {}
+        self._judged: dict[str, tuple[JobFacts, Job, bool]] = {}  # facts, job, kept as is
+        self._dynamic: set[str] = set()  # jobs judged again every refresh
         self._jobs: tuple[Job, ...] = ()
         self._job_hosts: tuple[Host, ...] = ()
         self._job_alerts: tuple[Alert, ...] = ()
@@ -263,45 +264,72 @@ class JobIndex:
 
     def _judge(self, facts: JobFacts, now: float, local: Host,
                states: Mapping[str, SchedulerState]) -> Job:
+        """The job at `now`; kept (not judged again) while nothing can change it."""
         ref = facts.agent.scheduler if facts.agent is not None else None
         job_id = ref.slurm_job_id if ref is not None else None
-        state = states.get(job_id) if states and job_id else None
         kept = self._judged.get(facts.name)
-        if kept is not None and kept[0] is facts and kept[1] == state and kept[3]:
-            return kept[2]
+        if kept is not None and kept[0] is facts and kept[2]:
+            return kept[1]
         job = judge_job(facts, now, local.gpus, states)
-        self._judged[facts.name] = (facts, state, job, state is None and clock_free(facts, now))
+        # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
+        static = job_id is None and clock_free(facts, now)
+        self._judged[facts.name] = (facts, job, static)
+        if static:
+            self._dynamic.discard(facts.name)
+        else:
+            self._dynamic.add(facts.name)
         return job
+
+    def _update_facts(self, touched: set[str]) -> set[str]:
+        """Facts again for the jobs touched or whose run.json is due; the jobs whose facts
+        changed."""
+        due = self._due(touched)
+        names = self._grouped.keys() if due is None else due & self._grouped.keys()
+        renewed = set()
+        for name in names:
+            facts = self._facts_for(name, self._grouped[name], True)
+            if facts is self._facts.get(name):
+                continue
+            self._facts[name] = facts
+            renewed.add(name)
+            live = any(r.status == "live" for r in facts.parts.values())
+            if facts.agent is not None or live:
+                self._watched.add(name)
+            else:
+                self._watched.discard(name)
+        if touched:
+            for name in self._facts.keys() - self._grouped.keys():
+                del self._facts[name]
+                self._judged.pop(name, None)
+                self._watched.discard(name)
+                self._dynamic.discard(name)
+            if self._facts.keys() != self._grouped.keys() or list(self._facts) != list(
+                self._grouped
+            ):
+                self._facts = {name: self._facts[name] for name in self._grouped}
+            self._records.forget({f.directory for f in self._facts.values() if f.directory})
+        return renewed
 
     def _compute(self) -> JobsSnapshot:
         now = self._clock()
         if now < self._last_now:  # an injected clock went back: judge everything again
             self._judged = {}
+            self._dynamic = set(self._facts)
         self._last_now = now
         touched = self._group(self._store.snapshot())
-        due = self._due(touched)
-        before = self._facts
-        self._facts = {
-            name: self._facts_for(name, parts, due is None or name in due)
-            for name, parts in self._grouped.items()
-        }
-        for name, facts in self._facts.items():
-            if facts is not before.get(name):
-                live = any(r.status == "live" for r in facts.parts.values())
-                if facts.agent is not None or live:
-                    self._watched.add(name)
-                else:
-                    self._watched.discard(name)
-        if touched or self._facts.keys() != before.keys():
-            self._watched &= self._facts.keys()
-            self._records.forget({f.directory for f in self._facts.values() if f.directory})
-            self._judged = {n: j for n, j in self._judged.items() if n in self._facts}
+        renewed = self._update_facts(touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
         states = self._scheduler_states()
-        jobs = tuple(self._judge(f, now, local, states) for f in self._facts.values())
-        same = len(jobs) == len(self._jobs)
-        if not same or any(a is not b for a, b in zip(jobs, self._jobs, strict=True)):
+        # Only jobs whose facts changed, and those the clock or the scheduler can change.
+        changed = bool(touched)
+        for name in renewed | self._dynamic:
+            kept = self._judged.get(name)
+            changed |= self._judge(self._facts[name], now, local, states) is not (
+                kept[1] if kept is not None else None
+            )
+        if changed:
+            jobs = tuple(self._judged[name][1] for name in self._facts)
             self._jobs = jobs
             self._job_hosts = tuple(h for j in jobs for h in j.hosts)
             self._job_alerts = tuple(a for j in jobs for a in j.alerts)
