@@ -148,3 +148,36 @@ def test_a_first_read_is_told_newest_first_as_it_lands(
     assert len(told) > 1  # while reading, then the scan's own notification
     assert told[0] == {"run4"}
     assert frozenset().union(*told) == {f"run{i}" for i in range(5)}
+
+
+def test_our_own_reads_queue_no_inotify_events(tmp_path: Path) -> None:
+    """A pass over 10,000 runs once overflowed the kernel's queue with the opens and closes of
+    its own reads; inotify is asked for writes only."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+
+    for i in range(3):
+        write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time())
+    seen: list[tuple[str, str]] = []
+
+    class Recorder(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            seen.append((event.event_type, os.fsdecode(event.src_path)))
+
+    watcher = LogdirWatcher([tmp_path], RunStore())
+    watcher.start()
+    try:
+        assert watcher.mode == "inotify"
+        observer = watcher._observer
+        observer.add_handler_for_watch(Recorder(), next(iter(observer.emitters)).watch)
+        files = sorted(tmp_path.glob("run*/events.out.tfevents.*"))
+        for path in files:
+            path.read_bytes()  # as a pass reads them
+        with files[0].open("ab") as f:
+            f.write(b"x")  # a write: the one event that must come (after any of the reads')
+        deadline = time.monotonic() + 15
+        while not any(p == str(files[0]) for _, p in seen) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        watcher.close()
+    assert any(p == str(files[0]) for _, p in seen)
+    assert {kind for kind, _ in seen} <= {"modified", "closed", "created"}
