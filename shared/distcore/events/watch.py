@@ -144,6 +144,7 @@ class LogdirWatcher:
         self._problems: tuple[str, ...] = ()
         self._error: ProducerError | None = None
         self._wall_clock: Callable[[], float] = time.time
+        self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
 
     @property
     def mode(self) -> Mode:
@@ -173,8 +174,10 @@ class LogdirWatcher:
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
+        began = time.monotonic()
         changed = self._rescan()
         self._store.notify(changed)
+        self._last_pass = (self._clock(), time.monotonic() - began)
         return changed
 
     def start(self) -> None:
@@ -233,7 +236,12 @@ class LogdirWatcher:
 
     def _loop(self) -> None:
         backoff = 0.0
-        next_rescan = self._clock()  # the first pass scans everything
+        # The first pass scans everything, unless scan_once() just did (the dashboard's first
+        # read): then it is the pass, and the next comes when it would have.
+        next_rescan = self._clock()
+        if self._last_pass is not None:
+            interval = self._poll_interval if self._mode == "poll" else self._rescan_interval
+            next_rescan = self._last_pass[0] + self._pause(interval, self._last_pass[1])
         while not self._stop.is_set():
             try:
                 next_rescan = self._step(next_rescan)
@@ -269,10 +277,14 @@ class LogdirWatcher:
         return next_rescan
 
     def _timed_scan(self, interval: float) -> float:
-        """A full pass; how long until the next one (longer when a pass is costly)."""
-        began = time.monotonic()
+        """A full pass; how long until the next one."""
         self.scan_once()
-        return max(interval, (time.monotonic() - began) / _IDLE_SHARE[self._mode])
+        took = self._last_pass[1] if self._last_pass is not None else 0.0
+        return self._pause(interval, took)
+
+    def _pause(self, interval: float, took: float) -> float:
+        """The interval, or longer when a pass is costly (a share of a core at most)."""
+        return max(interval, took / _IDLE_SHARE[self._mode])
 
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
