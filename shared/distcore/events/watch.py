@@ -416,7 +416,7 @@ class LogdirWatcher:
         resets = state.resets
         plugins = self._plugins.setdefault(run.name, {})
         try:
-            changed = read_new(state, plugins, lambda batch: self._apply(run, path, batch))
+            changed = read_new(state, plugins, lambda batch: self._apply_read(run, path, batch))
         except Exception as err:  # one file's failure is that file's problem
             state.error = f"reader failed: {type(err).__name__}: {err}".splitlines()[0]
             changed = True
@@ -425,6 +425,12 @@ class LogdirWatcher:
 
     def _apply(self, run: RunDir, path: Path, batch: Batch) -> None:
         self._store.apply(run.name, run.path, batch, path.name)
+
+    def _apply_read(self, run: RunDir, path: Path, batch: Batch) -> None:
+        """A batch of the ordinary reader: the run's files (and so its status) before its
+        points, so that nobody sees a point of a fresh file in a run that is not live yet."""
+        self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
+        self._apply(run, path, batch)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
         changed = set()
