@@ -3,6 +3,7 @@ immutable snapshots and is told which runs changed."""
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable
@@ -32,14 +33,38 @@ class RunStore:
         self._lock = threading.Lock()
         self._runs: dict[str, RunState] = {}
         self._listeners: Listeners[frozenset[str]] = Listeners()
+        # The last snapshot, kept so that the next one costs what changed, not every run:
+        # runs written since (dirty), and live ones (they turn idle as the clock runs).
+        self._order: list[str] = []  # the runs' names, sorted
+        self._frozen: dict[str, RunSnapshot] = {}
+        self._dirty: set[str] = set()
+        self._live: set[str] = set()
+        self._last: tuple[RunSnapshot, ...] = ()
+        self._last_now = float("-inf")
 
     # Reading side: any thread.
     def snapshot(self) -> tuple[RunSnapshot, ...]:
+        """Every run, sorted by name. The same tuple (and the same run objects) as last time
+        while nothing changed, so consumers can skip what is identical."""
         now = self._clock()
         with self._lock:
-            return tuple(
-                self._runs[name].snapshot(now, self._live_seconds) for name in sorted(self._runs)
-            )
+            if now < self._last_now:  # an injected clock went back: live may come back too
+                self._dirty.update(self._runs)
+            self._last_now = now
+            check, self._dirty = self._dirty | self._live, set()
+            changed = False
+            for name in check:
+                old = self._frozen.get(name)
+                new = self._runs[name].snapshot(now, self._live_seconds)
+                if new is not old:
+                    self._frozen[name], changed = new, True
+                if new.status == "live":
+                    self._live.add(name)
+                else:
+                    self._live.discard(name)
+            if changed:
+                self._last = tuple(self._frozen[name] for name in self._order)
+            return self._last
 
     def get(self, name: str) -> RunSnapshot | None:
         now = self._clock()
@@ -80,7 +105,10 @@ class RunStore:
             listener(changed)
 
     def _run(self, name: str, path: Path) -> RunState:
+        """The run to change (under the lock): marked for the next snapshot."""
         run = self._runs.get(name)
         if run is None:
             run = self._runs[name] = RunState(name, path, self.max_points)
+            bisect.insort(self._order, name)
+        self._dirty.add(name)
         return run

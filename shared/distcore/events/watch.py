@@ -12,6 +12,7 @@ tries again. What cannot be listed under the roots is in `problems()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -20,7 +21,19 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from distcore.events.batch import Batch
@@ -34,6 +47,18 @@ from distcore.jobs.model import ProducerError
 Mode = Literal["inotify", "poll"]
 _MAX_BACKOFF = 30.0
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+# What inotify is asked for: writes only. Our own reads (open, close without a write) would
+# otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
+# overflowed the kernel's queue (16,384 events), and watchdog rebuilt its watches by walking the
+# whole tree each time (py-spy: most of the 50-80% of a core distmon took with nothing written).
+_WATCHED_EVENTS = [
+    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent,
+    DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent,
+]  # fmt: skip
+# The share of a core a pass over everything may take while nothing changes: a pass over a
+# sweep's 10,000 runs takes about a second, so it runs less often than the interval says.
+# With inotify the pass is only the safety net; polling is how changes are seen at all.
+_IDLE_SHARE: dict[Mode, float] = {"inotify": 0.02, "poll": 0.05}
 
 
 class _Handler(FileSystemEventHandler):
@@ -50,6 +75,35 @@ class _Handler(FileSystemEventHandler):
             if path and (event.is_directory or EVENT_MARKER in Path(path).name):
                 structural = event.is_directory or event.event_type in ("deleted", "moved")
                 self._on_change(path, structural)
+
+
+def _newest_mtime(run: RunDir) -> float:
+    mtimes = []
+    for path in run.files:
+        with contextlib.suppress(OSError):  # gone: the read says so
+            mtimes.append(os.stat(path).st_mtime)
+    return max(mtimes, default=0.0)
+
+
+class _Landed:
+    """Runs read so far in a long first pass, told to the store's listeners at most every
+    NOTIFY_SECONDS (from any reader thread)."""
+
+    NOTIFY_SECONDS = 0.1
+
+    def __init__(self, notify: Callable[[frozenset[str]], None]) -> None:
+        self._notify = notify
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+        self._last = time.monotonic()
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._names.add(name)
+            if time.monotonic() - self._last < self.NOTIFY_SECONDS:
+                return
+            names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
+        self._notify(names)
 
 
 class LogdirWatcher:
@@ -90,6 +144,7 @@ class LogdirWatcher:
         self._problems: tuple[str, ...] = ()
         self._error: ProducerError | None = None
         self._wall_clock: Callable[[], float] = time.time
+        self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
 
     @property
     def mode(self) -> Mode:
@@ -119,8 +174,10 @@ class LogdirWatcher:
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
+        began = time.monotonic()
         changed = self._rescan()
         self._store.notify(changed)
+        self._last_pass = (self._clock(), time.monotonic() - began)
         return changed
 
     def start(self) -> None:
@@ -146,7 +203,9 @@ class LogdirWatcher:
         try:
             handler = _Handler(self._on_change)
             for root in self._roots:
-                observer.schedule(handler, str(root), recursive=True)
+                observer.schedule(
+                    handler, str(root), recursive=True, event_filter=_WATCHED_EVENTS
+                )
             observer.start()
         except OSError as err:  # typically ENOSPC: the inotify watch limit
             self._stop_observer(observer)
@@ -177,7 +236,12 @@ class LogdirWatcher:
 
     def _loop(self) -> None:
         backoff = 0.0
-        next_rescan = self._clock()  # the first pass scans everything
+        # The first pass scans everything, unless scan_once() just did (the dashboard's first
+        # read): then it is the pass, and the next comes when it would have.
+        next_rescan = self._clock()
+        if self._last_pass is not None:
+            interval = self._poll_interval if self._mode == "poll" else self._rescan_interval
+            next_rescan = self._last_pass[0] + self._pause(interval, self._last_pass[1])
         while not self._stop.is_set():
             try:
                 next_rescan = self._step(next_rescan)
@@ -195,8 +259,7 @@ class LogdirWatcher:
         """One turn of the loop; returns when the next full rescan is due."""
         if self._mode == "poll":
             if self._clock() >= next_rescan:
-                self.scan_once()
-                return self._clock() + self._poll_interval
+                return self._clock() + self._timed_scan(self._poll_interval)
             self._stop.wait(max(0.0, next_rescan - self._clock()))
             return next_rescan
         woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
@@ -209,10 +272,19 @@ class LogdirWatcher:
             dirty, self._dirty = self._dirty, set()
             rescan, self._rescan_needed = self._rescan_needed, False
         if rescan or self._clock() >= next_rescan:
-            self.scan_once()
-            return self._clock() + self._rescan_interval
+            return self._clock() + self._timed_scan(self._rescan_interval)
         self._store.notify(self._read_files(dirty))
         return next_rescan
+
+    def _timed_scan(self, interval: float) -> float:
+        """A full pass; how long until the next one."""
+        self.scan_once()
+        took = self._last_pass[1] if self._last_pass is not None else 0.0
+        return self._pause(interval, took)
+
+    def _pause(self, interval: float, took: float) -> float:
+        """The interval, or longer when a pass is costly (a share of a core at most)."""
+        return max(interval, took / _IDLE_SHARE[self._mode])
 
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
@@ -256,15 +328,22 @@ class LogdirWatcher:
 
     def _read_fresh(self, runs: list[RunDir]) -> dict[str, bool]:
         """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
-        Split among the workers: each batch is one thread's numpy work."""
-        share = max(1, -(-len(runs) // max(1, self._workers)))
-        slices = [runs[i : i + share] for i in range(0, len(runs), share)]
+        Newest first, dealt out among the workers (each share is one thread's numpy work), and
+        the store is told as batches land, so that the first rows show while the rest is read."""
+        runs = sorted(runs, key=_newest_mtime, reverse=True)
+        count = min(max(1, self._workers), len(runs))
+        slices = [runs[i::count] for i in range(count)]
+        landed = _Landed(self._store.notify)
+
+        def apply(run: RunDir, path: Path, batch: Batch) -> None:
+            self._apply(run, path, batch)
+            landed.add(run.name)
 
         def read(part: list[RunDir]) -> dict[str, list[FileState]]:
             if self._stop.is_set():
                 return {}
             plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
-            return read_fresh_runs(part, plugins, self._apply)[0]
+            return read_fresh_runs(part, plugins, apply)[0]
 
         if len(slices) == 1:
             done = [read(slices[0])]
@@ -337,7 +416,7 @@ class LogdirWatcher:
         resets = state.resets
         plugins = self._plugins.setdefault(run.name, {})
         try:
-            changed = read_new(state, plugins, lambda batch: self._apply(run, path, batch))
+            changed = read_new(state, plugins, lambda batch: self._apply_read(run, path, batch))
         except Exception as err:  # one file's failure is that file's problem
             state.error = f"reader failed: {type(err).__name__}: {err}".splitlines()[0]
             changed = True
@@ -346,6 +425,12 @@ class LogdirWatcher:
 
     def _apply(self, run: RunDir, path: Path, batch: Batch) -> None:
         self._store.apply(run.name, run.path, batch, path.name)
+
+    def _apply_read(self, run: RunDir, path: Path, batch: Batch) -> None:
+        """A batch of the ordinary reader: the run's files (and so its status) before its
+        points, so that nobody sees a point of a fresh file in a run that is not live yet."""
+        self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
+        self._apply(run, path, batch)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
         changed = set()

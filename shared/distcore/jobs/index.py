@@ -6,8 +6,12 @@ here, cached by mtime, never on a UI thread), the local telemetry sampler, extra
 `JobsSnapshot`, from `latest()` and to subscribers, recomputed on its own thread when the store
 says something changed (at most once per `interval`) and every `interval` as time passes.
 
-Incremental: a job whose runs' update counters and run.json did not change keeps its facts and
-point alerts; only the clock-dependent rules run for it again, at O(1) per run.
+Incremental: a refresh costs what changed, not every job (a sweep has 10,000). The store hands
+out the same run objects while a run is unchanged, so only jobs with a changed run are grouped
+again; a job whose runs and run.json did not change keeps its facts and point alerts, and keeps
+its whole judgement once no clock-dependent rule can change it (ended, or silent for long:
+judge.clock_free). run.json is looked at (a `stat`) every refresh for jobs that have one, that
+changed or are live; for the others a rotating share each refresh, all of them after `wake()`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,16 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_history, local_host
-from distcore.jobs.judge import JobFacts, facts_key, host_alerts, job_facts, judge_job
-from distcore.jobs.model import AgentRecord, Host, HostSource, JobsSnapshot
-from distcore.jobs.parts import group_runs, job_dir_of
+from distcore.jobs.judge import (
+    JobFacts,
+    clock_free,
+    facts_key,
+    host_alerts,
+    job_facts,
+    judge_job,
+)
+from distcore.jobs.model import AgentRecord, Host, HostSource, Job, JobsSnapshot
+from distcore.jobs.parts import job_dir_of, split_run
 from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
 from distcore.producer import Producer, ProducerError, RunSource, Telemetry
@@ -35,6 +46,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
 MAX_COALESCE_SECONDS = 1.0
+AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 refreshes
+AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 
 
 @runtime_checkable
@@ -79,6 +92,20 @@ class JobIndex:
         self._remote_records: dict[Path, AgentRecord | None] = {}
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
+        # What the last refresh saw, so that the next one costs what changed.
+        self._runs_seen: tuple[RunSnapshot, ...] | None = None
+        self._by_run: dict[str, RunSnapshot] = {}
+        self._members: dict[str, set[str]] = {}  # job -> its runs' names
+        self._grouped: dict[str, dict[str, RunSnapshot]] = {}
+        self._judged: dict[str, tuple[JobFacts, Job, bool]] = {}  # facts, job, kept as is
+        self._dynamic: set[str] = set()  # jobs judged again every refresh
+        self._jobs: tuple[Job, ...] = ()
+        self._job_hosts: tuple[Host, ...] = ()
+        self._job_alerts: tuple[Alert, ...] = ()
+        self._cursor = 0  # where the rotating run.json check goes on
+        self._check_all = True
+        self._watched: set[str] = set()  # jobs with a run.json or a live run: looked at always
+        self._last_now = float("-inf")
         self._lock = threading.Lock()  # guards _latest
         self._compute_lock = threading.Lock()  # one refresh at a time (thread, tests, --once)
         self._latest: JobsSnapshot | None = None
@@ -116,6 +143,8 @@ class JobIndex:
             # Under a stream of changes, at most one refresh per interval (per second at most
             # when the interval is longer): the changes in between coalesce into it.
             wait = last + min(self.interval, MAX_COALESCE_SECONDS) - time.monotonic()
+            if self._latest is None or not self._latest.jobs:
+                wait = 0.0  # the first rows show as soon as anything is read
             if wait > 0 and self._stop.wait(wait):
                 return
             if self._stop.is_set():
@@ -124,7 +153,8 @@ class JobIndex:
             self.refresh()
 
     def wake(self) -> None:
-        """Refresh soon (e.g. the user asked to reload)."""
+        """Refresh soon (e.g. the user asked to reload), looking at every run.json again."""
+        self._check_all = True
         self._wake.set()
 
     # --- output ------------------------------------------------------------------------------
@@ -165,14 +195,18 @@ class JobIndex:
 
     # --- the work ----------------------------------------------------------------------------
 
-    def _facts_for(self, name: str, parts: dict[str, RunSnapshot]) -> JobFacts:
+    def _facts_for(self, name: str, parts: dict[str, RunSnapshot], check: bool) -> JobFacts:
         cached = self._facts.get(name)
+        if cached is not None and cached.parts is parts and not check:
+            return cached  # nothing it was built from changed, run.json not due for a look
         if cached is not None and cached.directory is not None:
             directory = cached.directory  # a job's directory never moves: no path arithmetic
         else:
             first_part, first_run = next(iter(parts.items()))
             directory = job_dir_of(first_run.path, first_part)
         agent = self._agent_for(directory)
+        if cached is not None and cached.parts is parts and cached.agent is agent:
+            return cached
         if cached is not None and cached.key == facts_key(parts, agent):
             return cached
         self._version += 1
@@ -196,25 +230,129 @@ class JobIndex:
                 found.update(producer.agent_records())
         return found
 
+    def _group(self, runs: tuple[RunSnapshot, ...]) -> set[str]:
+        """Update job -> part -> run for the runs that changed; the jobs touched."""
+        if runs is self._runs_seen:
+            return set()
+        self._runs_seen = runs
+        by_run = {run.name: run for run in runs}
+        old = self._by_run
+        touched = {split_run(n)[0] for n, r in by_run.items() if old.get(n) is not r}
+        gone = old.keys() - by_run.keys()
+        touched |= {split_run(n)[0] for n in gone}
+        for name in gone:
+            self._members[split_run(name)[0]].discard(name)
+        for name, run in by_run.items():
+            if old.get(name) is not run:
+                self._members.setdefault(split_run(name)[0], set()).add(name)
+        self._by_run = by_run
+        grouped = self._grouped
+        added = False
+        for job in touched:
+            members = self._members.get(job)
+            if not members:
+                self._members.pop(job, None)
+                grouped.pop(job, None)
+                continue
+            added |= job not in grouped
+            parts = sorted((split_run(n)[1], by_run[n]) for n in members)
+            grouped[job] = dict(parts)
+        if added:  # jobs sorted by name, as group_runs gives them
+            self._grouped = {job: grouped[job] for job in sorted(grouped)}
+        return touched
+
+    def _due(self, touched: set[str]) -> set[str] | None:
+        """The jobs whose run.json gets a look this refresh (None: all of them)."""
+        if self._check_all:
+            self._check_all = False
+            return None
+        names = list(self._grouped)
+        share = min(len(names), max(AGENT_CHECK_MIN, len(names) // AGENT_CHECK_SHARE))
+        start = self._cursor % len(names) if names else 0
+        due = set(names[start : start + share]) | set(names[: max(0, start + share - len(names))])
+        self._cursor = start + share
+        return due | touched | self._watched
+
+    def _judge(self, facts: JobFacts, now: float, local: Host,
+               states: Mapping[str, SchedulerState]) -> Job:
+        """The job at `now`; kept (not judged again) while nothing can change it."""
+        ref = facts.agent.scheduler if facts.agent is not None else None
+        job_id = ref.slurm_job_id if ref is not None else None
+        kept = self._judged.get(facts.name)
+        if kept is not None and kept[0] is facts and kept[2]:
+            return kept[1]
+        job = judge_job(facts, now, local.gpus, states)
+        # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
+        static = job_id is None and clock_free(facts, now)
+        self._judged[facts.name] = (facts, job, static)
+        if static:
+            self._dynamic.discard(facts.name)
+        else:
+            self._dynamic.add(facts.name)
+        return job
+
+    def _update_facts(self, touched: set[str]) -> set[str]:
+        """Facts again for the jobs touched or whose run.json is due; the jobs whose facts
+        changed."""
+        due = self._due(touched)
+        names = self._grouped.keys() if due is None else due & self._grouped.keys()
+        renewed = set()
+        for name in names:
+            facts = self._facts_for(name, self._grouped[name], True)
+            if facts is self._facts.get(name):
+                continue
+            self._facts[name] = facts
+            renewed.add(name)
+            live = any(r.status == "live" for r in facts.parts.values())
+            if facts.agent is not None or live:
+                self._watched.add(name)
+            else:
+                self._watched.discard(name)
+        if touched:
+            for name in self._facts.keys() - self._grouped.keys():
+                del self._facts[name]
+                self._judged.pop(name, None)
+                self._watched.discard(name)
+                self._dynamic.discard(name)
+            if self._facts.keys() != self._grouped.keys() or list(self._facts) != list(
+                self._grouped
+            ):
+                self._facts = {name: self._facts[name] for name in self._grouped}
+            self._records.forget({f.directory for f in self._facts.values() if f.directory})
+        return renewed
+
     def _compute(self) -> JobsSnapshot:
         now = self._clock()
+        if now < self._last_now:  # an injected clock went back: judge everything again
+            self._judged = {}
+            self._dynamic = set(self._facts)
+        self._last_now = now
         self._remote_records = self._gather_remote_records()
-        grouped = group_runs(self._store.snapshot())
-        self._facts = {name: self._facts_for(name, parts) for name, parts in grouped.items()}
-        self._records.forget({f.directory for f in self._facts.values() if f.directory})
+        touched = self._group(self._store.snapshot())
+        renewed = self._update_facts(touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
         states = self._scheduler_states()
-        jobs = tuple(judge_job(f, now, local.gpus, states) for f in self._facts.values())
-        hosts = (local, *(h for j in jobs for h in j.hosts), *self._remote_hosts())
-        found: list[Alert] = [a for j in jobs for a in j.alerts]
-        found += host_alerts(hosts, now)
+        # Only jobs whose facts changed, and those the clock or the scheduler can change.
+        changed = bool(touched)
+        for name in renewed | self._dynamic:
+            kept = self._judged.get(name)
+            changed |= self._judge(self._facts[name], now, local, states) is not (
+                kept[1] if kept is not None else None
+            )
+        if changed:
+            jobs = tuple(self._judged[name][1] for name in self._facts)
+            self._jobs = jobs
+            self._job_hosts = tuple(h for j in jobs for h in j.hosts)
+            self._job_alerts = tuple(a for j in jobs for a in j.alerts)
+        hosts = (local, *self._job_hosts, *self._remote_hosts())
+        found: list[Alert] = [*self._job_alerts, *host_alerts(hosts, now)]
         previous = self._latest.alerts if self._latest is not None else ()
         self.refreshes += 1
         return JobsSnapshot(
             generated_at=now,
             logdirs=self._logdirs,
-            jobs=jobs,
+            jobs=self._jobs,
             hosts=hosts,
             alerts=sort_alerts(keep_since(previous, found)),
             errors=self._gather_errors(),

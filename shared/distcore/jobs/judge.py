@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from distcore import alerts
+from distcore import alerts, names
 from distcore.alerts import Alert
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.model import AgentRecord, Host, Job
@@ -125,3 +125,24 @@ def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
         where = "" if host.source == "local" else f" on {host.name}"
         found += alerts.gpu_alerts(host.gpus, now, where)
     return found
+
+
+def clock_free(facts: JobFacts, now: float) -> bool:
+    """True when `judge_job(facts, t)` is the same for every `t >= now` (same GPUs, no
+    scheduler state): no run can stall or be seen advancing any more. Lets the index keep an
+    ended or long-silent job's judgement instead of judging it again every refresh (a sweep's
+    10,000 jobs). Any clock-dependent rule added to judge_job must be reflected here."""
+    status = facts.agent.status if facts.agent is not None else None
+    if status not in (None, names.STATUS_RUNNING):
+        return True  # ended jobs never stall, and input-bound is for running ones
+    for part, run in facts.parts.items():
+        if is_system_part(part) or run.status == "gone" or run.last_update is None:
+            continue
+        interval = facts.intervals.get(run.name)
+        if interval is None:
+            continue
+        limit = max(alerts.STALL_FACTOR * interval, alerts.STALL_MIN_SECONDS)
+        if status is None and now - run.last_update > max(limit, alerts.STALL_HORIZON_SECONDS):
+            continue  # just old: neither stalled nor advancing, and only older from now on
+        return False
+    return True

@@ -1,0 +1,183 @@
+"""A refresh costs what changed (issue 20): the store and the index keep what did not change, and
+a first read is told as it lands. Real event files, the real watcher and store."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from distcore.events import LogdirWatcher, RunStore, many, watch
+from distcore.jobs import index as index_module
+from distcore.jobs.index import JobIndex
+
+
+def write_loss(run_dir: Path, values: list[float], start: float) -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(run_dir))
+    for step, value in enumerate(values):
+        writer.add_scalar("loss", value, step, walltime=start + step)
+    writer.close()
+
+
+def age(run_dir: Path, seconds: float) -> None:
+    """Files last written `seconds` ago (a run idle since)."""
+    then = time.time() - seconds
+    for path in run_dir.iterdir():
+        os.utime(path, (then, then))
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_store_hands_out_the_same_runs_while_they_do_not_change(tmp_path: Path) -> None:
+    now = time.time()
+    for name in ("a", "b", "c"):
+        write_loss(tmp_path / name, [1.0, 0.5], now - 1000)
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store)
+    watcher.scan_once()
+    first = store.snapshot()
+    assert store.snapshot() is first  # nothing changed: the same tuple
+    write_loss(tmp_path / "b", [0.4, 0.3], now)  # a second file in b
+    watcher.scan_once()
+    second = {r.name: r for r in store.snapshot()}
+    before = {r.name: r for r in first}
+    assert second["a"] is before["a"] and second["c"] is before["c"]
+    assert second["b"] is not before["b"] and second["b"].status == "live"
+
+
+def test_a_live_run_turns_idle_as_the_clock_runs_and_back_when_it_goes_back(
+    tmp_path: Path,
+) -> None:
+    write_loss(tmp_path / "a", [1.0, 0.5], time.time())
+    clock = Clock(time.time())
+    store = RunStore(clock=clock)
+    LogdirWatcher([tmp_path], store).scan_once()
+    assert [r.status for r in store.snapshot()] == ["live"]
+    clock.now += 1000  # no write: the clock alone
+    assert [r.status for r in store.snapshot()] == ["idle"]
+    clock.now -= 1000
+    assert [r.status for r in store.snapshot()] == ["live"]
+
+
+def test_ended_jobs_keep_their_judgement_and_running_ones_are_judged_again(
+    tmp_path: Path,
+) -> None:
+    start = time.time() - 5000
+    write_loss(tmp_path / "old" / "train", [1.0 / (1 + i) for i in range(60)], start)
+    write_loss(tmp_path / "running" / "train", [1.0 / (1 + i) for i in range(60)], start)
+    (tmp_path / "running" / "run.json").write_text(json.dumps({"status": "running"}))
+    clock = Clock(time.time())
+    store = RunStore(clock=clock)
+    LogdirWatcher([tmp_path], store).scan_once()
+    index = JobIndex(store, clock=clock)
+    first = {j.name: j for j in index.refresh().jobs}  # type: ignore[union-attr]
+    clock.now += 5
+    snap = index.refresh()
+    assert snap is not None
+    second = {j.name: j for j in snap.jobs}
+    assert second["old"] is first["old"]  # silent for long: nothing can change it
+    assert second["running"] is not first["running"]  # its stall grows with the clock
+    gaps = [[a.message for a in j.alerts if a.kind == "run_stalled"]
+            for j in (first["running"], second["running"])]  # fmt: skip
+    assert gaps[0] and gaps[1] and gaps[0] != gaps[1]
+    assert [a.run for a in snap.alerts if a.kind == "run_stalled"] == ["running/train"]
+
+
+def test_the_jobs_tuple_stays_while_no_job_changed(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        write_loss(tmp_path / name, [1.0, 0.5, 0.2], time.time() - 5000)
+    store = RunStore()
+    LogdirWatcher([tmp_path], store).scan_once()
+    index = JobIndex(store)
+    first, second = index.refresh(), index.refresh()
+    assert first is not None and second is not None
+    assert second.jobs is first.jobs and [j.name for j in second.jobs] == ["a", "b"]
+
+
+def test_a_run_json_written_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dormant jobs without run.json are looked at a share at a time, all after wake()."""
+    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 1)
+    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    names = [f"job{i}" for i in range(4)]
+    for name in names:
+        write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
+        age(tmp_path / name, 5000)  # idle: not looked at every refresh
+    store = RunStore()
+    LogdirWatcher([tmp_path], store).scan_once()
+    index = JobIndex(store)
+    index.refresh()
+    for name in ("job0", "job2"):  # one in each share
+        (tmp_path / name / "run.json").write_text(json.dumps({"status": "finished"}))
+    seen = []
+    for _ in range(2):  # two refreshes of two jobs each: every job once
+        snap = index.refresh()
+        assert snap is not None
+        seen.append({j.name: j.status for j in snap.jobs})
+    assert seen[0] != seen[1]  # a share at a time
+    assert seen[-1] == {"job0": "finished", "job1": "idle", "job2": "finished", "job3": "idle"}
+    (tmp_path / "job3" / "run.json").write_text(json.dumps({"status": "failed"}))
+    index.wake()
+    snap = index.refresh()
+    assert snap is not None and {j.name: j.status for j in snap.jobs}["job3"] == "failed"
+
+
+def test_a_first_read_is_told_newest_first_as_it_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
+    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    now = time.time()
+    for i in range(5):
+        write_loss(tmp_path / f"run{i}", [1.0, 0.5], now - 100)
+        age(tmp_path / f"run{i}", 100 - i)  # run4 is the newest
+    store = RunStore()
+    told: list[frozenset[str]] = []
+    store.subscribe(told.append)
+    LogdirWatcher([tmp_path], store, workers=1).scan_once()
+    assert len(told) > 1  # while reading, then the scan's own notification
+    assert told[0] == {"run4"}
+    assert frozenset().union(*told) == {f"run{i}" for i in range(5)}
+
+
+def test_our_own_reads_queue_no_inotify_events(tmp_path: Path) -> None:
+    """A pass over 10,000 runs once overflowed the kernel's queue with the opens and closes of
+    its own reads; inotify is asked for writes only."""
+    from watchdog.events import FileSystemEvent, FileSystemEventHandler
+
+    for i in range(3):
+        write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time())
+    seen: list[tuple[str, str]] = []
+
+    class Recorder(FileSystemEventHandler):
+        def on_any_event(self, event: FileSystemEvent) -> None:
+            seen.append((event.event_type, os.fsdecode(event.src_path)))
+
+    watcher = LogdirWatcher([tmp_path], RunStore())
+    watcher.start()
+    try:
+        assert watcher.mode == "inotify"
+        observer = watcher._observer
+        observer.add_handler_for_watch(Recorder(), next(iter(observer.emitters)).watch)
+        files = sorted(tmp_path.glob("run*/events.out.tfevents.*"))
+        for path in files:
+            path.read_bytes()  # as a pass reads them
+        with files[0].open("ab") as f:
+            f.write(b"x")  # a write: the one event that must come (after any of the reads')
+        deadline = time.monotonic() + 15
+        while not any(p == str(files[0]) for _, p in seen) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        watcher.close()
+    assert any(p == str(files[0]) for _, p in seen)
+    assert {kind for kind, _ in seen} <= {"modified", "closed", "created"}
