@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import numpy as np
 from google.protobuf.message import DecodeError
-from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
+from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from distcore.events import schema as s
@@ -28,23 +27,7 @@ from distcore.events.wire import (
 )
 from distcore.histograms import decode as histo
 from distcore.histograms.model import Buckets
-
-# TensorProto dtype -> (numpy dtype of tensor_content, repeated field holding values otherwise).
-_DTYPES: Final[dict[int, tuple[str, str]]] = {
-    types_pb2.DT_FLOAT: ("<f4", "float_val"),
-    types_pb2.DT_DOUBLE: ("<f8", "double_val"),
-    types_pb2.DT_HALF: ("<f2", "half_val"),
-    types_pb2.DT_INT8: ("<i1", "int_val"),
-    types_pb2.DT_INT16: ("<i2", "int_val"),
-    types_pb2.DT_INT32: ("<i4", "int_val"),
-    types_pb2.DT_INT64: ("<i8", "int64_val"),
-    types_pb2.DT_UINT8: ("<u1", "int_val"),
-    types_pb2.DT_UINT16: ("<u2", "int_val"),
-    types_pb2.DT_UINT32: ("<u4", "uint32_val"),
-    types_pb2.DT_UINT64: ("<u8", "uint64_val"),
-    types_pb2.DT_BOOL: ("?", "bool_val"),
-}
-
+from distcore.tensors import DTYPES, tensor_values
 
 _EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)
@@ -155,15 +138,9 @@ def _value(
 def tensor_scalar(data: bytes) -> float:
     validate(data, tensor_pb2.TensorProto.DESCRIPTOR)
     proto = tensor_pb2.TensorProto.FromString(data)
-    if proto.dtype not in _DTYPES:
+    if proto.dtype not in DTYPES:
         raise UndecodableError(f"scalar tensor of unsupported dtype {proto.dtype}")
-    np_dtype, repeated = _DTYPES[proto.dtype]
-    if proto.tensor_content:
-        values = np.frombuffer(proto.tensor_content, dtype=np_dtype)
-    else:
-        values = np.asarray(getattr(proto, repeated))
-        if proto.dtype == types_pb2.DT_HALF:
-            values = values.astype(np.uint16).view(np.float16)
+    values = tensor_values(proto)
     if values.size != 1:
         raise UndecodableError(f"scalar tensor with {values.size} elements")
     return float(values.reshape(-1)[0])

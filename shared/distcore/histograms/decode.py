@@ -15,18 +15,14 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
-from tensorboard.compat.proto import summary_pb2, tensor_pb2, types_pb2
+from tensorboard.compat.proto import summary_pb2, tensor_pb2
 
 from distcore.histograms.model import Buckets
+from distcore.tensors import FLOATS, tensor_values
 
 HISTOGRAMS_PLUGIN: Final = "histograms"
 HISTO_FIELD: Final = summary_pb2.Summary.Value.DESCRIPTOR.fields_by_name["histo"].number
 MAX_BUCKETS: Final = 100_000  # TF1's default buckets are ~1,550; TF2 writes 30
-_FLOATS: Final = {
-    types_pb2.DT_DOUBLE: ("<f8", "double_val"),
-    types_pb2.DT_FLOAT: ("<f4", "float_val"),
-    types_pb2.DT_HALF: ("<f2", "half_val"),
-}
 
 
 class HistogramError(ValueError):
@@ -56,18 +52,12 @@ def from_tensor(data: bytes) -> Buckets | None:
     proto = tensor_pb2.TensorProto.FromString(data)
     if not proto.tensor_shape.dim:
         return None
-    if proto.dtype not in _FLOATS:
+    if proto.dtype not in FLOATS:
         raise HistogramError(f"histogram tensor of unsupported dtype {proto.dtype}")
     dims = [d.size for d in proto.tensor_shape.dim]
     if len(dims) != 2 or dims[1] != 3 or not 0 <= dims[0] <= MAX_BUCKETS:
         raise HistogramError(f"histogram tensor of shape {dims} (expected [k, 3])")
-    np_dtype, repeated = _FLOATS[proto.dtype]
-    if proto.tensor_content:
-        values = np.frombuffer(proto.tensor_content, dtype=np_dtype)
-    else:
-        values = np.asarray(getattr(proto, repeated))
-        if proto.dtype == types_pb2.DT_HALF:
-            values = values.astype(np.uint16).view(np.float16)
+    values = tensor_values(proto)
     if values.size != dims[0] * 3:
         raise HistogramError(f"histogram tensor with {values.size} values for shape {dims}")
     rows = values.astype(np.float64).reshape(dims[0], 3)

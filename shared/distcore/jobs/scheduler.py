@@ -98,19 +98,27 @@ def normalize_state(text: str) -> str | None:
     return state if _STATE.match(state) else None
 
 
-def parse_squeue(text: str) -> dict[str, SchedulerState]:
-    """`squeue --noheader --format=%A|%T|%r` lines: job id, state, reason."""
+def _parse_lines(text: str, source: str, *, reason: bool) -> dict[str, SchedulerState]:
+    """`|`-separated lines whose first two fields are the job id and its state (and, with
+    `reason`, the reason third), as squeue's and sacct's parsable formats print them."""
     found: dict[str, SchedulerState] = {}
     for line in text.splitlines():
         fields = line.strip().split("|")
         if len(fields) < 2 or not _JOB_ID.match(fields[0]):
             continue
         state = normalize_state(fields[1])
-        if state is not None:
-            reason = fields[2].strip() if len(fields) > 2 else ""
-            found[fields[0]] = SchedulerState(fields[0], state,
-                                              reason if reason not in ("", "None") else None)
+        if state is None:
+            continue
+        why = fields[2].strip() if reason and len(fields) > 2 else ""
+        found[fields[0]] = SchedulerState(
+            fields[0], state, why if why not in ("", "None") else None, source=source
+        )
     return found
+
+
+def parse_squeue(text: str) -> dict[str, SchedulerState]:
+    """`squeue --noheader --format=%A|%T|%r` lines: job id, state, reason."""
+    return _parse_lines(text, "squeue", reason=True)
 
 
 _PAIR: Final = re.compile(r"(?:^|\s)(JobId|JobState|Reason)=(\S*)")
@@ -131,15 +139,7 @@ def parse_scontrol(text: str) -> dict[str, SchedulerState]:
 
 def parse_sacct(text: str) -> dict[str, SchedulerState]:
     """`sacct --noheader --allocations --parsable2 --format=JobIDRaw,State` lines."""
-    found: dict[str, SchedulerState] = {}
-    for line in text.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) < 2 or not _JOB_ID.match(fields[0]):
-            continue
-        state = normalize_state(fields[1])
-        if state is not None:
-            found[fields[0]] = SchedulerState(fields[0], state, None, source="sacct")
-    return found
+    return _parse_lines(text, "sacct", reason=False)
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
