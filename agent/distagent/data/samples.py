@@ -102,13 +102,13 @@ def write_image_tfrecords(prefix: Path, images: np.ndarray, labels: np.ndarray, 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m distagent.data.samples",
                                      description="Write noisy ring images (class per folder).")
-    parser.add_argument("directory", type=Path)
+    parser.add_argument("directory", type=Path, help="where the class folders are written")
     # Large enough that decoding costs what a photo's decode does (the sample configs resize
     # them down to 16x16): a naive pipeline then keeps a small model waiting.
-    parser.add_argument("--per-class", type=int, default=128)
-    parser.add_argument("--classes", type=int, default=10)
-    parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-class", type=int, default=128, help="images per class (128)")
+    parser.add_argument("--classes", type=int, default=10, help="classes, at least 2 (10)")
+    parser.add_argument("--size", type=int, default=256, help="width and height in pixels (256)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (0)")
     parser.add_argument("--tfrecord", action="store_true",
                         help="write DIRECTORY/train-*.tfrecord instead of folders")
     args = parser.parse_args(argv)

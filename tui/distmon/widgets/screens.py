@@ -26,7 +26,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "select a job to overlay on the charts (again to unselect)"),
     ("enter", "focus a job: its curves alone, and its plan from run.json"),
     ("escape", "unfocus, clear the filter, close this help"),
-    ("t", "choose the tag of the second chart (any scalar)"),
+    ("t", "choose the tag of the second chart (any scalar or histogram)"),
     ("+ / -", "more / less smoothing (TensorBoard's debiased EMA)"),
     ("x", "x axis: step, relative time, wall time"),
     ("l", "log scale on the y axis"),
