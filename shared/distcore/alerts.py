@@ -372,24 +372,6 @@ def sort_alerts(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
     return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind)))
 
 
-def evaluate(
-    runs: Sequence[RunLike],
-    gpus: Sequence[GpuLike],
-    *,
-    now: float,
-    agent_status: Mapping[str, str] | None = None,
-) -> tuple[Alert, ...]:
-    """Every run and GPU rule at once, most severe first (the job index applies the same rules
-    incrementally). `agent_status`: run name -> run.json status (distagent)."""
-    statuses = agent_status or {}
-    found: list[Alert | None] = []
-    for run in runs:
-        found += [*series_alerts(run), run_stalled(run, now, statuses.get(run.name))]
-    found += input_bound_suspected(runs, gpus, now)
-    found += gpu_alerts(gpus, now)
-    return sort_alerts(a for a in found if a is not None)
-
-
 def keep_since(previous: Iterable[Alert], current: Iterable[Alert]) -> tuple[Alert, ...]:
     """An alert that persists keeps the `since` it was first raised with."""
     first = {(a.kind, a.run): a.since for a in previous}
