@@ -101,6 +101,8 @@ def build(root: Path, folders: list[tuple[str, list[tuple[str, bool, int]]]],
             name = os.fsdecode(b"\xff\xfe-%d.jpg" % j) if odd_name else f"{j}.{file_kind[:3]}.png"
             path = folder / name
             make_file(path, file_kind, seed, encoded)
+            if file_kind == "directory":
+                continue  # a sub-folder named like an image is no image: neither read nor skipped
             if file_kind in GOOD:
                 good += 1
             else:
