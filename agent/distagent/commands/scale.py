@@ -38,6 +38,7 @@ from distagent.config_rules import MAX_CPU_REPLICAS
 from distagent.schema import JobConfig
 from distcore import names
 from distcore.errors import DistmonError
+from distcore.process import stop_child
 from distcore.textsafe import terminal_text
 
 WARMUP_STEPS = 5
@@ -166,13 +167,7 @@ def _measure_in_child(args: argparse.Namespace, count: int, base: float | None,
     try:
         out, err = child.communicate()
     finally:  # a signal or Ctrl-C while it trains: stop it, never leave it to init
-        if child.poll() is None:
-            child.terminate()
-            try:
-                child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_child(child, timeout=10)
     lines = out.strip().splitlines()
     if child.returncode != 0 or not lines:
         errors = [line for line in err.strip().splitlines() if line.strip()]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from distcore.process import stop_child
 from distcore.textsafe import terminal_text
 
 READY: Final = b"distmon-ready"
@@ -355,13 +356,7 @@ class SshConnection:
             return
         if master.stdin is not None:
             master.stdin.close()
-        if master.poll() is None:
-            master.terminate()
-        try:
-            master.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
+        stop_child(master, timeout=5)
         if master.stdout is not None:
             master.stdout.close()
 
