@@ -22,6 +22,7 @@ from typing import cast
 
 from distagent.quiet import QuietStderr
 from distcore import __version__
+from distcore.cli_parser import OneLineParser
 from distcore.errors import ConfigErrors, DistmonError
 from distcore.textsafe import terminal_text
 
@@ -46,7 +47,7 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="distagent",
         description="Train TensorFlow models with MirroredStrategy or MultiWorkerMirroredStrategy.",
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from distagent.commands.scale import (
@@ -68,6 +68,7 @@ def test_steps_out_of_bounds(steps: int) -> None:
 @settings(max_examples=25, deadline=None)
 @given(replicas=COUNTISH | st.sampled_from(["257", "100000", "1,2,256", "1,257", "4"]),
        steps=st.integers(-5, 10**7).map(str) | st.sampled_from(["1e9", "abc", "", "5"]))
+@example(replicas="--", steps="0")  # found in CI: argparse stored [] for `--replicas=--`
 def test_any_replicas_and_steps_through_the_cli(tmp_path_factory: pytest.TempPathFactory,
                                                 replicas: str, steps: str) -> None:
     """The real CLI, with a config that does not exist: valid figures reach the config check
@@ -80,7 +81,9 @@ def test_any_replicas_and_steps_through_the_cli(tmp_path_factory: pytest.TempPat
         steps_value: int | None = int(steps)
     except ValueError:
         steps_value = None
-    if steps_value is None:  # argparse's own usage error
+    if replicas == "--":  # argparse drops a bare `--`: refused as a missing value
+        assert "argument --replicas: expected one value" in last
+    elif steps_value is None:  # argparse's own usage error
         assert "argument --steps: invalid int value" in last
     elif expected_replicas(replicas) is None:
         assert done.stderr.startswith("distagent: --replicas: ") and len(

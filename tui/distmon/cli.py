@@ -15,9 +15,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from distcore import __version__
+from distcore.cli_parser import OneLineParser
 from distcore.errors import DistmonError
 from distcore.textsafe import terminal_text
 from distmon.options import (
@@ -30,16 +31,8 @@ from distmon.options import (
     Options,
 )
 
-USAGE_EXIT = 2
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
 INTERRUPTED_EXIT = 130
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its usage errors as one line (the usage is in --help)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(USAGE_EXIT, f"{self.prog}: {terminal_text(message, 300)} (see --help)\n")
 
 
 def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable[[str], float]:
@@ -64,7 +57,7 @@ def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="distmon",
         description="Watch TensorBoard logdirs and GPUs live in the terminal. When standard output "
         "(or standard error, where the dashboard draws) is not a terminal, distmon prints the "

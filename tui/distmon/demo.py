@@ -26,6 +26,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from distcore.cli_parser import OneLineParser
+
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
 CONFIGS = (SAMPLES / "images.toml", SAMPLES / "images_input_bound.toml")
 DEMO_ROOT = Path("demo_runs")
@@ -36,7 +38,7 @@ takes a few seconds on a busy machine); the demo returns within 30 s."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m distmon.demo", description=__doc__)
+    parser = OneLineParser(prog="python -m distmon.demo", description=__doc__)
     parser.add_argument(
         "--logdir", type=Path, default=None, help="default: demo_runs/<date-time>, new each time"
     )

@@ -37,6 +37,7 @@ from distagent.config import load_config, replace_in
 from distagent.config_rules import MAX_CPU_REPLICAS
 from distagent.schema import JobConfig
 from distcore import names
+from distcore.cli_parser import OneLineParser
 from distcore.errors import DistmonError
 from distcore.process import stop_child
 from distcore.textsafe import terminal_text
@@ -302,7 +303,7 @@ def write_point(run_dir: Path, result: dict[str, Any], base: float | None) -> No
 
 
 def child_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m distagent.commands.scale")
+    parser = OneLineParser(prog="python -m distagent.commands.scale")
     parser.add_argument("config")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     parser.add_argument("--child-replicas", type=int, required=True)

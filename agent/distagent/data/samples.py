@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from distagent.quiet import QuietStderr
+from distcore.cli_parser import OneLineParser
 
 NOISE = 0.4
 """Standard deviation of the noise blotches, on a [0, 1] scale."""
@@ -100,8 +101,8 @@ def write_image_tfrecords(prefix: Path, images: np.ndarray, labels: np.ndarray, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m distagent.data.samples",
-                                     description="Write noisy ring images (class per folder).")
+    parser = OneLineParser(prog="python -m distagent.data.samples",
+                           description="Write noisy ring images (class per folder).")
     parser.add_argument("directory", type=Path, help="where the class folders are written")
     # Large enough that decoding costs what a photo's decode does (the sample configs resize
     # them down to 16x16): a naive pipeline then keeps a small model waiting.

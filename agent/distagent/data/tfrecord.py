@@ -17,6 +17,7 @@ import numpy as np
 
 from distagent.data import Source
 from distagent.schema import JobConfig
+from distcore.cli_parser import OneLineParser
 from distcore.errors import DistmonError
 
 LABEL = "label"
@@ -160,13 +161,12 @@ def export_source(cfg: JobConfig, prefix: Path, num_files: int) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """python -m distagent.data.tfrecord CONFIG PREFIX [--files N]: export a source to files."""
-    import argparse
     import sys
 
     from distagent.config import load_config
 
-    parser = argparse.ArgumentParser(prog="python -m distagent.data.tfrecord",
-                                     description=main.__doc__)
+    parser = OneLineParser(prog="python -m distagent.data.tfrecord",
+                           description=main.__doc__)
     parser.add_argument("config")
     parser.add_argument("prefix", type=Path, help="files are PREFIX-00000-of-0000N.tfrecord")
     parser.add_argument("--files", type=int, default=8)
