@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest hunt bench clean
 
 # Reinstall only when the project's metadata changed (the code itself is installed editable).
 $(STAMP): pyproject.toml
@@ -29,6 +29,11 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/pytest tests $(ARGS)
+
+# Fresh random examples for every property test (1,000 where a test does not set its own
+# count): looks for inputs that `make test`'s fixed, reproducible examples have not tried.
+hunt: $(STAMP)
+	DISTMON_HYPOTHESIS=hunt $(BIN)/pytest $$(grep -rl "@given" tests) $(ARGS)
 
 bench: $(STAMP)
 	@for script in bench/*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done

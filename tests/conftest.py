@@ -5,6 +5,10 @@
   they take this fixture, so that whichever test touches TensorFlow first configures it.
 - `gpu` marker: skipped unless NVML finds a GPU.
 - A thread-leak guard: a test that leaves Python threads running fails.
+- Hypothesis profiles: `default` draws the same examples on every run (seeded by each test), so
+  `make test` and CI agree on what they tried and a red run reproduces; `hunt` (`make hunt`)
+  draws fresh random examples, ten times as many, to look for new failures. A failure either
+  finds is kept as an `@example` on its test.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("default", derandomize=True, print_blob=True)
+settings.register_profile("hunt", derandomize=False, max_examples=1000, print_blob=True)
+settings.load_profile(os.environ.get("DISTMON_HYPOTHESIS", "default"))
 
 CPU_REPLICAS = 4
 # TensorFlow's PreemptionCheckpointHandler asks the GCP metadata server whether it runs on GCP
