@@ -150,8 +150,8 @@ class DetailsPanel(Panel):
     """The focused job (shown only while one is)."""
 
     def show_snapshot(self, snap: JobsSnapshot | None, focused: str | None) -> None:
-        jobs = snap.jobs if snap is not None else ()
-        job = next((j for j in jobs if j.name == focused), None)
+        jobs = snap.jobs if snap is not None and focused is not None else ()
+        job = next((j for j in jobs if j.name == focused), None)  # (no look-up per cursor move)
         self.display = job is not None
         alerts = snap.alerts if snap is not None else ()
         if job is not None and self.changed((job, alerts)):
