@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from distcore.alerts import Alert
 from distcore.events import load_once
 from distcore.events.jsonify import run_to_json
+from distcore.events.model import RunSnapshot, Series
+from distcore.jobs.model import Job, JobsSnapshot
+from distcore.telemetry.model import GpuStatus, TelemetrySnapshot
 from distmon.once import render_text
 
 
@@ -73,21 +77,20 @@ def test_once_text_table(tmp_path: Path) -> None:
 
 
 def test_render_text_lists_problems_and_hparams() -> None:
-    doc = {
-        "logdirs": ["/x"],
-        "runs": [{
-            "name": "r", "path": "/x/r", "status": "gone", "files": 0,
-            "problems": ["f: bad data CRC x2 (first at byte 10)"], "hparams": {"lr": 0.1},
-            "scalars": {"a": {"last_step": 1, "last_value": "nan", "last_wall_time": 1.0,
-                              "count": 2, "min": 0.25, "max": 3.0}},
-        }],
-        "gpus": {"available": False, "reason": "NVML library not found", "devices": []},
-        "host": None,
-        "alerts": [{"kind": "loss_nan", "severity": "critical", "run": "r",
-                    "message": "loss is NaN at step 1", "since": 1.0}],
-    }
+    scalar = Series("a", (0, 1), (3.0, math.nan), (0.5, 1.0), 1, math.nan, 1.0, 2, 0.25, 3.0)
+    run = RunSnapshot(
+        name="r", path=Path("/x/r"), status="gone", files=0,
+        problems=("f: bad data CRC x2 (first at byte 10)",), hparams={"lr": 0.1},
+        scalars={"a": scalar}, last_update=None,
+    )
+    alert = Alert("loss_nan", "critical", "r", "loss is NaN at step 1", 1.0)
+    no_gpu = TelemetrySnapshot(1.0, GpuStatus(False, "NVML library not found"), (), None)
+    snap = JobsSnapshot(
+        generated_at=1.0, logdirs=("/x",), hosts=(), alerts=(alert,), local_telemetry=no_gpu,
+        jobs=(Job("r", Path("/x/r"), {"": run}, "gone", None, (), (alert,)),),
+    )
     out = io.StringIO()
-    render_text(doc, out)
+    render_text(snap, out)
     text = out.getvalue()
     assert "r  [gone, 0 files]" in text and "lr = 0.1" in text
     assert "bad data CRC x2" in text and "nan" in text and "n=2" in text

@@ -73,7 +73,7 @@ def test_whatever_run_json_holds_the_report_and_panels_survive(
     doc = {"runs": [], "logdirs": [str(root)], "gpus": {}, "host": None, **index_to_json(snap)}
     json.loads(json.dumps(doc, allow_nan=False))  # valid JSON, whatever the input
     out = io.StringIO()
-    render_text(doc, out)
+    render_text(snap, out)
     for line in out.getvalue().splitlines():
         _no_control_characters(line)
     _no_control_characters(render_details(snap.jobs[0], snap.alerts).plain)

@@ -58,9 +58,13 @@ def test_unknown_fields_are_null_and_errors_are_kept() -> None:
 
 def test_readable_text_says_na_not_zero() -> None:
     mig = FakeGpu(errors={"nvmlDeviceGetUtilizationRates": pynvml.NVML_ERROR_NOT_SUPPORTED})
-    gpus, host = sample_json(FakeNvml([mig, FakeGpu(lost=True)]))
+    source = make_source(nvml=FakeNvml([mig, FakeGpu(lost=True)]), pids=[os.getpid()])
+    try:
+        sample = source.sample()
+    finally:
+        source.close()
     out = io.StringIO()
-    render_gpus_text({"gpus": gpus, "host": host}, out)
+    render_gpus_text(sample, out)
     lines = out.getvalue().splitlines()
     assert lines[0] == "GPUs: 2"
     assert lines[1].startswith("  note: 1 of 2 GPUs unreadable")

@@ -72,7 +72,7 @@ async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> No
         assert table.has_focus and row_keys(table) == ["pytorch/exp1", "quickstart"]
         await pilot.press("escape")
         await pilot.pause()
-        assert row_keys(table) == JOBS and app.pattern == ""
+        assert row_keys(table) == JOBS and app.state.pattern == ""
 
 
 async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
@@ -110,7 +110,7 @@ async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
         await ready(pilot)
         await pilot.press("space", "j", "j", "space")
         await pilot.pause()
-        assert app.selected == {"input_bound", "quickstart"}
+        assert app.state.selected == {"input_bound", "quickstart"}
         curves = app.query_one("#chart-loss", LineChart)._curves
         assert {c.label for c in curves} == {
             "input_bound/train",
@@ -121,7 +121,7 @@ async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
         assert len({c.color for c in curves}) == 2
         await pilot.press("space")
         await pilot.pause()
-        assert app.selected == {"input_bound"}
+        assert app.state.selected == {"input_bound"}
 
 
 async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_path) -> None:
@@ -144,13 +144,13 @@ async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_pat
         await pilot.press("enter")
         await pilot.pause()
         details = app.query_one("#details", Panel)
-        assert details.display and app.focused_job == "quickstart"
+        assert details.display and app.state.focused_job == "quickstart"
         text = str(details.render())
         assert "4 replicas" in text and "global batch 128" in text
         assert "0.01 @ batch 32 × 4 replicas (linear) = 0.04" in text and "running" in text
         await pilot.press("escape")
         await pilot.pause()
-        assert not details.display and app.focused_job is None
+        assert not details.display and app.state.focused_job is None
 
 
 async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeApp) -> None:
@@ -190,11 +190,11 @@ async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
         await pilot.press(*["down"] * ids.index("perf/input_wait_fraction"), "enter")
         await pilot.pause()
         chart = app.query_one("#chart-second", LineChart)
-        assert app.second_tag == "perf/input_wait_fraction"
+        assert app.state.second_tag == "perf/input_wait_fraction"
         assert chart._curves and chart._curves[0].ys[-1] == 0.34
         await pilot.press("t", "enter")  # back to the default pair
         await pilot.pause()
-        assert app.second_tag == "accuracy"
+        assert app.state.second_tag == "accuracy"
 
 
 async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
@@ -204,20 +204,20 @@ async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
         chart = app.query_one("#chart-loss", LineChart)
         raw = chart._curves[0].ys
         await pilot.press("plus", "plus")
-        assert app.smoothing == 0.8
+        assert app.state.smoothing == 0.8
         await pilot.press(*["minus"] * 9)
-        assert app.smoothing == 0.0
+        assert app.state.smoothing == 0.0
         await pilot.pause()
         assert chart._curves[0].ys != raw  # unsmoothed now: the raw values
         assert "ema 0" in str(chart.border_title)
         await pilot.press("x")
-        assert app.x_mode == "relative" and chart._curves[0].xs[0] == 0.0
+        assert app.state.x_mode == "relative" and chart._curves[0].xs[0] == 0.0
         await pilot.press("x")
-        assert app.x_mode == "wall" and chart._curves[0].xs[0] > 1e9
+        assert app.state.x_mode == "wall" and chart._curves[0].xs[0] > 1e9
         await pilot.press("x", "l")
-        assert app.x_mode == "step" and app.log_y and "log" in str(chart.border_title)
+        assert app.state.x_mode == "step" and app.state.log_y and "log" in str(chart.border_title)
         await pilot.press("l")
-        assert not app.log_y
+        assert not app.state.log_y
 
 
 async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:

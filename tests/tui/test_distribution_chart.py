@@ -46,7 +46,7 @@ async def test_t_shows_a_histogram_tag_as_distribution_bands(make_app: MakeApp) 
         await pilot.press(*["down"] * ids.index(wanted), "enter")
         await pilot.pause()
         chart = app.query_one("#chart-second", LineChart)
-        assert app.second_tag == wanted
+        assert app.state.second_tag == wanted
         assert len(chart._curves) == 9
         assert [c.dim for c in chart._curves] == [True] * 4 + [False] + [True] * 4
         assert chart._curves[4].xs == (10.0, 20.0, 30.0) and chart._curves[4].ys == (14.0, 24.0,

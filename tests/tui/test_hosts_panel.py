@@ -1,10 +1,16 @@
-"""The GPU panel's memory cell: what a host or GPU reports, never a made-up zero."""
+"""The GPU panel: its memory cell says what a host or GPU reports, never a made-up zero; its
+history comes in the snapshot."""
 
 from __future__ import annotations
 
 import pytest
+from textual.app import App, ComposeResult
 
+from distcore import names
+from distcore.jobs.model import Host, JobsSnapshot
 from distmon.widgets.hosts import _memory
+from distmon.widgets.panels import AlertsPanel, GpusPanel
+from tests.tui.fixed import NOW, gpu
 
 
 @pytest.mark.parametrize(
@@ -18,3 +24,32 @@ from distmon.widgets.hosts import _memory
 )
 def test_memory_cell(used: float | None, total: float | None, shown: str) -> None:
     assert _memory(used, total) == shown
+
+
+def _snapshot(history: tuple[float | None, ...]) -> JobsSnapshot:
+    local = Host("local", "here", "local", sampled_at=NOW, gpus=(gpu(0, 80.0, 40_000.0),))
+    key = names.gpu_tag(0, "utilization")
+    return JobsSnapshot(NOW, ("/logs",), (), (local,), (), local_history={key: history})
+
+
+class _Board(App[None]):
+    def compose(self) -> ComposeResult:
+        yield GpusPanel(id="gpus")
+        yield AlertsPanel(id="alerts")
+
+
+async def test_the_gpu_panel_draws_the_history_the_snapshot_carries() -> None:
+    """No sampler anywhere: the sparkline comes from `JobsSnapshot.local_history`, and a
+    snapshot that shows the same hosts is not drawn again."""
+    app = _Board()
+    async with app.run_test(size=(100, 10)) as pilot:
+        panel = app.query_one(GpusPanel)
+        panel.show_snapshot(_snapshot((0.0, 50.0, 100.0)))
+        await pilot.pause()
+        assert str(panel.render()).rstrip().endswith("▁▅█")
+        drawn = panel._draw
+        panel.show_snapshot(_snapshot((100.0, 100.0, 100.0)))  # same hosts: kept
+        assert panel._draw is drawn
+        alerts = app.query_one(AlertsPanel)
+        alerts.show_snapshot(_snapshot(()))
+        assert str(alerts.render()) == "no alerts" and alerts.border_title == "alerts"

@@ -1,94 +1,105 @@
-"""The GPU and host lines of the readable `distmon --once` report, from the JSON document.
+"""The GPU and host lines of the readable `distmon --once` report, from the typed snapshot.
 
-Unknown values print as "n/a", so a field NVML does not support never reads as zero.
+Unknown values print as "n/a", so a field NVML does not support never reads as zero. Figures
+read as in the dashboard's panels (distmon.formats).
 """
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
+from distcore.jobs.hosts import host_age, is_stale
 from distcore.textsafe import terminal_text
+from distmon.formats import age_text, measured
+
+if TYPE_CHECKING:
+    from distcore.jobs.model import Host
+    from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
+
+NAME_LIMIT = 400  # characters of any one outside string (a reason, a note) before the line's own
 
 
-def _num(value: Any, unit: str = "", digits: int = 0) -> str:
-    if value is None or isinstance(value, str):  # None, or "nan"/"inf" from json_float
-        return "n/a"
-    return f"{value:.{digits}f}{unit}"
+def _known(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
-def _memory(used: Any, total: Any) -> str:
+def _memory(used: float | None, total: float | None) -> str:
     if used is None and total is None:
         return "n/a"
-    if isinstance(used, int | float) and total is None:  # workers record what they use only
-        return f"{used / 1024:.1f} GiB used"
-    if used is None or total is None:
-        return f"{_num(used)}/{_num(total)} MiB"
-    return f"{used / 1024:.1f}/{total / 1024:.1f} GiB"
+    if _known(used) and total is None:  # workers record what they use only
+        return f"{used / 1024:.1f} GiB used"  # type: ignore[operator]
+    if not (_known(used) and _known(total)):
+        return f"{measured(used)}/{measured(total)} MiB"
+    return f"{used / 1024:.1f}/{total / 1024:.1f} GiB"  # type: ignore[operator]
 
 
-def gpu_line(dev: dict[str, Any]) -> str:
-    head = f"  GPU {dev['index']}  {terminal_text(dev.get('name') or 'unknown', 40)}"
-    if dev.get("error"):
-        return f"{head}  ERROR: {terminal_text(dev['error'], 200)}"
-    procs = dev.get("processes") or []
+def gpu_line(dev: GpuDevice) -> str:
+    head = f"  GPU {dev.index}  {terminal_text(dev.name or 'unknown', 40)}"
+    if dev.error:
+        return f"{head}  ERROR: {terminal_text(dev.error, 200)}"
     return (
-        f"{head}  util {_num(dev.get('utilization_gpu'), '%')}"
-        f"  mem {_memory(dev.get('memory_used_mib'), dev.get('memory_total_mib'))}"
-        f"  {_num(dev.get('temperature_c'), '°C')}"
-        f"  {_num(dev.get('power_w'), 'W')}/{_num(dev.get('power_limit_w'), 'W')}"
-        f"  {len(procs)} proc"
+        f"{head}  util {measured(dev.utilization_gpu, '%')}"
+        f"  mem {_memory(dev.memory_used_mib, dev.memory_total_mib)}"
+        f"  {measured(dev.temperature_c, '°C')}"
+        f"  {measured(dev.power_w, 'W')}/{measured(dev.power_limit_w, 'W')}"
+        f"  {len(dev.processes)} proc"
     )
 
 
-def host_line(host: dict[str, Any]) -> str:
-    load = host.get("load_avg")
-    load_text = " ".join(f"{x:.2f}" for x in load) if load else "n/a"
+def host_line(host: HostSample) -> str:
+    load = " ".join(f"{x:.2f}" for x in host.load_avg) if host.load_avg else "n/a"
+    # Memory to 0.1 MiB first, as the JSON document holds it.
+    used, total = round(host.memory_used_mib, 1), round(host.memory_total_mib, 1)
     return (
-        f"  host  cpu {_num(host.get('cpu_percent'), '%')} of {host.get('cores', '?')} cores"
-        f"  load {load_text}"
-        f"  mem {_memory(host.get('memory_used_mib'), host.get('memory_total_mib'))}"
+        f"  host  cpu {measured(host.cpu_percent, '%')} of {len(host.per_core)} cores"
+        f"  load {load}  mem {_memory(used, total)}"
     )
 
 
-def render_gpus_text(doc: dict[str, Any], out: TextIO) -> None:
+def render_gpus_text(telemetry: TelemetrySnapshot | None, out: TextIO) -> None:
     """Writes 'GPUs: ...' then one line per device and one for the host."""
-    gpus = doc.get("gpus") or {}
-    label = " (simulated)" if gpus.get("simulated") else ""
-    devices = gpus.get("devices") or []
-    if gpus.get("available"):
+    status = telemetry.status if telemetry is not None else None
+    reason = terminal_text(status.reason, NAME_LIMIT) if status and status.reason else None
+    devices = telemetry.devices if telemetry is not None else ()
+    if status is not None and status.available:
+        label = " (simulated)" if status.simulated else ""
         out.write(f"GPUs{label}: {len(devices)}\n")
+        if reason:
+            out.write(f"  note: {reason}\n")
     else:
-        out.write(f"GPUs: none — {gpus.get('reason') or 'not sampled'}\n")
-    if gpus.get("available") and gpus.get("reason"):
-        out.write(f"  note: {gpus['reason']}\n")
+        out.write(f"GPUs: none — {reason or 'not sampled'}\n")
     for dev in devices:
         out.write(gpu_line(dev) + "\n")
-    if doc.get("host"):
-        out.write(host_line(doc["host"]) + "\n")
+    if telemetry is not None and telemetry.host is not None:
+        out.write(host_line(telemetry.host) + "\n")
 
 
-def _age(seconds: Any) -> str:
-    return "never sampled" if not isinstance(seconds, int | float) else f"{seconds:.0f} s ago"
+def _age(host: Host, now: float) -> str:
+    age = host_age(host, now)
+    return age_text(round(age, 3) if age is not None and math.isfinite(age) else None)
 
 
-def render_hosts_text(doc: dict[str, Any], out: TextIO) -> None:
+def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
     """Every host other than this one (each worker's system/ samples, remote hosts)."""
-    others = [h for h in doc.get("hosts") or () if h.get("source") != "local"]
+    others = [h for h in hosts if h.source != "local"]
     if not others:
         return
     out.write(f"\nOther hosts: {len(others)}\n")
     for host in others:
-        label = f"worker {host['worker']}" if host.get("worker") is not None else ""
+        name = terminal_text(host.name, NAME_LIMIT)
+        label = f"worker {host.worker}" if host.worker is not None else ""
         # A worker without a recorded host name is already called "<job> worker <i>".
-        worker = f" ({label})" if label and not str(host["name"]).endswith(label) else ""
-        stale = " STALE" if host.get("stale") else ""
-        sim = " simulated" if host.get("simulated") else ""
+        worker = f" ({label})" if label and not name.endswith(label) else ""
+        stale = " STALE" if is_stale(host, now) else ""
+        sim = " simulated" if host.simulated else ""
         out.write(
-            f"{terminal_text(host['name'], 60)}{worker}{sim}  {_age(host.get('age_seconds'))}"
-            f"{stale}  cpu {_num(host.get('cpu_percent'), '%')}"
-            f"  mem {_memory(host.get('memory_used_mib'), host.get('memory_total_mib'))}\n"
+            f"{terminal_text(name, 60)}{worker}{sim}  {_age(host, now)}"
+            f"{stale}  cpu {measured(host.cpu_percent, '%')}"
+            f"  mem {_memory(host.memory_used_mib, host.memory_total_mib)}\n"
         )
-        if host.get("error"):
-            out.write(f"  ERROR: {terminal_text(host['error'], 200)}\n")
-        for dev in host.get("gpus") or ():
+        if host.error:
+            out.write(f"  ERROR: {terminal_text(host.error, 200)}\n")
+        for dev in host.gpus:
             out.write(gpu_line(dev) + "\n")

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, o
     from distcore.remote import RemoteProducers
 
 
+ScanDone = Callable[[float, "str | None"], None]  # a scan's seconds and its error, if any
 SLURM_MIN_INTERVAL = 5.0  # squeue at most this often: the controller serves a whole cluster
 
 
@@ -170,6 +171,31 @@ class ProducerSet:
         if start_watching and not self._start(watcher):
             return
         self.index.wake()
+
+    def launch(
+        self, on_snapshot: Callable[[JobsSnapshot], None], on_scan: ScanDone
+    ) -> None:
+        """The dashboard's start, on a worker thread: build, subscribe `on_snapshot` to the
+        index, start, then the first scan; `on_scan(seconds, error)` once it ends. A failure is
+        handed to `on_scan` (the dashboard stays up and shows it), never raised."""
+        try:
+            self.build().subscribe(on_snapshot)
+            if not self.start_producers():
+                return  # closing: nothing was left running
+        except Exception as err:
+            on_scan(0.0, f"{type(err).__name__}: {err}")
+            return
+        self.timed_scan(on_scan, start_watching=True)  # the index's first tick is at once
+
+    def timed_scan(self, on_scan: ScanDone, *, start_watching: bool = False) -> None:
+        """`scan` (a reload: `start_watching` False), then `on_scan(seconds, error or None)`."""
+        began = time.monotonic()
+        try:
+            self.scan(start_watching=start_watching)
+        except Exception as err:  # the caller shows it
+            on_scan(time.monotonic() - began, f"{err}")
+            return
+        on_scan(time.monotonic() - began, None)
 
     def start(self) -> None:
         """Start everything; the first scan runs on the calling thread (it may take a while)."""

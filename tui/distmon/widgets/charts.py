@@ -1,16 +1,27 @@
-"""Chart widgets: a braille line chart that redraws only when its curves or its size change."""
+"""Chart widgets: a braille line chart of one metric of the shown jobs.
+
+Two caches, one for each costly step: the curves are computed again only when the jobs (their
+versions), the tag or the view's smoothing, axis, scale or the width changed; the braille
+cells are drawn again only when the curves or the size changed.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.content import Content
 from textual.widget import Widget
 
 from distcore.textsafe import terminal_text
+from distmon.view import chart_title
 from distmon.widgets.braille import PALETTE, render_chart
-from distmon.widgets.model import Curve, XMode, split_run
+from distmon.widgets.model import Curve, XMode, curves, split_run
+
+if TYPE_CHECKING:
+    from distcore.jobs.model import Job
+    from distmon.view import ViewState
 
 TITLE_LIMIT = 120  # characters of a chart title (it names a tag); the border crops it further
 
@@ -27,6 +38,18 @@ class LineChart(Widget):
         self._mode: XMode = "step"
         self._cache: tuple[object, Text] | None = None
         self._titles: tuple[str, Content] | None = None
+        self._charted: object = None  # what `chart` computed the curves from
+
+    def chart(self, jobs: Sequence[Job], tag: str, view: ViewState) -> None:
+        """`tag` of `jobs` as `view` says (smoothing, x axis, log scale). The legend is fitted
+        to the width: a resize plots again."""
+        key = (tuple((j.name, j.version) for j in jobs), tag, view.x_mode, view.smoothing,
+               view.log_y, self.size.width)  # fmt: skip
+        if key == self._charted:
+            return
+        self._charted = key
+        self.plot(curves(jobs, tag, view.x_mode, view.smoothing), title=chart_title(view, tag),
+                  log_y=view.log_y, mode=view.x_mode)  # fmt: skip
 
     def plot(self, curves: Sequence[Curve], *, title: str, log_y: bool, mode: XMode) -> None:
         """`title` is plain text (it may hold a tag's name): escaped, never read as markup."""

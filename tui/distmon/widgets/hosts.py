@@ -16,6 +16,7 @@ from rich.text import Text
 from distcore import names
 from distcore.jobs.hosts import host_age, is_stale
 from distcore.textsafe import terminal_text
+from distmon.formats import age_text
 
 if TYPE_CHECKING:
     from distcore.jobs.model import Host
@@ -126,7 +127,7 @@ def _heading(host: Host, now: float) -> Text:
     if host.simulated:
         bits.append("simulated")
     age = host_age(host, now)
-    bits.append("never sampled" if age is None else f"{age:.0f} s ago")
+    bits.append(age_text(age))
     stale = is_stale(host, now)
     line = Text(" · ".join(bits), style="dim" if stale else "bold", no_wrap=True, overflow="crop")
     if stale:

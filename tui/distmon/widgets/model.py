@@ -17,6 +17,7 @@ from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
+from distmon.formats import number, share, step_text
 from distmon.widgets.curve import X_MODES, Curve, XMode
 from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
 
@@ -61,12 +62,7 @@ def filter_jobs(jobs: Sequence[Job], pattern: str) -> tuple[Job, ...]:
     return tuple(j for j in jobs if regex.search(j.name))
 
 
-def fmt(value: float | None, digits: int = 4) -> str:
-    if value is None:
-        return "–"
-    if math.isnan(value) or math.isinf(value):
-        return str(value)
-    return f"{value:.{digits}g}"
+fmt = number  # the table's cells (widgets.compare_view) read figures as the panels do
 
 
 def _last(run: RunSnapshot | None, tag: str | None) -> float | None:
@@ -119,11 +115,11 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
         mark=MARKS.get(job.status, "?"),
         status=job.status,
         name=terminal_text(job.name, NAME_LIMIT) if name is None else name,
-        step=str(max(steps)) if steps else "–",
-        loss=fmt(_last(main, pick_tag(tags, "loss"))),
-        accuracy=fmt(_last(main, pick_tag(tags, "accuracy")), 3),
-        examples_per_second="–" if speed is None else fmt(speed, 4),
-        input_wait="–" if wait is None or not math.isfinite(wait) else f"{wait:.0%}",
+        step=step_text(max(steps) if steps else None),
+        loss=number(_last(main, pick_tag(tags, "loss"))),
+        accuracy=number(_last(main, pick_tag(tags, "accuracy")), 3),
+        examples_per_second=number(speed, 4),
+        input_wait=share(wait),
     )
 
 

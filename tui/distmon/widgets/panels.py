@@ -1,7 +1,9 @@
-"""The alerts and details panels, and the Panel widget that shows any of them.
+"""The dashboard's text panels: alerts, the focused job's details, GPUs, the status line.
 
-Each renders a pure function of the job index's snapshot; every outside string (run names, tags,
-run.json fields, error text) goes through distcore.textsafe and into `Text`, never markup.
+Each renders a pure function of the job index's snapshot (and the view's state); every outside
+string (run names, tags, run.json fields, error text) goes through distcore.textsafe and into
+`Text`, never markup. Each panel's `show(snapshot, ...)` keeps what it drew last and skips a draw
+when that did not change: the app hands every snapshot to every panel.
 """
 
 from __future__ import annotations
@@ -11,14 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
+from textual.content import Content
 from textual.widget import Widget
+from textual.widgets import Static
 
 from distcore.textsafe import terminal_text
+from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.model import main_run
 
 if TYPE_CHECKING:
     from distcore.alerts import Alert
-    from distcore.jobs.model import Job, ProducerError
+    from distcore.jobs.model import Job, JobsSnapshot, ProducerError
+
+_NOTHING = object()  # what a panel showed before its first draw: equal to no key
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
@@ -104,6 +111,14 @@ class Panel(Widget):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._draw: Callable[[int], Text] = lambda width: Text()
+        self._drawn: object = _NOTHING
+
+    def changed(self, key: object) -> bool:
+        """Whether `key` (what the panel is asked to show) differs from the last one; keeps it."""
+        if key == self._drawn:
+            return False
+        self._drawn = key
+        return True
 
     def show(self, draw: Callable[[int], Text], *, layout: bool = False) -> None:
         """New content; `layout` when its height may change (the details panel is `auto`)."""
@@ -115,3 +130,55 @@ class Panel(Widget):
 
     def render(self) -> Text:
         return self._draw(self.content_size.width or self.size.width)
+
+
+class AlertsPanel(Panel):
+    """Every alert, producer error and logdir problem; the count in the border."""
+
+    def show_snapshot(self, snap: JobsSnapshot | None) -> None:
+        alerts, errors, problems = (
+            (snap.alerts, snap.errors, snap.problems) if snap is not None else ((), (), ())
+        )
+        if not self.changed((alerts, errors, problems)):
+            return
+        self.update(render_alerts(alerts, errors, problems))
+        count = len(alerts) + len(errors) + len(problems)
+        self.border_title = f"alerts ({count})" if count else "alerts"
+
+
+class DetailsPanel(Panel):
+    """The focused job (shown only while one is)."""
+
+    def show_snapshot(self, snap: JobsSnapshot | None, focused: str | None) -> None:
+        jobs = snap.jobs if snap is not None and focused is not None else ()
+        job = next((j for j in jobs if j.name == focused), None)  # (no look-up per cursor move)
+        self.display = job is not None
+        alerts = snap.alerts if snap is not None else ()
+        if job is not None and self.changed((job, alerts)):
+            self.update(render_details(job, alerts))
+
+
+class GpusPanel(Panel):
+    """This machine's GPUs with their history, then every other host. The history comes in
+    the snapshot (`local_history`), never from the live sampler."""
+
+    def show_snapshot(self, snap: JobsSnapshot | None) -> None:
+        if snap is None or not self.changed(snap.hosts):
+            return
+        hosts, now, kept = snap.hosts, snap.generated_at, snap.local_history
+        self.show(lambda width: render_hosts(hosts, lambda key: kept.get(key, ()), now, width))
+        self.border_title = gpus_title(hosts)
+
+
+class StatusLine(Static):
+    """The top line, updated only when its text changes (an update re-lays the screen out)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._text: str | None = None
+
+    def show_text(self, text: str) -> None:
+        if text != self._text:
+            self._text = text
+            # Content(str) is plain text: a typed filter or a path is never read as markup.
+            self.update(Content(text))

@@ -1,0 +1,66 @@
+"""The dashboard's screen drawn from (snapshot, view): the runs table, both charts, the focused
+job, GPUs, alerts and the status line.
+
+`Board` keeps the comparison table's rows between refreshes and their arrangement for the
+snapshot, filter and table view it was made from, so a key that changes neither (a cursor
+move, smoothing) arranges nothing; each panel skips its own unchanged draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from distmon import view as views
+from distmon.widgets.charts import LineChart
+from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
+from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusLine
+from distmon.widgets.runs import RunsTable
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from distcore.jobs.model import Job, JobsSnapshot
+    from distmon.view import ViewState
+
+
+class Board:
+    def __init__(self, logdirs: Sequence[str]) -> None:
+        self._logdirs = list(logdirs)
+        self._rows = ViewRows()
+        self.arranged: Arranged | None = None  # the table's rows as last drawn
+        self._arranged_from: tuple[object, str, TableView] | None = None
+        self.visible: tuple[Job, ...] = ()  # the jobs in the table, in its order
+
+    def arrange(self, snap: JobsSnapshot | None, view: ViewState) -> Arranged:
+        last = self._arranged_from
+        if (self.arranged is not None and last is not None and last[0] is snap
+                and last[1:] == (view.pattern, view.table)):  # fmt: skip
+            return self.arranged
+        jobs = snap.jobs if snap is not None else ()
+        self.arranged = arranged = self._rows.arrange(jobs, view.pattern, view.table)
+        self._arranged_from = (snap, view.pattern, view.table)
+        self.visible = tuple(i.job for i in arranged.items if isinstance(i, Entry))
+        return arranged
+
+    def charted(self, snap: JobsSnapshot | None, view: ViewState) -> tuple[Job, ...]:
+        """The jobs the charts show (distmon.view.charted) as last arranged."""
+        jobs = snap.jobs if snap is not None else ()
+        top = self.arranged.top if self.arranged is not None else ()
+        return views.charted(view, jobs, self.visible, top)
+
+    def draw(self, main: Screen[Any], snap: JobsSnapshot | None, view: ViewState) -> None:
+        arranged = self.arrange(snap, view)
+        table = main.query_one(RunsTable)
+        table.show(arranged, view.selected)
+        note = view_note(view.table, arranged.error)
+        table.border_title = f"runs · {note}" if note else "runs"
+        main.set_class(view.focused_job is not None, "-focused")
+        shown = self.charted(snap, view)
+        main.query_one("#chart-loss", LineChart).chart(shown, "loss", view)
+        main.query_one("#chart-second", LineChart).chart(shown, view.second_tag, view)
+        main.query_one(DetailsPanel).show_snapshot(snap, view.focused_job)
+        main.query_one(AlertsPanel).show_snapshot(snap)
+        main.query_one(GpusPanel).show_snapshot(snap)
+        text = views.status_text(view, snap, self._logdirs, len(self.visible), arranged.error)
+        main.query_one(StatusLine).show_text(text)
