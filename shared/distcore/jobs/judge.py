@@ -123,7 +123,7 @@ def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
         if host.source != "local" and is_stale(host, now):
             continue
         where = "" if host.source == "local" else f" on {host.name}"
-        found += alerts.gpu_alerts(host.gpus, now, where)
+        found += alerts.gpu_alerts(host.gpus, now, where, host.name)
     return found
 
 
