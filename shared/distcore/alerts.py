@@ -391,6 +391,15 @@ def agent_died(job: str, agent_status: str | None, job_id: str, state: str, ende
                  "output file", since)
 
 
+def agent_step_gone(job: str, job_id: str, step_id: str, since: float | None) -> Alert:
+    """The job still runs but the job step that ran distagent has ended, while run.json still
+    says running (distcore.jobs.scheduler.step_gone decides it from squeue's listing)."""
+    return Alert("agent_died", "critical", job,
+                 f"Slurm job {job_id} is RUNNING but its step {step_id}, which ran distagent, "
+                 "has ended while run.json still says running: the agent died without a word "
+                 "(killed, out of memory); see the job's output file", since)
+
+
 def sort_alerts(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
     """Most severe first, then by run, kind, host and GPU: a stable order for screens and JSON."""
     return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind,

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from distcore.alerts import agent_died
 from distcore.jobs.agent import agent_record_from
 from distcore.jobs.jsonify import scheduler_to_json
+from distcore.jobs.judge import job_facts, judge_job
 from distcore.jobs.model import Job
 from distcore.jobs.scheduler import (
     SchedulerRef,
@@ -30,7 +31,9 @@ from distcore.jobs.scheduler import (
     parse_sacct,
     parse_scontrol,
     parse_squeue,
+    parse_squeue_steps,
     scheduler_ref_from,
+    step_gone,
 )
 from distcore.textsafe import json_safe
 
@@ -56,6 +59,12 @@ JobId=7 JobName=train
    JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
 """
 SACCT = "12|CANCELLED by 0\n13|COMPLETED\n14|OUT_OF_MEMORY\n15|RUNNING\n16|CANCELLED+\n"
+# `squeue --noheader --steps --format=%i --jobs=1,2` with job 1's batch script and step 0
+# running, and job 2 a batch script whose srun step 0 ended (captured from the suite's cluster).
+SQUEUE_STEPS = "1.0\n1.batch\n2.batch\n"
+# What this machine's sacct answers without slurmdbd (exit 1), and its parsable2 format where a
+# database answers (JobIDRaw|State, one line per allocation).
+SACCT_DISABLED = "Slurm accounting storage is disabled\n"
 
 
 @pytest.mark.parametrize(
@@ -187,6 +196,66 @@ def test_describe(ref: SchedulerRef, state: SchedulerState | None, line: str) ->
     assert describe_scheduler(ref, state) == line
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (SQUEUE_STEPS, {"1": {"0", "batch"}, "2": {"batch"}}),
+        ("", {}),
+        ("12+0.0\n12_3.1\n12.extern\n12.TDB\n x.0\n13.7 \n", {"13": {"7"}}),
+    ],
+)
+def test_parse_squeue_steps(text: str, expected: dict[str, set[str]]) -> None:
+    assert parse_squeue_steps(text) == {j: frozenset(s) for j, s in expected.items()}
+
+
+@given(st.text())
+def test_parse_squeue_steps_never_raises(text: str) -> None:
+    parse_squeue_steps(text)
+
+
+LISTED = frozenset({"batch"})  # step 0 absent
+
+
+@pytest.mark.parametrize(
+    ("state", "step", "started", "gone"),
+    [
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", 900.0, True),
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "batch", 900.0, False),
+        (SchedulerState("2", "RUNNING", steps=LISTED | {"0"}, steps_at=1000.0), "0", 900.0, False),
+        # a listing from before the step began (within the clocks' margin) proves nothing
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", 995.0, False),
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", None, False),
+        (SchedulerState("2", "RUNNING"), "0", 900.0, False),  # steps not asked
+        (SchedulerState("2", "COMPLETED", steps=LISTED, steps_at=1000.0), "0", 900.0, False),
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), None, 900.0, False),
+        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0;rm", 900.0, False),
+        (None, "0", 900.0, False),
+    ],
+)
+def test_step_gone_rule(state: SchedulerState | None, step: str | None, started: float | None,
+                        gone: bool) -> None:
+    assert step_gone(state, step, started) is gone
+
+
+@pytest.mark.parametrize(
+    ("status", "alerted"), [("running", True), ("finished", False), ("failed", False)]
+)
+def test_a_gone_step_of_a_running_job_is_agent_died(status: str, alerted: bool) -> None:
+    """Through the judge: run.json's step, start time and status against squeue's listing."""
+    from tests.tui.fixed import run, series
+
+    agent = agent_record_from({"status": status, "start_time": 900.0,
+                               "scheduler": {"kind": "slurm", "job_id": "2", "step_id": "0"}})
+    facts = job_facts("j", {"train": run("j/train", series("loss", [1.0, 0.5]))}, agent, 1)
+    state = SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0)
+    died = [a for a in judge_job(facts, 1000.0, [], {"2": state}).alerts
+            if a.kind == "agent_died"]
+    assert len(died) == int(alerted)
+    if died:
+        assert died[0].severity == "critical"
+        assert "Slurm job 2 is RUNNING but its step 0, which ran distagent" in died[0].message
+
+
 class Commands:
     """Slurm's commands as the producer sees them: argv in, CompletedProcess out."""
 
@@ -199,22 +268,39 @@ class Commands:
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
-        code, out, err = self.answers[argv[0]]
+        steps = "squeue --steps"
+        key = steps if "--steps" in argv and steps in self.answers else argv[0]
+        code, out, err = self.answers[key]
         return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
-    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, "")},
-                    have=("squeue", "sacct"))
-    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, ""),
+                     "squeue --steps": (0, SQUEUE_STEPS, "")}, have=("squeue", "sacct"))
+    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: 1000.0)
     assert states.query_once() is False and cmds.calls == []  # nothing followed: nothing asked
     states.track(["1", "3", "12", "bad id"])
     assert states.query_once()
-    assert [c[0] for c in cmds.calls] == ["squeue", "sacct"]
+    assert [c[0] for c in cmds.calls] == ["squeue", "sacct", "squeue"]
     assert "--jobs=1,3,12" in cmds.calls[0] and "--jobs=12" in cmds.calls[1]
-    assert {j: s.state for j, s in states.states().items()} == {
+    assert "--steps" in cmds.calls[2] and "--jobs=1" in cmds.calls[2]  # the running one only
+    found = states.states()
+    assert {j: s.state for j, s in found.items()} == {
         "1": "RUNNING", "3": "PENDING", "12": "CANCELLED"}
+    assert found["1"].steps == {"0", "batch"} and found["1"].steps_at == 1000.0
+    assert found["3"].steps is None
     assert states.errors() == ()
+
+
+def test_a_failed_step_listing_is_no_evidence() -> None:
+    cmds = Commands({"squeue": (0, SQUEUE, ""),
+                     "squeue --steps": (1, "", "slurm_load_jobs error: Socket timed out\n")},
+                    have=("squeue",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    states.track(["1"])
+    states.query_once()
+    assert states.states()["1"].steps is None
+    assert not step_gone(states.states()["1"], "0", 0.0)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +312,7 @@ def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
     ],
 )
 def test_controller_errors(answers: dict[str, tuple[int, str, str]], error: str | None) -> None:
-    cmds = Commands({**answers, "sacct": (1, "", "Slurm accounting storage is disabled\n")},
+    cmds = Commands({**answers, "sacct": (1, "", SACCT_DISABLED)},
                     have=("squeue", "sacct"))
     states = SlurmStates(runner=cmds.run, which=cmds.which)
     states.track(["5"])

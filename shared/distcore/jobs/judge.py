@@ -17,6 +17,7 @@ from distcore.alerts import Alert
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.model import AgentRecord, Host, Job
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
+from distcore.jobs.scheduler import step_gone
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -103,6 +104,10 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
                                  state.ended, now)
         if died is not None:
             found.append(died)
+        elif agent_status == names.STATUS_RUNNING and ref is not None and ref.step_id and \
+                step_gone(state, ref.step_id, _start_time(facts.agent)):
+            found.append(alerts.agent_step_gone(facts.name, state.job_id, ref.step_id,
+                                                state.steps_at))
     return Job(
         name=facts.name,
         directory=facts.directory,
@@ -114,6 +119,11 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
         version=facts.version,
         scheduler_state=state,
     )
+
+
+def _start_time(agent: AgentRecord | None) -> float | None:
+    start = agent.extra.get("start_time") if agent is not None else None
+    return float(start) if isinstance(start, int | float) and not isinstance(start, bool) else None
 
 
 def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:

@@ -2,15 +2,27 @@
 
 distagent records which Slurm job (or Kubernetes pod) ran it; `SlurmStates` asks Slurm about
 every such job in one `squeue` per refresh (`scontrol show job` where squeue is missing, and
-`sacct` for jobs the controller has forgotten when an accounting database answers). It is a
+`sacct` for jobs the controller has forgotten when an accounting database answers), and for the
+running ones a second `squeue --steps`: the steps still alive, so that a job step that ran
+distagent and ended without a word (its srun killed, its tasks out of memory) is seen while the
+job itself goes on RUNNING (a batch script with more after srun, an salloc shell). It is a
 producer: its own thread runs the commands, bounded in time and in the jobs it follows, and the
 job index reads only its cached answers, so a slow controller never blocks a refresh or the UI.
 
 The parsers are pure functions over the commands' real output formats (Slurm 22.05).
+
+What Slurm cannot tell without an accounting database or a shell on the node: whether each task
+of a step is alive. `scontrol show step` keeps `Tasks=2` and `sstat` (with jobacct_gather/none)
+reports nothing per task after one of two tasks died; `scontrol listpids` knows, but only on the
+node it runs on. One lost worker of two is told by distagent itself instead: the survivors'
+collectives abort and the chief ends run.json `failed` naming the lost worker, or the chief
+died, its peers abort, the step ends and the rule above fires. sacct's path is tested on its
+real format only (this machine has no slurmdbd): where accounting is disabled it is asked once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -59,11 +71,32 @@ class SchedulerState:
     state: str  # Slurm's long name: PENDING, RUNNING, COMPLETED, CANCELLED, TIMEOUT, NODE_FAIL ...
     reason: str | None = None
     source: str = "squeue"
+    # The job's steps `squeue --steps` listed alive ("0", "batch" ...) and when it was asked
+    # (distmon's clock); None where they were not asked (not RUNNING, or no squeue).
+    steps: frozenset[str] | None = None
+    steps_at: float | None = None
 
     @property
     def ended(self) -> bool:
         return self.state in ENDED_STATES
 
+
+STEP_START_MARGIN: Final = 10.0  # seconds: the compute node's clock against distmon's (NTP)
+
+
+def step_gone(state: SchedulerState | None, step_id: str | None,
+              started_at: float | None) -> bool:
+    """True when Slurm's own listing shows that the step which ran distagent has ended while the
+    job runs: the job RUNNING, the step (a number, or `batch`) absent from a listing made after
+    the step had started (run.json's `start_time`, plus a margin for the clocks). A listing
+    from before the step began proves nothing, nor does a job or step without those facts. The
+    job index reads run.json after the listing it judges with, so an agent that wrote its end
+    before exiting is never called dead."""
+    if state is None or state.state != "RUNNING" or state.steps is None or state.steps_at is None:
+        return False
+    if step_id is None or not _STEP.match(step_id) or started_at is None:
+        return False
+    return state.steps_at >= started_at + STEP_START_MARGIN and step_id not in state.steps
 
 def _short(value: Any, limit: int = 256) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -119,6 +152,20 @@ def _parse_lines(text: str, source: str, *, reason: bool) -> dict[str, Scheduler
 def parse_squeue(text: str) -> dict[str, SchedulerState]:
     """`squeue --noheader --format=%A|%T|%r` lines: job id, state, reason."""
     return _parse_lines(text, "squeue", reason=True)
+
+
+_STEP: Final = re.compile(r"(?:[0-9]{1,9}|batch)\Z")
+
+
+def parse_squeue_steps(text: str) -> dict[str, frozenset[str]]:
+    """`squeue --noheader --steps --format=%i` lines (`12.0`, `12.batch`): job id -> its steps
+    alive. Heterogeneous (`12+0.0`) and array (`12_3.0`) ids are left out, like run.json's."""
+    found: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        job, sep, step = line.strip().partition(".")
+        if sep and _JOB_ID.match(job) and _STEP.match(step):
+            found.setdefault(job, set()).add(step)
+    return {j: frozenset(s) for j, s in found.items()}
 
 
 _PAIR: Final = re.compile(r"(?:^|\s)(JobId|JobState|Reason)=(\S*)")
@@ -220,6 +267,9 @@ class SlurmStates:
         missing = [j for j in wanted if j not in found]
         if missing and self._sacct_ok is not False and self._which("sacct"):
             found.update(self._from_sacct(missing))
+        running = [j for j, s in found.items() if s.state == "RUNNING" and s.source == "squeue"]
+        if running:
+            found.update(self._with_steps(found, running))
         with self._lock:
             # A job the controller forgot keeps its last known state (sacct may be absent).
             kept = {j: s for j, s in self._states.items() if j in wanted}
@@ -252,6 +302,22 @@ class SlurmStates:
         asked = set(wanted)
         parsed = parse(result.stdout[:MAX_OUTPUT_CHARS])
         return {j: s for j, s in parsed.items() if j in asked}, None
+
+    def _with_steps(self, found: Mapping[str, SchedulerState],
+                    running: Sequence[str]) -> dict[str, SchedulerState]:
+        """The running jobs' states with their live steps (unchanged where squeue fails: no
+        listing is no evidence)."""
+        at = self._clock()
+        argv = ["squeue", "--noheader", "--steps", "--format=%i", f"--jobs={','.join(running)}"]
+        try:
+            result = self._runner(argv)
+        except (subprocess.TimeoutExpired, OSError):
+            return {}
+        if result.returncode != 0:
+            return {}
+        live = parse_squeue_steps(result.stdout[:MAX_OUTPUT_CHARS])
+        return {j: dataclasses.replace(found[j], steps=live.get(j, frozenset()), steps_at=at)
+                for j in running}
 
     def _from_sacct(self, missing: Sequence[str]) -> dict[str, SchedulerState]:
         argv = ["sacct", "--noheader", "--allocations", "--parsable2",
