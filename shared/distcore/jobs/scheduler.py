@@ -15,9 +15,10 @@ What Slurm cannot tell without an accounting database or a shell on the node: wh
 of a step is alive. `scontrol show step` keeps `Tasks=2` and `sstat` (with jobacct_gather/none)
 reports nothing per task after one of two tasks died; `scontrol listpids` knows, but only on the
 node it runs on. One lost worker of two is told by distagent itself instead: the survivors'
-collectives abort and the chief ends run.json `failed` naming the lost worker, or the chief
-died, its peers abort, the step ends and the rule above fires. sacct's path is tested on its
-real format only (this machine has no slurmdbd): where accounting is disabled it is asked once.
+collectives abort and the chief ends run.json `failed` (its output names the lost worker), or
+the chief died, its peers abort, the step ends and the rule above fires. sacct's path is
+tested on its real format only (this machine has no slurmdbd): where accounting is disabled it
+is asked once.
 """
 
 from __future__ import annotations
