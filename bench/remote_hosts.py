@@ -8,6 +8,8 @@ them:
   then the CPU it uses between refreshes over a window (this process and its ssh children, in %
   of one core; the sshd side, the "remote hosts'" share, is shown apart). Anchor: the same
   dashboard over the 100 local logdirs.
+- `distmon --serve --metrics` (a real process): seconds until /metrics counts 100 jobs, and
+  the same CPU shares between refreshes; anchor: the same over the local logdirs.
 
 Targets (issue 22): all listed within 10 s in both, at most 5% of a core between refreshes.
 
@@ -186,6 +188,53 @@ def handshakes(sshd: Sshd, kex: str | None, count: int) -> tuple[float, float, f
     return ms[0], ms[1], ms[2], used
 
 
+def serve_idle(argv: list[str], expected: int, window: float, sshd: Sshd) -> tuple[float, ...]:
+    """(seconds until /metrics counts `expected` jobs, share of a core between refreshes:
+    distmon's process, its ssh clients, the sshd side) of a real `distmon --serve --metrics`."""
+    import re
+    import urllib.request
+
+    with tempfile.TemporaryFile() as err:
+        proc = psutil.Popen([*distmon_argv(), "--serve", "--metrics", "0", "--no-gpu", *argv],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            t0, deadline, jobs = time.perf_counter(), time.perf_counter() + 180, 0.0
+            port = None
+            while time.perf_counter() < deadline and jobs < expected:
+                time.sleep(0.1)
+                if port is None:
+                    err.seek(0)
+                    found = re.search(rb"127\.0\.0\.1:(\d+)/metrics", err.read())
+                    port = found.group(1).decode() if found else None
+                    continue
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as answer:
+                    text = answer.read().decode()
+                count = re.search(r"^distmon_jobs (\S+)$", text, re.M)
+                jobs = float(count.group(1)) if count else 0.0
+            listed = time.perf_counter() - t0 if jobs >= expected else float("nan")
+            time.sleep(3.0)  # the first catch-up reads settle
+
+            def both() -> tuple[float, float]:
+                t = proc.cpu_times()
+                kids = 0.0
+                for child in proc.children(recursive=True):
+                    try:
+                        c = child.cpu_times()
+                        kids += c.user + c.system
+                    except psutil.NoSuchProcess:
+                        pass
+                return t.user + t.system, kids
+
+            a, far0, w0 = both(), sshd_seconds(sshd), time.perf_counter()
+            time.sleep(window)
+            b, far1, w1 = both(), sshd_seconds(sshd), time.perf_counter()
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    span = w1 - w0
+    return listed, (b[0] - a[0]) / span, (b[1] - a[1]) / span, (far1 - far0) / span
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
@@ -265,6 +314,12 @@ def main() -> None:
                     ok = listed <= TARGET_SECONDS and core <= TARGET_CORE
                     print(f"  targets <= {TARGET_SECONDS:g} s and <= {TARGET_CORE:.0%} of a"
                           f" core: {'ok' if ok else 'MISSED'}")  # fmt: skip
+            for label, argv in (("ssh", remote), ("local", local)):
+                listed, own, clients, far = serve_idle(argv, args.hosts, args.window, sshd)
+                print(f"--serve   {label:<5}: {args.hosts} jobs in /metrics after {listed:5.2f} s;"
+                      f" {(own + clients) * 100:5.1f}% of a core between refreshes (distmon"
+                      f" {own * 100:.1f}%, its ssh clients {clients * 100:.1f}%;"
+                      f" sshd side {far * 100:.1f}%)")  # fmt: skip
         finally:
             sshd.stop()
 
