@@ -100,3 +100,14 @@ def test_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
     assert result.stdout == ""
+
+
+def test_render_text_names_a_gpu_alerts_host() -> None:
+    doc = {"logdirs": [], "runs": [], "gpus": {"available": False, "reason": "x", "devices": []},
+           "host": None,
+           "alerts": [{"kind": "gpu_imbalance", "severity": "warning", "run": None,
+                       "host": "gpu7\x1b[2J", "gpu": None, "message": "GPUs on gpu7 unevenly used",
+                       "since": 1.0}]}
+    out = io.StringIO()
+    render_text(doc, out)
+    assert "warning  gpu7\\x1b[2J: GPUs on gpu7 unevenly used" in out.getvalue()

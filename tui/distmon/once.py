@@ -84,7 +84,9 @@ def _render_alerts(alerts: list[dict[str, Any]], out: TextIO) -> None:
     out.write(f"\nAlerts: {len(alerts) or 'none'}\n")
     for alert in alerts:
         mark = _SEVERITY_MARKS.get(alert["severity"], "?")
-        where = terminal_text(alert["run"], 120) if alert["run"] else "all"
+        # A GPU alert has no run: it names its host (this machine's too).
+        named = alert["run"] or alert.get("host")
+        where = terminal_text(named, 120) if named else "all"
         message = terminal_text(alert["message"], 400)
         out.write(f"  {mark} {alert['severity']:<8} {where}: {message}\n")
 
