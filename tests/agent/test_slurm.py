@@ -18,14 +18,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distcore import names
-from distcore.jobs.scheduler import STEP_START_MARGIN
+from distcore.jobs.scheduler import COMMAND_TIMEOUT_SECONDS, STEP_START_MARGIN, SlurmStates
 from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
 
 pytestmark = pytest.mark.slow
@@ -251,6 +251,25 @@ def test_a_dead_step_of_a_running_job_is_an_alert(slurm: SlurmCluster, tmp_path:
         assert f"Slurm job {job_id} is RUNNING but its step 0" in died[0]["message"]
     finally:
         slurm.run("scancel", job_id, check=False)
+
+
+def test_the_real_commands_without_accounting(slurm: SlurmCluster) -> None:
+    """distmon's Slurm producer against the real squeue and sacct of a cluster without slurmdbd:
+    a job the controller does not know is unknown (no error), sacct's real refusal is
+    recognised and sacct is not asked again."""
+    asked: list[str] = []
+
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        asked.append(argv[0])
+        return slurm.run(*argv, check=False, timeout=COMMAND_TIMEOUT_SECONDS)
+
+    states = SlurmStates(runner=runner)
+    states.track(["999999"])
+    assert states.query_once() and states.query_once()
+    assert asked == ["squeue", "sacct", "squeue"], asked
+    assert states.states() == {} and states.errors() == ()
+    refusal = slurm.run("sacct", "--noheader", "--jobs=999999", check=False)
+    assert refusal.returncode != 0 and "accounting storage is disabled" in refusal.stderr
 
 
 def test_multi_worker_in_the_batch_script_outside_srun_says_so(slurm: SlurmCluster,
