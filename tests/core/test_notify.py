@@ -160,11 +160,11 @@ def test_bad_urls_are_refused_in_one_redacted_line(url: str) -> None:
     assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
 
 
-@given(st.text(), st.text() | st.none())
+@given(st.text(), st.text() | st.none(), st.text() | st.none())
 def test_the_payload_is_valid_json_with_slack_text_whatever_the_names(
-    message: str, run: str | None
+    message: str, run: str | None, host: str | None
 ) -> None:
-    body = payload(Alert("job_failed", "critical", run, message, None), run, "h")
+    body = payload(Alert("job_failed", "critical", run, message, None, host=host), run, "h")
     text = json.dumps(body, allow_nan=False)  # lone surrogates would raise when encoded
     text.encode("utf-8")
     assert "<" not in body["text"] and ">" not in body["text"]
