@@ -27,6 +27,7 @@ import pytest
 from distcore import names
 from distcore.jobs.scheduler import COMMAND_TIMEOUT_SECONDS, STEP_START_MARGIN, SlurmStates
 from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.tui.test_serve import Serve, sample, scrape
 
 pytestmark = pytest.mark.slow
 
@@ -205,7 +206,12 @@ def test_agent_killed_without_a_word_is_an_alert(slurm: SlurmCluster, tmp_path: 
     os.kill(int(record["pid"]), signal.SIGKILL)  # no chance to write its end
     slurm.wait_state(job_id, ("FAILED", "CANCELLED", "COMPLETED"), timeout=60)
     assert run_json(run_dir)["status"] == names.STATUS_RUNNING
-    doc = distmon_json(slurm, tmp_path / "runs")
+
+    def alerted() -> dict[str, Any] | None:  # once the end is 30 s old (SETTLE_SECONDS)
+        found = distmon_json(slurm, tmp_path / "runs")
+        return found if [a for a in found["alerts"] if a["kind"] == "agent_died"] else None
+
+    doc = wait_until("agent_died", alerted, timeout=120)
     died = [a for a in doc["alerts"] if a["kind"] == "agent_died"]
     assert len(died) == 1 and died[0]["severity"] == "critical", doc["alerts"]
     assert f"Slurm job {job_id} is FAILED" in died[0]["message"]
@@ -245,10 +251,19 @@ def test_a_dead_step_of_a_running_job_is_an_alert(slurm: SlurmCluster, tmp_path:
                    slurm=slurm)
         assert slurm.job_state(job_id) == "RUNNING"
         assert run_json(run_dir)["status"] == names.STATUS_RUNNING
+        # One listing proves nothing (--once); --serve's listings over 30 s do.
+        serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(tmp_path / "runs")],
+                      env=job_env(slurm))
+        try:
+            port = serve.port()
+            died = wait_until("agent_died in /metrics", lambda: sample(
+                scrape(port), "distmon_alert", kind="agent_died", job="stepped"), timeout=120)
+            assert died == 1 and slurm.job_state(job_id) == "RUNNING"
+        finally:
+            assert serve.stop() == 0, serve.stderr()
         doc = distmon_json(slurm, tmp_path / "runs")
-        died = [a for a in doc["alerts"] if a["kind"] == "agent_died"]
-        assert len(died) == 1 and died[0]["severity"] == "critical", doc["alerts"]
-        assert f"Slurm job {job_id} is RUNNING but its step 0" in died[0]["message"]
+        assert doc["jobs"][0]["scheduler"]["state"] == "RUNNING"
+        assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"]  # one listing
     finally:
         slurm.run("scancel", job_id, check=False)
 

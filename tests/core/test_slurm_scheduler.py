@@ -27,20 +27,22 @@ from distcore.jobs.scheduler import (
     SchedulerState,
     SlurmStates,
     describe_scheduler,
+    ended_long_enough,
     normalize_state,
     parse_sacct,
     parse_scontrol,
     parse_squeue,
     parse_squeue_steps,
     scheduler_ref_from,
+    slurm_time,
     step_gone,
 )
 from distcore.textsafe import json_safe
 
-SQUEUE = """4|CANCELLED|Priority
-2|COMPLETED|None
-3|PENDING|Resources
-1|RUNNING|None
+SQUEUE = """4|CANCELLED|Priority|2026-12-01T11:48:41
+2|COMPLETED|None|2026-12-01T11:48:40
+3|PENDING|Resources|NONE
+1|RUNNING|None|NONE
 """
 SCONTROL_ONELINER = (
     "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "
@@ -57,8 +59,11 @@ SCONTROL_BLOCKS = """JobId=3 JobName=wrap
 
 JobId=7 JobName=train
    JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
+   StartTime=2026-12-01T11:48:38 EndTime=2026-12-01T11:48:40 Deadline=N/A
 """
-SACCT = "12|CANCELLED by 0\n13|COMPLETED\n14|OUT_OF_MEMORY\n15|RUNNING\n16|CANCELLED+\n"
+SACCT = ("12|CANCELLED by 0|2026-12-01T11:48:40\n13|COMPLETED|2026-12-01T11:48:40\n"
+         "14|OUT_OF_MEMORY|2026-12-01T11:48:40\n15|RUNNING|Unknown\n16|CANCELLED+|Unknown\n")
+ENDED = "2026-12-01T11:48:40"
 # `squeue --noheader --steps --format=%i --jobs=1,2` with job 1's batch script and step 0
 # running, and job 2 a batch script whose srun step 0 ended (captured from the suite's cluster).
 SQUEUE_STEPS = "1.0\n1.batch\n2.batch\n"
@@ -86,6 +91,22 @@ SACCT_DISABLED = "Slurm accounting storage is disabled\n"
 )
 def test_parsers(parse: Any, text: str, expected: dict[str, tuple[str, str | None]]) -> None:
     assert {j: (s.state, s.reason) for j, s in parse(text).items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "ended"),
+    [
+        (parse_squeue, SQUEUE, {"4": "2026-12-01T11:48:41", "2": ENDED, "3": None, "1": None}),
+        (parse_scontrol, SCONTROL_ONELINER, {"1": None, "3": None}),
+        (parse_scontrol, SCONTROL_BLOCKS, {"3": None, "7": ENDED}),
+        (parse_sacct, SACCT, {"12": ENDED, "13": ENDED, "14": ENDED, "15": None, "16": None}),
+    ],
+)
+def test_end_times_of_ended_jobs_only(parse: Any, text: str, ended: dict[str, str | None]) -> None:
+    """Slurm's EndTime (local time) for ended jobs; a running job's is its limit, not an end."""
+    found = {j: s.ended_at for j, s in parse(text).items()}
+    assert found == {j: slurm_time(t) if t else None for j, t in ended.items()}
+    assert slurm_time(ENDED) is not None and slurm_time("Unknown") is slurm_time("NONE") is None
 
 
 @pytest.mark.parametrize(
@@ -214,27 +235,54 @@ def test_parse_squeue_steps_never_raises(text: str) -> None:
 
 
 LISTED = frozenset({"batch"})  # step 0 absent
+BOTH = LISTED | {"0"}
+
+
+def running(*listings: tuple[float, frozenset[str]], state: str = "RUNNING") -> SchedulerState:
+    return SchedulerState("2", state, listings=listings)
 
 
 @pytest.mark.parametrize(
     ("state", "step", "started", "gone"),
     [
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", 900.0, True),
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "batch", 900.0, False),
-        (SchedulerState("2", "RUNNING", steps=LISTED | {"0"}, steps_at=1000.0), "0", 900.0, False),
-        # a listing from before the step began (within the clocks' margin) proves nothing
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", 995.0, False),
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0", None, False),
-        (SchedulerState("2", "RUNNING"), "0", 900.0, False),  # steps not asked
-        (SchedulerState("2", "COMPLETED", steps=LISTED, steps_at=1000.0), "0", 900.0, False),
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), None, 900.0, False),
-        (SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0), "0;rm", 900.0, False),
+        # absent from every listing of the last 30 s (or more), all after the step began
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", 900.0, True),
+        (running((990.0, BOTH), (1000.0, LISTED), (1030.0, LISTED)), "0", 900.0, True),
+        (running((1000.0, LISTED), (1029.0, LISTED)), "0", 900.0, False),  # not settled yet
+        (running((1000.0, LISTED), (1020.0, BOTH), (1030.0, LISTED)), "0", 900.0, False),
+        (running((1030.0, LISTED),), "0", 900.0, False),  # one listing alone (--once)
+        (running((1000.0, LISTED), (1030.0, LISTED)), "batch", 900.0, False),
+        (running((1000.0, BOTH), (1030.0, BOTH)), "0", 900.0, False),
+        # listings from before the step began (within the clocks' margin) prove nothing
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", 995.0, False),
+        (running((1000.0, LISTED), (1045.0, LISTED)), "0", 1030.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", None, False),
+        (running(), "0", 900.0, False),  # steps not asked
+        (running((1000.0, LISTED), (1030.0, LISTED), state="COMPLETED"), "0", 900.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), None, 900.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0;rm", 900.0, False),
         (None, "0", 900.0, False),
     ],
 )
 def test_step_gone_rule(state: SchedulerState | None, step: str | None, started: float | None,
                         gone: bool) -> None:
     assert step_gone(state, step, started) is gone
+
+
+@pytest.mark.parametrize(
+    ("state", "now", "settled"),
+    [
+        (SchedulerState("2", "FAILED", ended_at=1000.0), 1030.0, True),
+        (SchedulerState("2", "FAILED", ended_at=1000.0), 1029.0, False),
+        (SchedulerState("2", "FAILED"), 5000.0, False),  # no end time: not yet
+        (SchedulerState("2", "RUNNING", ended_at=1000.0), 5000.0, False),
+        (None, 5000.0, False),
+    ],
+)
+def test_an_end_counts_once_it_settled(state: SchedulerState | None, now: float,
+                                       settled: bool) -> None:
+    """A shared filesystem may show run.json's `finished` late: the end must be 30 s old."""
+    assert ended_long_enough(state, now) is settled
 
 
 @pytest.mark.parametrize(
@@ -247,8 +295,8 @@ def test_a_gone_step_of_a_running_job_is_agent_died(status: str, alerted: bool) 
     agent = agent_record_from({"status": status, "start_time": 900.0,
                                "scheduler": {"kind": "slurm", "job_id": "2", "step_id": "0"}})
     facts = job_facts("j", {"train": run("j/train", series("loss", [1.0, 0.5]))}, agent, 1)
-    state = SchedulerState("2", "RUNNING", steps=LISTED, steps_at=1000.0)
-    died = [a for a in judge_job(facts, 1000.0, [], {"2": state}).alerts
+    state = running((1000.0, LISTED), (1030.0, LISTED))
+    died = [a for a in judge_job(facts, 1030.0, [], {"2": state}).alerts
             if a.kind == "agent_died"]
     assert len(died) == int(alerted)
     if died:
@@ -288,7 +336,8 @@ def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
     assert {j: s.state for j, s in found.items()} == {
         "1": "RUNNING", "3": "PENDING", "12": "CANCELLED"}
     assert found["1"].steps == {"0", "batch"} and found["1"].steps_at == 1000.0
-    assert found["3"].steps is None
+    assert found["3"].steps is None and found["3"].ended_at is None
+    assert found["12"].ended_at is not None  # sacct's End
     assert states.errors() == ()
 
 
@@ -362,3 +411,27 @@ def test_thread_asks_when_a_new_job_appears_and_closes() -> None:
     finally:
         states.close()
     assert states.states()["1"].state == "RUNNING"
+
+
+def test_listings_and_first_heard_ends_are_remembered_across_queries() -> None:
+    """The producer keeps each running job's recent step listings (so that absence over 30 s
+    can be told) and, where Slurm gives no end time, when it first heard of the end."""
+    now = [1000.0]
+    answers = {"squeue": (0, "1|RUNNING|None|NONE\n", ""),
+               "squeue --steps": (0, "1.batch\n", "")}
+    cmds = Commands(answers, have=("squeue",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: now[0])
+    states.track(["1"])
+    for at in (1000.0, 1015.0, 1031.0):
+        now[0] = at
+        states.query_once()
+    state = states.states()["1"]
+    assert [at for at, _ in state.listings] == [1000.0, 1015.0, 1031.0]
+    assert step_gone(state, "0", 900.0) and not step_gone(state, "batch", 900.0)
+    answers["squeue"] = (0, "1|FAILED|NonZeroExitCode|Unknown\n", "")
+    for at in (1040.0, 1080.0):
+        now[0] = at
+        states.query_once()
+    state = states.states()["1"]
+    assert state.ended_at == 1040.0 and state.listings == ()
+    assert ended_long_enough(state, 1080.0) and not ended_long_enough(state, 1060.0)

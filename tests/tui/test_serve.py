@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -59,8 +59,10 @@ def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | No
 class Serve:
     """`distmon --serve ...` as a user starts it: a real process, its stderr in a file."""
 
-    def __init__(self, tmp: Path, args: Sequence[str]) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    def __init__(
+        self, tmp: Path, args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> None:
+        env = {**(env or os.environ), "PYTHONPATH": os.pathsep.join(
             str(ROOT / p) for p in ("shared", "agent", "tui"))}  # fmt: skip
         self.err_path = tmp / "serve.err"
         with self.err_path.open("wb") as err:

@@ -17,7 +17,7 @@ from distcore.alerts import Alert
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.model import AgentRecord, Host, Job
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
-from distcore.jobs.scheduler import step_gone
+from distcore.jobs.scheduler import ended_long_enough, step_gone
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -100,8 +100,9 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     if agent_status in (None, "running"):
         found += alerts.input_bound_suspected(training, gpus, now, facts.intervals)
     if state is not None:
+        # Only once the end has settled: a shared filesystem may show run.json's last write late.
         died = alerts.agent_died(facts.name, agent_status, state.job_id, state.state,
-                                 state.ended, now)
+                                 ended_long_enough(state, now), now)
         if died is not None:
             found.append(died)
         elif agent_status == names.STATUS_RUNNING and ref is not None and ref.step_id and \
