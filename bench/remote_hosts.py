@@ -245,7 +245,7 @@ def main() -> None:
         default=None,
         metavar="ALGORITHMS",
         help="KexAlgorithms in each Host block (e.g. ^curve25519-sha256: OpenSSH 9's default"
-        " post-quantum sntrup761 exchange costs 90-115 ms of client CPU a login here, curve25519"
+        " post-quantum sntrup761 exchange costs 90-150 ms of client CPU a login here, curve25519"
         " 11-17 ms; see --only-handshakes)",
     )
     parser.add_argument(
