@@ -8,8 +8,16 @@ them:
   then the CPU it uses between refreshes over a window (this process and its ssh children, in %
   of one core; the sshd side, the "remote hosts'" share, is shown apart). Anchor: the same
   dashboard over the 100 local logdirs.
+- `distmon --serve --metrics` (a real process): seconds until /metrics counts 100 jobs, and
+  the same CPU shares between refreshes; anchor: the same over the local logdirs.
 
 Targets (issue 22): all listed within 10 s in both, at most 5% of a core between refreshes.
+
+First, whose CPU a handshake costs (`--handshakes N`, 0 to skip): N logins one after another
+(`ssh HOST true`, no ControlMaster) per key exchange (ssh's default, sntrup761x25519,
+curve25519, and `^curve25519-sha256`: the default list with curve25519 first), the ssh client's
+CPU and the sshd side's, per login. On 100 real hosts the sshd side runs on 100 machines; the
+client side all runs here, so the client's figure is the one a 100-host distmon pays.
 
 The sessions' shell reads the rc files of an empty $HOME by default (`--rc clean`): on 100 real
 hosts each login runs its own rc files on its own CPU, while 100 aliases of this machine would
@@ -89,17 +97,17 @@ def once(argv: list[str], sshd: Sshd) -> tuple[float, int, int, float, float]:
     return took, len(doc["runs"]), len(doc["errors"]), cpu, sshd_seconds(sshd) - far
 
 
-def cpu_seconds(me: psutil.Process) -> float:
-    """This process, its reaped children and its live ones (the ssh masters)."""
+def cpu_seconds(me: psutil.Process) -> tuple[float, float]:
+    """(this process, its children: reaped and live, i.e. the ssh masters)."""
     t = me.cpu_times()
-    total = t.user + t.system + t.children_user + t.children_system
+    children = t.children_user + t.children_system
     for child in me.children(recursive=True):
         try:
             c = child.cpu_times()
-            total += c.user + c.system
+            children += c.user + c.system
         except psutil.NoSuchProcess:
             pass
-    return total
+    return t.user + t.system, children
 
 
 def sshd_seconds(sshd: Sshd) -> float:
@@ -117,9 +125,9 @@ def sshd_seconds(sshd: Sshd) -> float:
 
 async def dashboard(
     argv: list[str], expected: int, window: float, sshd: Sshd
-) -> tuple[float, float, float]:
-    """(seconds until the runs table lists `expected` runs, % core between refreshes, % core
-    of the sshd side) for the real app over `argv`."""
+) -> tuple[float, float, float, float]:
+    """(seconds until the runs table lists `expected` runs, share of a core between refreshes:
+    distmon's process, its ssh clients, the sshd side) for the real app over `argv`."""
     from distmon.app import DistmonApp
     from distmon.cli import parse_options
     from distmon.producers import make_producers
@@ -142,7 +150,89 @@ async def dashboard(
         cpu0, far0, w0 = cpu_seconds(me), sshd_seconds(sshd), time.perf_counter()
         await pilot.pause(window)
         cpu1, far1, w1 = cpu_seconds(me), sshd_seconds(sshd), time.perf_counter()
-    return listed, (cpu1 - cpu0) / (w1 - w0), (far1 - far0) / (w1 - w0)
+    span = w1 - w0
+    own, clients = (cpu1[0] - cpu0[0]) / span, (cpu1[1] - cpu0[1]) / span
+    return listed, own, clients, (far1 - far0) / span
+
+
+KEXES: tuple[str | None, ...] = (
+    None, "sntrup761x25519-sha512@openssh.com", "curve25519-sha256", "^curve25519-sha256",
+)
+
+
+def handshakes(sshd: Sshd, kex: str | None, count: int) -> tuple[float, float, float, str]:
+    """(client CPU ms, sshd CPU ms, wall ms, the exchange used) per login, medians over
+    `count` sequential logins."""
+    config = aliases_config(sshd, 0, kex)
+    client, server, wall, used = [], [], [], "?"
+    for i in range(count):
+        before, far, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), sshd_seconds(sshd), \
+            time.perf_counter()
+        done = subprocess.run(
+            ["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
+             *(["-v"] if i == 0 else []), HOST_ALIAS, "true"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        took = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"ssh failed ({kex}): {done.stderr.strip()[-300:]}")
+        if i == 0:  # -v's "kex: algorithm: NAME" names what was negotiated
+            found = [ln.split()[-1] for ln in done.stderr.splitlines() if "kex: algorithm:" in ln]
+            used = found[0] if found else "?"
+            continue  # the first also warms the page cache: not counted
+        client.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        server.append(sshd_seconds(sshd) - far)
+        wall.append(took)
+    ms = [statistics.median(v) * 1000 for v in (client, server, wall)]
+    return ms[0], ms[1], ms[2], used
+
+
+def serve_idle(argv: list[str], expected: int, window: float, sshd: Sshd) -> tuple[float, ...]:
+    """(seconds until /metrics counts `expected` jobs, share of a core between refreshes:
+    distmon's process, its ssh clients, the sshd side) of a real `distmon --serve --metrics`."""
+    import re
+    import urllib.request
+
+    with tempfile.TemporaryFile() as err:
+        proc = psutil.Popen([*distmon_argv(), "--serve", "--metrics", "0", "--no-gpu", *argv],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            t0, deadline, jobs = time.perf_counter(), time.perf_counter() + 180, 0.0
+            port = None
+            while time.perf_counter() < deadline and jobs < expected:
+                time.sleep(0.1)
+                if port is None:
+                    err.seek(0)
+                    found = re.search(rb"127\.0\.0\.1:(\d+)/metrics", err.read())
+                    port = found.group(1).decode() if found else None
+                    continue
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as answer:
+                    text = answer.read().decode()
+                count = re.search(r"^distmon_jobs (\S+)$", text, re.M)
+                jobs = float(count.group(1)) if count else 0.0
+            listed = time.perf_counter() - t0 if jobs >= expected else float("nan")
+            time.sleep(3.0)  # the first catch-up reads settle
+
+            def both() -> tuple[float, float]:
+                t = proc.cpu_times()
+                kids = 0.0
+                for child in proc.children(recursive=True):
+                    try:
+                        c = child.cpu_times()
+                        kids += c.user + c.system
+                    except psutil.NoSuchProcess:
+                        pass
+                return t.user + t.system, kids
+
+            a, far0, w0 = both(), sshd_seconds(sshd), time.perf_counter()
+            time.sleep(window)
+            b, far1, w1 = both(), sshd_seconds(sshd), time.perf_counter()
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    span = w1 - w0
+    return listed, (b[0] - a[0]) / span, (b[1] - a[1]) / span, (far1 - far0) / span
 
 
 def main() -> None:
@@ -154,9 +244,17 @@ def main() -> None:
         "--kex",
         default=None,
         metavar="ALGORITHMS",
-        help="KexAlgorithms in each Host block (e.g. curve25519-sha256: OpenSSH 9's default"
-        " post-quantum sntrup761 exchange costs ~70 ms of client CPU a handshake here)",
+        help="KexAlgorithms in each Host block (e.g. ^curve25519-sha256: OpenSSH 9's default"
+        " post-quantum sntrup761 exchange costs 90-150 ms of client CPU a login here, curve25519"
+        " 11-17 ms; see --only-handshakes)",
     )
+    parser.add_argument(
+        "--handshakes", type=int, default=20,
+        help="sequential logins per key exchange in the handshake-cost table (0: skip it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--only-handshakes", action="store_true", help="the handshake table only",
+    )  # fmt: skip
     parser.add_argument(
         "--rc", choices=("clean", "account"), default="clean",
         help="the sessions' rc files: an empty $HOME's (default) or this account's",
@@ -169,6 +267,15 @@ def main() -> None:
         sshd = Sshd(tmp / "sshd", home=tmp / "home" if args.rc == "clean" else None)
         sshd.start()
         try:
+            if args.handshakes > 0:
+                print(f"one login's CPU (median of {args.handshakes - 1}, the first not counted;"
+                      f" load average {os.getloadavg()[0]:.1f}):")  # fmt: skip
+                for kex in KEXES:
+                    c_ms, s_ms, w_ms, used = handshakes(sshd, kex, args.handshakes)
+                    print(f"  KexAlgorithms {kex or '(ssh default)':<36} -> {used:<36}"
+                          f" client {c_ms:5.1f} ms, sshd side {s_ms:5.1f} ms, wall {w_ms:5.1f} ms")
+            if args.only_handshakes:
+                return
             config = aliases_config(sshd, args.hosts, args.kex)
             dirs = make_logdirs(tmp / "logs", args.hosts)
             remote = ["--ssh-config", str(config)]
@@ -196,16 +303,24 @@ def main() -> None:
                 f" anchor's {local_t:.2f} s); target <= {TARGET_SECONDS:g} s: {verdict}"
             )
             for label, argv in (("ssh", remote), ("local", local)):
-                listed, core, far = asyncio.run(
+                listed, own, clients, far = asyncio.run(
                     dashboard(["--no-gpu", *argv], args.hosts, args.window, sshd)
                 )
+                core = own + clients
                 print(f"dashboard {label:<5}: all {args.hosts} listed after {listed:5.2f} s;"
-                      f" {core * 100:5.1f}% of a core between refreshes"
-                      f" (sshd side {far * 100:.1f}%)")  # fmt: skip
+                      f" {core * 100:5.1f}% of a core between refreshes (distmon"
+                      f" {own * 100:.1f}%, its ssh clients {clients * 100:.1f}%;"
+                      f" sshd side {far * 100:.1f}%)")  # fmt: skip
                 if label == "ssh":
                     ok = listed <= TARGET_SECONDS and core <= TARGET_CORE
                     print(f"  targets <= {TARGET_SECONDS:g} s and <= {TARGET_CORE:.0%} of a"
                           f" core: {'ok' if ok else 'MISSED'}")  # fmt: skip
+            for label, argv in (("ssh", remote), ("local", local)):
+                listed, own, clients, far = serve_idle(argv, args.hosts, args.window, sshd)
+                print(f"--serve   {label:<5}: {args.hosts} jobs in /metrics after {listed:5.2f} s;"
+                      f" {(own + clients) * 100:5.1f}% of a core between refreshes (distmon"
+                      f" {own * 100:.1f}%, its ssh clients {clients * 100:.1f}%;"
+                      f" sshd side {far * 100:.1f}%)")  # fmt: skip
         finally:
             sshd.stop()
 

@@ -8,6 +8,7 @@ the job index (distcore.jobs) runs the point rules again only for runs that chan
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import statistics
@@ -80,6 +81,9 @@ class GpuLike(Protocol):
     def memory_total_mib(self) -> float | None: ...
 
 
+AlertKey = tuple[str, str | None, str | None, int | None]
+
+
 @dataclass(frozen=True)
 class Alert:
     kind: str
@@ -87,12 +91,24 @@ class Alert:
     run: str | None
     message: str
     since: float | None
+    # What a run-less alert is about (a GPU rule's host, and its GPU where it names one): two
+    # hosts' gpu_imbalance are two alerts, each with its own since, series and notification.
+    host: str | None = None
+    gpu: int | None = None
+
+    @property
+    def key(self) -> AlertKey:
+        """Its identity while it persists: kind, run, host and GPU (never the message, whose
+        figures change every refresh)."""
+        return (self.kind, self.run, self.host, self.gpu)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "severity": self.severity,
             "run": self.run,
+            "host": self.host,
+            "gpu": self.gpu,
             "message": self.message,
             "since": self.since,
         }
@@ -304,8 +320,11 @@ def input_bound_suspected(
     ]
 
 
-def gpu_imbalance(gpus: Sequence[GpuLike], now: float, where: str = "") -> Alert | None:
-    """`where`: the host's name for GPUs other than this machine's (" on gpu7")."""
+def gpu_imbalance(
+    gpus: Sequence[GpuLike], now: float, where: str = "", host: str | None = None
+) -> Alert | None:
+    """`where`: the host's name for GPUs other than this machine's (" on gpu7"); `host`: the
+    host the alert is about (its key)."""
     utils = {g.index: g.utilization_gpu for g in gpus if g.utilization_gpu is not None}
     if len(utils) < 2:
         return None
@@ -318,10 +337,12 @@ def gpu_imbalance(gpus: Sequence[GpuLike], now: float, where: str = "") -> Alert
         f"GPUs{where} unevenly used: GPU {busiest} at {utils[busiest]:.0f}%, "
         f"GPU {idlest} at {utils[idlest]:.0f}% (spread {spread:.0f} points)"
     )
-    return Alert("gpu_imbalance", "warning", None, message, now)
+    return Alert("gpu_imbalance", "warning", None, message, now, host=host)
 
 
-def gpu_memory_full(gpu: GpuLike, now: float, where: str = "") -> Alert | None:
+def gpu_memory_full(
+    gpu: GpuLike, now: float, where: str = "", host: str | None = None
+) -> Alert | None:
     used, total = gpu.memory_used_mib, gpu.memory_total_mib
     if used is None or not total:
         return None
@@ -330,11 +351,14 @@ def gpu_memory_full(gpu: GpuLike, now: float, where: str = "") -> Alert | None:
         return None
     gib = f"{used / 1024:.1f}/{total / 1024:.1f} GiB"
     message = f"GPU {gpu.index}{where} memory {fraction:.0%} full ({gib})"
-    return Alert("gpu_memory_full", "warning", None, message, now)
+    return Alert("gpu_memory_full", "warning", None, message, now, host=host, gpu=gpu.index)
 
 
-def gpu_alerts(gpus: Sequence[GpuLike], now: float, where: str = "") -> list[Alert]:
-    found = [gpu_imbalance(gpus, now, where), *(gpu_memory_full(g, now, where) for g in gpus)]
+def gpu_alerts(
+    gpus: Sequence[GpuLike], now: float, where: str = "", host: str | None = None
+) -> list[Alert]:
+    found = [gpu_imbalance(gpus, now, where, host),
+             *(gpu_memory_full(g, now, where, host) for g in gpus)]  # fmt: skip
     return [a for a in found if a is not None]
 
 
@@ -367,16 +391,22 @@ def agent_died(job: str, agent_status: str | None, job_id: str, state: str, ende
                  "output file", since)
 
 
+def agent_step_gone(job: str, job_id: str, step_id: str, since: float | None) -> Alert:
+    """The job still runs but the job step that ran distagent has ended, while run.json still
+    says running (distcore.jobs.scheduler.step_gone decides it from squeue's listing)."""
+    return Alert("agent_died", "critical", job,
+                 f"Slurm job {job_id} is RUNNING but its step {step_id}, which ran distagent, "
+                 "has ended while run.json still says running: the agent died without a word "
+                 "(killed, out of memory); see the job's output file", since)
+
+
 def sort_alerts(alerts: Iterable[Alert]) -> tuple[Alert, ...]:
-    """Most severe first, then by run and kind: a stable order for screens and JSON."""
-    return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind)))
+    """Most severe first, then by run, kind, host and GPU: a stable order for screens and JSON."""
+    return tuple(sorted(alerts, key=lambda a: (SEVERITY_ORDER[a.severity], a.run or "", a.kind,
+                                               a.host or "", -1 if a.gpu is None else a.gpu)))
 
 
 def keep_since(previous: Iterable[Alert], current: Iterable[Alert]) -> tuple[Alert, ...]:
     """An alert that persists keeps the `since` it was first raised with."""
-    first = {(a.kind, a.run): a.since for a in previous}
-    out = []
-    for alert in current:
-        since = first.get((alert.kind, alert.run), alert.since)
-        out.append(Alert(alert.kind, alert.severity, alert.run, alert.message, since))
-    return tuple(out)
+    first = {a.key: a.since for a in previous}
+    return tuple(dataclasses.replace(a, since=first.get(a.key, a.since)) for a in current)

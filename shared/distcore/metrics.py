@@ -167,21 +167,26 @@ class _Families:
         self.out.append(status)
 
     def _alerts(self) -> None:
+        # host and gpu tell run-less alerts apart (two hosts' gpu_imbalance): without them
+        # their labels would be equal and all but one dropped as duplicates.
+        labels = ["job", "run", "kind", "severity", "host", "gpu"]
         active = self.family(
             "distmon_alert",
-            "An active alert (1) with its kind and severity; the job is empty for host alerts",
-            ["job", "run", "kind", "severity"],
+            "An active alert (1) with its kind and severity; job and run are empty for GPU "
+            "alerts, which name their host (and GPU)",
+            labels,
         )
         since = self.family(
             "distmon_alert_since_timestamp_seconds",
             "When the condition behind an active alert began",
-            ["job", "run", "kind", "severity"],
+            labels,
         )
         for alert in self.snap.alerts:
             run = alert.run or ""
-            labels = [self.job_of.get(run, run), run, alert.kind, alert.severity]
-            active.add(labels, 1)
-            since.add(labels, alert.since)
+            values = [self.job_of.get(run, run), run, alert.kind, alert.severity,
+                      _opt(alert.host), _opt(alert.gpu)]  # fmt: skip
+            active.add(values, 1)
+            since.add(values, alert.since)
 
     def _host_labels(self, host: Host) -> list[object]:
         return [host.name, host.source, _opt(host.job), _opt(host.worker)]

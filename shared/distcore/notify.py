@@ -1,7 +1,8 @@
 """Alerts that reach a person: each new alert at or above a level, posted once to a webhook.
 
 `new_alerts` is the pure part: which alerts of a snapshot were not active at the previous one
-(an alert is "the same" while its kind and run stay; one that clears and returns is new again).
+(an alert is "the same" while its key stays: kind, run, and for GPU alerts host and GPU; one
+that clears and returns is new again).
 `Notifier` takes snapshots from any thread (it only queues), and posts on its own thread, in
 order, retrying each failed post with capped exponential backoff; a hung receiver costs one
 timeout per try and never blocks the caller. The payload is JSON with a Slack-compatible `text`
@@ -23,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from distcore.alerts import SEVERITY_ORDER, Alert
+from distcore.alerts import SEVERITY_ORDER, Alert, AlertKey
 from distcore.errors import DistmonError
 from distcore.textsafe import json_safe
 
@@ -37,8 +38,6 @@ FIRST_BACKOFF: Final = 1.0
 MAX_BACKOFF: Final = 300.0
 MAX_QUEUED: Final = 1000  # beyond this the oldest waiting notification is dropped (and logged)
 _SLACK_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-
-AlertKey = tuple[str, str | None]
 
 
 def redact_url(url: str) -> str:
@@ -96,14 +95,14 @@ def at_or_above(alert: Alert, level: str) -> bool:
 def new_alerts(
     previous: frozenset[AlertKey], alerts: Iterable[Alert], level: str
 ) -> tuple[list[Alert], frozenset[AlertKey]]:
-    """The alerts at or above `level` whose (kind, run) was not active before, and the keys now
-    active (the next call's `previous`)."""
+    """The alerts at or above `level` whose key (`Alert.key`) was not active before, and the
+    keys now active (the next call's `previous`)."""
     found: list[Alert] = []
     active: set[AlertKey] = set()
     for alert in alerts:
         if not at_or_above(alert, level):
             continue
-        key = (alert.kind, alert.run)
+        key = alert.key
         if key not in previous and key not in active:
             found.append(alert)
         active.add(key)
@@ -117,10 +116,13 @@ def _slack(text: str) -> str:
 
 def payload(alert: Alert, job: str | None, host: str) -> dict[str, Any]:
     """The JSON body: `text` for Slack (and Mattermost, Rocket.Chat, Teams' incoming hooks),
-    then the alert's fields for any other receiver; valid JSON whatever the names held."""
-    where = alert.run or "all jobs"
+    then the alert's fields for any other receiver (`host` and `gpu` are the alert's: what a GPU
+    alert is about), and `distmon_host`, where distmon runs; valid JSON whatever the names
+    held."""
+    where = alert.run or alert.host or "all jobs"
     text = f"[{alert.severity}] {where}: {alert.message} (distmon on {host})"
-    body = {"text": _slack(text), **alert.to_json(), "job": job, "host": host, "source": "distmon"}
+    body = {"text": _slack(text), **alert.to_json(), "job": job, "distmon_host": host,
+            "source": "distmon"}  # fmt: skip
     return dict(json_safe(body))
 
 

@@ -5,7 +5,8 @@ directory. Through it: `srun -n 2` and the shipped `sample_configs/slurm/train.s
 train one two-worker job at the same time (in sync, on distinct ports, recorded in run.json);
 `scontrol requeue` stops a job at a checkpoint and its next start resumes from it; `scancel`
 checkpoints and ends it `stopped`; an agent killed with SIGKILL leaves run.json `running` and
-distmon raises the alert once Slurm says the job ended. Models and step counts are tiny.
+distmon raises the alert once Slurm says the job ended, or once the step that ran it is gone
+while the job goes on. Models and step counts are tiny.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distcore import names
+from distcore.jobs.scheduler import COMMAND_TIMEOUT_SECONDS, STEP_START_MARGIN, SlurmStates
 from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.tui.test_serve import Serve, sample, scrape
 
 pytestmark = pytest.mark.slow
 
@@ -203,7 +206,12 @@ def test_agent_killed_without_a_word_is_an_alert(slurm: SlurmCluster, tmp_path: 
     os.kill(int(record["pid"]), signal.SIGKILL)  # no chance to write its end
     slurm.wait_state(job_id, ("FAILED", "CANCELLED", "COMPLETED"), timeout=60)
     assert run_json(run_dir)["status"] == names.STATUS_RUNNING
-    doc = distmon_json(slurm, tmp_path / "runs")
+
+    def alerted() -> dict[str, Any] | None:  # once the end is 30 s old (SETTLE_SECONDS)
+        found = distmon_json(slurm, tmp_path / "runs")
+        return found if [a for a in found["alerts"] if a["kind"] == "agent_died"] else None
+
+    doc = wait_until("agent_died", alerted, timeout=120)
     died = [a for a in doc["alerts"] if a["kind"] == "agent_died"]
     assert len(died) == 1 and died[0]["severity"] == "critical", doc["alerts"]
     assert f"Slurm job {job_id} is FAILED" in died[0]["message"]
@@ -212,6 +220,71 @@ def test_agent_killed_without_a_word_is_an_alert(slurm: SlurmCluster, tmp_path: 
                           env=job_env(slurm), timeout=120)
     assert text.returncode == 1  # --check: a critical alert
     assert f"Slurm job {job_id} (FAILED)" in text.stdout and "died without a word" in text.stdout
+
+
+def test_a_dead_step_of_a_running_job_is_an_alert(slurm: SlurmCluster, tmp_path: Path) -> None:
+    """The batch script goes on after srun (or an salloc shell does): the job stays RUNNING while
+    the step that ran distagent was killed. squeue --steps tells it; distmon raises agent_died
+    naming the step, and raises nothing while the step lives."""
+    run_dir = tmp_path / "runs" / "stepped"
+    job_id = sbatch(slurm, tmp_path, "--ntasks=1", "--wrap",
+                    f"srun distagent start {TOML} --set strategy.kind=mirrored "
+                    f"--set strategy.cpu_replicas=1 --set data.cache=false "
+                    + " ".join(f"'{a}'" for a in tiny(tmp_path / "runs", steps=4000, latency=20.0,
+                                                      name="stepped"))
+                    + "; echo after the step; sleep 600")
+    try:
+        record = wait_until("the job running", lambda: run_json(run_dir).get("last_step")
+                            and run_json(run_dir), slurm=slurm)
+        assert record["scheduler"]["job_id"] == job_id and record["scheduler"]["step_id"] == "0"
+        started = float(record["start_time"])
+        wait_until("a listing after the step began",  # before it, absence proves nothing
+                   lambda: time.time() > started + STEP_START_MARGIN + 0.5)
+        doc = distmon_json(slurm, tmp_path / "runs")
+        assert doc["jobs"][0]["scheduler"]["state"] == "RUNNING"
+        assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"], doc["alerts"]
+
+        os.kill(int(record["pid"]), signal.SIGKILL)  # the step's one task: no word written
+        steps = ("squeue", "--noheader", "--steps", "--format=%i", f"--jobs={job_id}")
+        wait_until("the step gone", lambda: f"{job_id}.0" not in slurm.run(*steps).stdout
+                   and "after the step" in (tmp_path / f"slurm-{job_id}.out").read_text(),
+                   slurm=slurm)
+        assert slurm.job_state(job_id) == "RUNNING"
+        assert run_json(run_dir)["status"] == names.STATUS_RUNNING
+        # One listing proves nothing (--once); --serve's listings over 30 s do.
+        serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(tmp_path / "runs")],
+                      env=job_env(slurm))
+        try:
+            port = serve.port()
+            died = wait_until("agent_died in /metrics", lambda: sample(
+                scrape(port), "distmon_alert", kind="agent_died", job="stepped"), timeout=120)
+            assert died == 1 and slurm.job_state(job_id) == "RUNNING"
+        finally:
+            assert serve.stop() == 0, serve.stderr()
+        doc = distmon_json(slurm, tmp_path / "runs")
+        assert doc["jobs"][0]["scheduler"]["state"] == "RUNNING"
+        assert not [a for a in doc["alerts"] if a["kind"] == "agent_died"]  # one listing
+    finally:
+        slurm.run("scancel", job_id, check=False)
+
+
+def test_the_real_commands_without_accounting(slurm: SlurmCluster) -> None:
+    """distmon's Slurm producer against the real squeue and sacct of a cluster without slurmdbd:
+    a job the controller does not know is unknown (no error), sacct's real refusal is
+    recognised and sacct is not asked again."""
+    asked: list[str] = []
+
+    def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        asked.append(argv[0])
+        return slurm.run(*argv, check=False, timeout=COMMAND_TIMEOUT_SECONDS)
+
+    states = SlurmStates(runner=runner)
+    states.track(["999999"])
+    assert states.query_once() and states.query_once()
+    assert asked == ["squeue", "sacct", "squeue"], asked
+    assert states.states() == {} and states.errors() == ()
+    refusal = slurm.run("sacct", "--noheader", "--jobs=999999", check=False)
+    assert refusal.returncode != 0 and "accounting storage is disabled" in refusal.stderr
 
 
 def test_multi_worker_in_the_batch_script_outside_srun_says_so(slurm: SlurmCluster,

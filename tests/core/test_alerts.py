@@ -220,7 +220,7 @@ def test_evaluate_orders_by_severity_and_serialises() -> None:
     found = evaluate(runs, [Gpu(0, 99.0, 16000.0, 16000.0)], now=NOW)
     assert [a.severity for a in found] == ["critical", "warning", "warning"]
     doc = found[0].to_json()
-    assert set(doc) == {"kind", "severity", "run", "message", "since"}
+    assert set(doc) == {"kind", "severity", "run", "host", "gpu", "message", "since"}
 
 
 def test_keep_since_keeps_the_first_time_seen() -> None:
@@ -228,6 +228,19 @@ def test_keep_since_keeps_the_first_time_seen() -> None:
     new = Alert("gpu_imbalance", "warning", None, "y", 9.0)
     other = Alert("loss_nan", "critical", "r", "z", 9.0)
     assert [a.since for a in keep_since([old], [new, other])] == [5.0, 9.0]
+
+
+def test_keep_since_tells_run_less_alerts_apart_by_host_and_gpu() -> None:
+    """Two hosts' imbalance (or two GPUs' full memory) are two alerts: one's since is never
+    the other's."""
+    old = [Alert("gpu_imbalance", "warning", None, "x", 5.0, host="a"),
+           Alert("gpu_memory_full", "warning", None, "x", 6.0, host="a", gpu=0)]
+    new = [Alert("gpu_imbalance", "warning", None, "y", 9.0, host="b"),
+           Alert("gpu_imbalance", "warning", None, "y", 9.0, host="a"),
+           Alert("gpu_memory_full", "warning", None, "x", 9.0, host="a", gpu=1)]
+    kept = keep_since(old, new)
+    assert [a.since for a in kept] == [9.0, 5.0, 9.0]
+    assert [(a.host, a.gpu) for a in kept] == [("b", None), ("a", None), ("a", 1)]
 
 
 def test_a_burst_writer_is_not_stalled() -> None:

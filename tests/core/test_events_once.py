@@ -103,3 +103,14 @@ def test_missing_root_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
     assert result.stdout == ""
+
+
+def test_render_text_names_a_gpu_alerts_host() -> None:
+    alert = Alert("gpu_imbalance", "warning", None, "GPUs on gpu7 unevenly used", 1.0,
+                  host="gpu7\x1b[2J")
+    no_gpu = TelemetrySnapshot(1.0, GpuStatus(False, "x"), (), None)
+    snap = JobsSnapshot(generated_at=1.0, logdirs=(), hosts=(), alerts=(alert,), jobs=(),
+                        local_telemetry=no_gpu)
+    out = io.StringIO()
+    render_text(snap, out)
+    assert "warning  gpu7\\x1b[2J: GPUs on gpu7 unevenly used" in out.getvalue()

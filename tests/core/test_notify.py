@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distcore.alerts import Alert
+from distcore.alerts import Alert, AlertKey
 from distcore.errors import DistmonError
 from distcore.jobs.model import JobsSnapshot
 from distcore.notify import Notifier, check_url, new_alerts, payload, redact_url
@@ -95,6 +95,15 @@ def snap(*alerts: Alert) -> JobsSnapshot:
 D, S, W = alert(), alert("input_stall", "critical", "j/train"), alert("loss_rising", "warning")
 
 
+def gpu_alert(host: str, gpu: int | None = None, kind: str = "gpu_imbalance") -> Alert:
+    """A run-less alert, as distcore.jobs.judge.host_alerts raises it for one host (one GPU)."""
+    return Alert(kind, "warning", None, f"{kind} on {host}", 1.0, host=host, gpu=gpu)
+
+
+A, B = gpu_alert("node-a"), gpu_alert("node-b")
+A0, A1 = gpu_alert("node-a", 0, "gpu_memory_full"), gpu_alert("node-a", 1, "gpu_memory_full")
+
+
 @pytest.mark.parametrize(
     ("rounds", "level", "posted"),
     [
@@ -105,15 +114,27 @@ D, S, W = alert(), alert("input_stall", "critical", "j/train"), alert("loss_risi
         ([[W, D]], "warning", [["loss_rising", "job_diverged"]]),
         ([[W], [W]], "info", [["loss_rising"], []]),
         ([[alert("gpu_imbalance", "warning", None)]], "critical", [[]]),
+        # Run-less alerts are told apart by host and GPU: two at once are two posts, and one
+        # that clears while another appears never hides the newcomer.
+        ([[A, B]], "warning", [["node-a", "node-b"]]),
+        ([[A], [B]], "warning", [["node-a"], ["node-b"]]),
+        ([[A], [A, B], [B], [A, B]], "warning", [["node-a"], ["node-b"], [], ["node-a"]]),
+        ([[A0, A1], [A1], [A0, A1]], "warning", [["node-a/0", "node-a/1"], [], ["node-a/0"]]),
     ],
 )
 def test_each_alert_is_new_once_until_it_clears(
     rounds: list[list[Alert]], level: str, posted: list[list[str]]
 ) -> None:
-    active: frozenset[tuple[str, str | None]] = frozenset()
+    active: frozenset[AlertKey] = frozenset()
     for alerts, want in zip(rounds, posted, strict=True):
         found, active = new_alerts(active, alerts, level)
-        assert [a.kind for a in found] == want
+        assert [what(a) for a in found] == want
+
+
+def what(alert: Alert) -> str:
+    if alert.host is None:
+        return alert.kind
+    return alert.host if alert.gpu is None else f"{alert.host}/{alert.gpu}"
 
 
 @pytest.mark.parametrize(
@@ -139,11 +160,11 @@ def test_bad_urls_are_refused_in_one_redacted_line(url: str) -> None:
     assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
 
 
-@given(st.text(), st.text() | st.none())
+@given(st.text(), st.text() | st.none(), st.text() | st.none())
 def test_the_payload_is_valid_json_with_slack_text_whatever_the_names(
-    message: str, run: str | None
+    message: str, run: str | None, host: str | None
 ) -> None:
-    body = payload(Alert("job_failed", "critical", run, message, None), run, "h")
+    body = payload(Alert("job_failed", "critical", run, message, None, host=host), run, "h")
     text = json.dumps(body, allow_nan=False)  # lone surrogates would raise when encoded
     text.encode("utf-8")
     assert "<" not in body["text"] and ">" not in body["text"]
@@ -164,11 +185,34 @@ def test_each_new_alert_is_posted_once_with_its_fields(receiver: Receiver) -> No
         notifier.close()
     first = receiver.bodies[0]
     assert first["kind"] == "job_diverged" and first["severity"] == "critical"
-    assert first["run"] == "j" and first["host"] == "node-1" and first["since"] == 1.0
+    assert first["run"] == "j" and first["distmon_host"] == "node-1" and first["since"] == 1.0
+    assert first["host"] is None and first["gpu"] is None
     assert first["text"] == "[critical] j: job_diverged happened (distmon on node-1)"
     assert [b["kind"] for b in receiver.bodies] == ["job_diverged", "job_diverged"]
     assert receiver.tries == 2
     assert receiver.auth == "Basic dXNlcjpwdw=="  # user:pw from the URL
+
+
+def test_run_less_alerts_of_two_hosts_are_each_posted_and_return_alone(
+    receiver: Receiver,
+) -> None:
+    """Through a real receiver: node-a's and node-b's imbalance are two posts naming their host;
+    node-a clearing while node-b stays, then returning, posts node-a once more (and node-b never
+    again)."""
+    notifier = Notifier(receiver.url, "warning", hostname="login1")
+    notifier.start()
+    try:
+        for alerts in ([A, B], [B], [A, B], [A, B, A1]):
+            notifier.observe(snap(*alerts))
+        wait_for(lambda: len(receiver.bodies) == 4 and notifier.pending() == 0)
+    finally:
+        notifier.close()
+    got = [(b["kind"], b["host"], b["gpu"]) for b in receiver.bodies]
+    assert got == [("gpu_imbalance", "node-a", None), ("gpu_imbalance", "node-b", None),
+                   ("gpu_imbalance", "node-a", None), ("gpu_memory_full", "node-a", 1)]
+    assert receiver.bodies[1]["text"] == (
+        "[warning] node-b: gpu_imbalance on node-b (distmon on login1)")
+    assert all(b["run"] is None and b["distmon_host"] == "login1" for b in receiver.bodies)
 
 
 def test_a_failing_receiver_is_retried_with_backoff_until_it_recovers(receiver: Receiver) -> None:

@@ -20,24 +20,29 @@ from hypothesis import strategies as st
 from distcore.alerts import agent_died
 from distcore.jobs.agent import agent_record_from
 from distcore.jobs.jsonify import scheduler_to_json
+from distcore.jobs.judge import job_facts, judge_job
 from distcore.jobs.model import Job
 from distcore.jobs.scheduler import (
     SchedulerRef,
     SchedulerState,
     SlurmStates,
     describe_scheduler,
+    ended_long_enough,
     normalize_state,
     parse_sacct,
     parse_scontrol,
     parse_squeue,
+    parse_squeue_steps,
     scheduler_ref_from,
+    slurm_time,
+    step_gone,
 )
 from distcore.textsafe import json_safe
 
-SQUEUE = """4|CANCELLED|Priority
-2|COMPLETED|None
-3|PENDING|Resources
-1|RUNNING|None
+SQUEUE = """4|CANCELLED|Priority|2026-12-01T11:48:41
+2|COMPLETED|None|2026-12-01T11:48:40
+3|PENDING|Resources|NONE
+1|RUNNING|None|NONE
 """
 SCONTROL_ONELINER = (
     "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "
@@ -54,8 +59,17 @@ SCONTROL_BLOCKS = """JobId=3 JobName=wrap
 
 JobId=7 JobName=train
    JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
+   StartTime=2026-12-01T11:48:38 EndTime=2026-12-01T11:48:40 Deadline=N/A
 """
-SACCT = "12|CANCELLED by 0\n13|COMPLETED\n14|OUT_OF_MEMORY\n15|RUNNING\n16|CANCELLED+\n"
+SACCT = ("12|CANCELLED by 0|2026-12-01T11:48:40\n13|COMPLETED|2026-12-01T11:48:40\n"
+         "14|OUT_OF_MEMORY|2026-12-01T11:48:40\n15|RUNNING|Unknown\n16|CANCELLED+|Unknown\n")
+ENDED = "2026-12-01T11:48:40"
+# `squeue --noheader --steps --format=%i --jobs=1,2` with job 1's batch script and step 0
+# running, and job 2 a batch script whose srun step 0 ended (captured from the suite's cluster).
+SQUEUE_STEPS = "1.0\n1.batch\n2.batch\n"
+# What this machine's sacct answers without slurmdbd (exit 1), and its parsable2 format where a
+# database answers (JobIDRaw|State, one line per allocation).
+SACCT_DISABLED = "Slurm accounting storage is disabled\n"
 
 
 @pytest.mark.parametrize(
@@ -77,6 +91,22 @@ SACCT = "12|CANCELLED by 0\n13|COMPLETED\n14|OUT_OF_MEMORY\n15|RUNNING\n16|CANCE
 )
 def test_parsers(parse: Any, text: str, expected: dict[str, tuple[str, str | None]]) -> None:
     assert {j: (s.state, s.reason) for j, s in parse(text).items()} == expected
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "ended"),
+    [
+        (parse_squeue, SQUEUE, {"4": "2026-12-01T11:48:41", "2": ENDED, "3": None, "1": None}),
+        (parse_scontrol, SCONTROL_ONELINER, {"1": None, "3": None}),
+        (parse_scontrol, SCONTROL_BLOCKS, {"3": None, "7": ENDED}),
+        (parse_sacct, SACCT, {"12": ENDED, "13": ENDED, "14": ENDED, "15": None, "16": None}),
+    ],
+)
+def test_end_times_of_ended_jobs_only(parse: Any, text: str, ended: dict[str, str | None]) -> None:
+    """Slurm's EndTime (local time) for ended jobs; a running job's is its limit, not an end."""
+    found = {j: s.ended_at for j, s in parse(text).items()}
+    assert found == {j: slurm_time(t) if t else None for j, t in ended.items()}
+    assert slurm_time(ENDED) is not None and slurm_time("Unknown") is slurm_time("NONE") is None
 
 
 @pytest.mark.parametrize(
@@ -187,6 +217,93 @@ def test_describe(ref: SchedulerRef, state: SchedulerState | None, line: str) ->
     assert describe_scheduler(ref, state) == line
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (SQUEUE_STEPS, {"1": {"0", "batch"}, "2": {"batch"}}),
+        ("", {}),
+        ("12+0.0\n12_3.1\n12.extern\n12.TDB\n x.0\n13.7 \n", {"13": {"7"}}),
+    ],
+)
+def test_parse_squeue_steps(text: str, expected: dict[str, set[str]]) -> None:
+    assert parse_squeue_steps(text) == {j: frozenset(s) for j, s in expected.items()}
+
+
+@given(st.text())
+def test_parse_squeue_steps_never_raises(text: str) -> None:
+    parse_squeue_steps(text)
+
+
+LISTED = frozenset({"batch"})  # step 0 absent
+BOTH = LISTED | {"0"}
+
+
+def running(*listings: tuple[float, frozenset[str]], state: str = "RUNNING") -> SchedulerState:
+    return SchedulerState("2", state, listings=listings)
+
+
+@pytest.mark.parametrize(
+    ("state", "step", "started", "gone"),
+    [
+        # absent from every listing of the last 30 s (or more), all after the step began
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", 900.0, True),
+        (running((990.0, BOTH), (1000.0, LISTED), (1030.0, LISTED)), "0", 900.0, True),
+        (running((1000.0, LISTED), (1029.0, LISTED)), "0", 900.0, False),  # not settled yet
+        (running((1000.0, LISTED), (1020.0, BOTH), (1030.0, LISTED)), "0", 900.0, False),
+        (running((1030.0, LISTED),), "0", 900.0, False),  # one listing alone (--once)
+        (running((1000.0, LISTED), (1030.0, LISTED)), "batch", 900.0, False),
+        (running((1000.0, BOTH), (1030.0, BOTH)), "0", 900.0, False),
+        # listings from before the step began (within the clocks' margin) prove nothing
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", 995.0, False),
+        (running((1000.0, LISTED), (1045.0, LISTED)), "0", 1030.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0", None, False),
+        (running(), "0", 900.0, False),  # steps not asked
+        (running((1000.0, LISTED), (1030.0, LISTED), state="COMPLETED"), "0", 900.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), None, 900.0, False),
+        (running((1000.0, LISTED), (1030.0, LISTED)), "0;rm", 900.0, False),
+        (None, "0", 900.0, False),
+    ],
+)
+def test_step_gone_rule(state: SchedulerState | None, step: str | None, started: float | None,
+                        gone: bool) -> None:
+    assert step_gone(state, step, started) is gone
+
+
+@pytest.mark.parametrize(
+    ("state", "now", "settled"),
+    [
+        (SchedulerState("2", "FAILED", ended_at=1000.0), 1030.0, True),
+        (SchedulerState("2", "FAILED", ended_at=1000.0), 1029.0, False),
+        (SchedulerState("2", "FAILED"), 5000.0, False),  # no end time: not yet
+        (SchedulerState("2", "RUNNING", ended_at=1000.0), 5000.0, False),
+        (None, 5000.0, False),
+    ],
+)
+def test_an_end_counts_once_it_settled(state: SchedulerState | None, now: float,
+                                       settled: bool) -> None:
+    """A shared filesystem may show run.json's `finished` late: the end must be 30 s old."""
+    assert ended_long_enough(state, now) is settled
+
+
+@pytest.mark.parametrize(
+    ("status", "alerted"), [("running", True), ("finished", False), ("failed", False)]
+)
+def test_a_gone_step_of_a_running_job_is_agent_died(status: str, alerted: bool) -> None:
+    """Through the judge: run.json's step, start time and status against squeue's listing."""
+    from tests.tui.fixed import run, series
+
+    agent = agent_record_from({"status": status, "start_time": 900.0,
+                               "scheduler": {"kind": "slurm", "job_id": "2", "step_id": "0"}})
+    facts = job_facts("j", {"train": run("j/train", series("loss", [1.0, 0.5]))}, agent, 1)
+    state = running((1000.0, LISTED), (1030.0, LISTED))
+    died = [a for a in judge_job(facts, 1030.0, [], {"2": state}).alerts
+            if a.kind == "agent_died"]
+    assert len(died) == int(alerted)
+    if died:
+        assert died[0].severity == "critical"
+        assert "Slurm job 2 is RUNNING but its step 0, which ran distagent" in died[0].message
+
+
 class Commands:
     """Slurm's commands as the producer sees them: argv in, CompletedProcess out."""
 
@@ -199,22 +316,40 @@ class Commands:
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         self.calls.append(list(argv))
-        code, out, err = self.answers[argv[0]]
+        steps = "squeue --steps"
+        key = steps if "--steps" in argv and steps in self.answers else argv[0]
+        code, out, err = self.answers[key]
         return subprocess.CompletedProcess(list(argv), code, out, err)
 
 
 def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
-    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, "")},
-                    have=("squeue", "sacct"))
-    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, ""),
+                     "squeue --steps": (0, SQUEUE_STEPS, "")}, have=("squeue", "sacct"))
+    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: 1000.0)
     assert states.query_once() is False and cmds.calls == []  # nothing followed: nothing asked
     states.track(["1", "3", "12", "bad id"])
     assert states.query_once()
-    assert [c[0] for c in cmds.calls] == ["squeue", "sacct"]
+    assert [c[0] for c in cmds.calls] == ["squeue", "sacct", "squeue"]
     assert "--jobs=1,3,12" in cmds.calls[0] and "--jobs=12" in cmds.calls[1]
-    assert {j: s.state for j, s in states.states().items()} == {
+    assert "--steps" in cmds.calls[2] and "--jobs=1" in cmds.calls[2]  # the running one only
+    found = states.states()
+    assert {j: s.state for j, s in found.items()} == {
         "1": "RUNNING", "3": "PENDING", "12": "CANCELLED"}
+    assert found["1"].steps == {"0", "batch"} and found["1"].steps_at == 1000.0
+    assert found["3"].steps is None and found["3"].ended_at is None
+    assert found["12"].ended_at is not None  # sacct's End
     assert states.errors() == ()
+
+
+def test_a_failed_step_listing_is_no_evidence() -> None:
+    cmds = Commands({"squeue": (0, SQUEUE, ""),
+                     "squeue --steps": (1, "", "slurm_load_jobs error: Socket timed out\n")},
+                    have=("squeue",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    states.track(["1"])
+    states.query_once()
+    assert states.states()["1"].steps is None
+    assert not step_gone(states.states()["1"], "0", 0.0)
 
 
 @pytest.mark.parametrize(
@@ -226,7 +361,7 @@ def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
     ],
 )
 def test_controller_errors(answers: dict[str, tuple[int, str, str]], error: str | None) -> None:
-    cmds = Commands({**answers, "sacct": (1, "", "Slurm accounting storage is disabled\n")},
+    cmds = Commands({**answers, "sacct": (1, "", SACCT_DISABLED)},
                     have=("squeue", "sacct"))
     states = SlurmStates(runner=cmds.run, which=cmds.which)
     states.track(["5"])
@@ -276,3 +411,27 @@ def test_thread_asks_when_a_new_job_appears_and_closes() -> None:
     finally:
         states.close()
     assert states.states()["1"].state == "RUNNING"
+
+
+def test_listings_and_first_heard_ends_are_remembered_across_queries() -> None:
+    """The producer keeps each running job's recent step listings (so that absence over 30 s
+    can be told) and, where Slurm gives no end time, when it first heard of the end."""
+    now = [1000.0]
+    answers = {"squeue": (0, "1|RUNNING|None|NONE\n", ""),
+               "squeue --steps": (0, "1.batch\n", "")}
+    cmds = Commands(answers, have=("squeue",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: now[0])
+    states.track(["1"])
+    for at in (1000.0, 1015.0, 1031.0):
+        now[0] = at
+        states.query_once()
+    state = states.states()["1"]
+    assert [at for at, _ in state.listings] == [1000.0, 1015.0, 1031.0]
+    assert step_gone(state, "0", 900.0) and not step_gone(state, "batch", 900.0)
+    answers["squeue"] = (0, "1|FAILED|NonZeroExitCode|Unknown\n", "")
+    for at in (1040.0, 1080.0):
+        now[0] = at
+        states.query_once()
+    state = states.states()["1"]
+    assert state.ended_at == 1040.0 and state.listings == ()
+    assert ended_long_enough(state, 1080.0) and not ended_long_enough(state, 1060.0)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -59,8 +59,10 @@ def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | No
 class Serve:
     """`distmon --serve ...` as a user starts it: a real process, its stderr in a file."""
 
-    def __init__(self, tmp: Path, args: Sequence[str]) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    def __init__(
+        self, tmp: Path, args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> None:
+        env = {**(env or os.environ), "PYTHONPATH": os.pathsep.join(
             str(ROOT / p) for p in ("shared", "agent", "tui"))}  # fmt: skip
         self.err_path = tmp / "serve.err"
         with self.err_path.open("wb") as err:
@@ -289,3 +291,54 @@ def test_notify_only_serve_stops_on_sigint_and_a_down_receiver_never_stops_it(
     err = serve.stderr()
     assert "notify: post to http://127.0.0.1:9/… failed" in err
     assert SECRET not in err and "pw@" not in err
+
+
+def write_system(logdir: Path, job: str, utilization: Sequence[float], every: float = 60.0) -> None:
+    """`<job>/system/worker-0` as distagent's recorder lays it out: each GPU's utilization, a
+    point every `every` s up to now (fresh for 3 intervals: the test's whole length)."""
+    from tensorboardX import SummaryWriter
+
+    from distcore import names
+
+    writer = SummaryWriter(str(logdir / job / "system" / "worker-0"))
+    now = time.time()
+    for step in range(3):
+        for gpu, value in enumerate(utilization):
+            wall = now - (2 - step) * every
+            writer.add_scalar(names.gpu_tag(gpu, "utilization"), value, step, walltime=wall)
+    writer.close()
+
+
+def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
+    tmp_path: Path, receiver: Receiver
+) -> None:
+    """Run-less alerts (a GPU rule's, on a host) keep their host in the key: two hosts with
+    unevenly used GPUs are two `distmon_alert` series of a real scrape and two posts to a real
+    receiver, never one hiding the other."""
+    logdir = tmp_path / "logs"
+    write_system(logdir, "a", [95.0, 10.0])
+    write_system(logdir, "b", [90.0, 5.0])
+    serve = Serve(tmp_path, ["--metrics", "0", "--notify", receiver.url, "--notify-level",
+                             "warning", "--no-gpu", "--refresh", "0.5", str(logdir)])  # fmt: skip
+    try:
+        port = serve.port()
+
+        def imbalanced() -> list[str]:
+            from prometheus_client.parser import text_string_to_metric_families
+
+            found = [s.labels["host"] for f in text_string_to_metric_families(scrape(port))
+                     for s in f.samples if s.name == "distmon_alert"
+                     and s.labels["kind"] == "gpu_imbalance"]  # fmt: skip
+            return sorted(found) if len(found) == 2 else []
+
+        assert wait_for(imbalanced) == ["a worker 0", "b worker 0"]
+        text = scrape(port)
+        assert sample(text, "distmon_alert", host="a worker 0", run="", gpu="") == 1
+        assert sample(text, "distmon_series_dropped") == 0
+        posted = lambda: sorted(b["host"] for b in receiver.bodies  # noqa: E731
+                                if b["kind"] == "gpu_imbalance")  # fmt: skip
+        assert wait_for(lambda: len(posted()) == 2 and posted()) == ["a worker 0", "b worker 0"]
+    finally:
+        code = serve.stop(signal.SIGTERM)
+    assert code == 0, serve.stderr()
+    assert len(posted()) == 2  # each once

@@ -93,7 +93,9 @@ def _render_alerts(alerts: Iterable[Alert], out: TextIO) -> None:
     out.write(f"\nAlerts: {len(alerts) or 'none'}\n")
     for alert in alerts:
         mark = _SEVERITY_MARKS.get(alert.severity, "?")
-        where = t(alert.run, 120) if alert.run else "all"
+        # A GPU alert has no run: it names its host (this machine's too).
+        named = alert.run or alert.host
+        where = t(named, 120) if named else "all"
         out.write(f"  {mark} {alert.severity:<8} {where}: {t(alert.message, NAME_LIMIT)}\n")
 
 

@@ -86,7 +86,9 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
         "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
         "jobs": [job_to_json(j, names[j.name]) for j in snap.jobs],
         "alerts": [
-            {**a.to_json(), "run": json_text(a.run) if a.run else a.run} for a in snap.alerts
+            {**a.to_json(), "run": json_text(a.run) if a.run else a.run,
+             "host": json_text(a.host) if a.host else a.host}
+            for a in snap.alerts
         ],
         "errors": [error_to_json(e) for e in snap.errors],
         "problems": [json_text(p) for p in snap.problems],

@@ -17,6 +17,7 @@ from distcore.alerts import Alert
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.model import AgentRecord, Host, Job
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
+from distcore.jobs.scheduler import ended_long_enough, step_gone
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -99,10 +100,15 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     if agent_status in (None, "running"):
         found += alerts.input_bound_suspected(training, gpus, now, facts.intervals)
     if state is not None:
+        # Only once the end has settled: a shared filesystem may show run.json's last write late.
         died = alerts.agent_died(facts.name, agent_status, state.job_id, state.state,
-                                 state.ended, now)
+                                 ended_long_enough(state, now), now)
         if died is not None:
             found.append(died)
+        elif agent_status == names.STATUS_RUNNING and ref is not None and ref.step_id and \
+                step_gone(state, ref.step_id, _start_time(facts.agent)):
+            found.append(alerts.agent_step_gone(facts.name, state.job_id, ref.step_id,
+                                                state.steps_at))
     return Job(
         name=facts.name,
         directory=facts.directory,
@@ -116,6 +122,11 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     )
 
 
+def _start_time(agent: AgentRecord | None) -> float | None:
+    start = agent.extra.get("start_time") if agent is not None else None
+    return float(start) if isinstance(start, int | float) and not isinstance(start, bool) else None
+
+
 def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
     """GPU rules per host (fresh ones only: a stale host's figures are old news)."""
     found: list[Alert] = []
@@ -123,7 +134,7 @@ def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
         if host.source != "local" and is_stale(host, now):
             continue
         where = "" if host.source == "local" else f" on {host.name}"
-        found += alerts.gpu_alerts(host.gpus, now, where)
+        found += alerts.gpu_alerts(host.gpus, now, where, host.name)
     return found
 
 
