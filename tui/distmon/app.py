@@ -28,10 +28,18 @@ from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
+from distmon.pace import Pacer
 from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.widgets.charts import LineChart
-from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
+from distmon.widgets.compare_view import (
+    Arranged,
+    Entry,
+    TableView,
+    ViewRows,
+    reading_note,
+    view_note,
+)
 from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.model import (
     X_MODES,
@@ -102,6 +110,9 @@ class DistmonApp(TableKeys, App[int]):
         self.view = TableView(sort=sort, reverse=reverse, expr=options.filter)
         self._view_rows = ViewRows()
         self._arranged: Arranged | None = None
+        # Snapshot redraws paced by their cost (a 10,000-job redraw holds the GIL the readers
+        # need); key presses redraw at once.
+        self._pacer = Pacer(self, self._draw_snapshot)
 
     # --- layout and life ----------------------------------------------------------------------
 
@@ -190,6 +201,9 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
+        self._pacer.request()
+
+    def _draw_snapshot(self) -> None:
         # The index's thread runs until on_unmount: a snapshot posted while the screen is taken
         # down finds its widgets gone.
         if self.is_running:
@@ -282,6 +296,10 @@ class DistmonApp(TableKeys, App[int]):
         total = len(self.jobs.jobs) if self.jobs is not None else 0
         errors = self.jobs.errors if self.jobs is not None else ()
         notes = [self._scan_note] if self._scan_note else []
+        if self._scan_note == "reading…":  # how far the first read is (issue 20)
+            made = self.producers.made
+            progress = getattr(made.watcher if made else None, "progress", lambda: None)
+            notes = [reading_note(progress())]
         if self._arranged is not None and self._arranged.error:
             notes.append(self._arranged.error)
         notes += [f"{e.producer}: {e.message}" for e in errors[:1]]

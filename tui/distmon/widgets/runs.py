@@ -122,15 +122,18 @@ class RunsTable(DataTable[Text | str]):
         mark = _Mark()
         mark.row_key = key
         if isinstance(item, Header):
-            blanks: list[Text | str] = [""] * (len(_KEYS) - 2 + len(self._columns or ()))
+            count = len(_KEYS) - 2 + len(self._columns or ())
+            blanks: list[Text | str] = [Text() for _ in range(count)]
             return [mark, Text(item.label, style="bold"), *blanks]
         row = item.row
         mark.append(row.mark, style=STATUS_STYLE.get(row.status, ""))
         mark.append("◆" if selected else " ", style="bold magenta")
         # The name comes from the logdir: control characters escaped, 10,000 characters elided.
         name = Text(terminal_text(row.key, NAME_LIMIT), style="bold magenta" if selected else "")
-        extra = [cell_text(item.compare.get(c)) for c in self._columns or ()]
-        return [mark, name, *row.cells()[2:], *extra]
+        # Text, never str: DataTable reads a str cell as markup, on every render (an hparam
+        # value "[red]x" would be styled, and parsing it was a fifth of a frame's cost).
+        extra = [Text(cell_text(item.compare.get(c))) for c in self._columns or ()]
+        return [mark, name, *(Text(c) for c in row.cells()[2:]), *extra]
 
     def _name_width(self) -> int:
         longest = max(
