@@ -98,7 +98,7 @@ class _Landed:
         self._names: set[str] = set()
         self._landed: set[str] = set()  # every run read so far in this pass
         self.total = total
-        self._last = time.monotonic()
+        self._last = float("-inf")  # the first run read is told at once
 
     @property
     def count(self) -> int:
