@@ -67,7 +67,10 @@ class Owner:
 def test_a_costly_draw_makes_the_next_requests_wait_and_coalesce() -> None:
     now = [100.0]
     owner, drawn = Owner(), []
-    pacer = Pacer(owner, lambda: drawn.append(now[0]), share=0.25, clock=lambda: now[0])
+    pacer = Pacer(
+        owner, lambda: drawn.append(now[0]), share=0.25, clock=lambda: now[0],
+        cost_clock=lambda: now[0],
+    )  # fmt: skip
     pacer.request()  # the first at once
     assert drawn == [100.0]
     pacer.request()  # while its refresh is under way: waits for it

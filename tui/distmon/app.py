@@ -33,6 +33,7 @@ from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.widgets.charts import LineChart
 from distmon.widgets.compare_view import (
+    READING,
     Arranged,
     Entry,
     TableView,
@@ -95,7 +96,7 @@ class DistmonApp(TableKeys, App[int]):
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
         self._visible: tuple[Job, ...] = ()
         self._drawn: dict[str, object] = {}  # panel -> what it shows, to skip unchanged draws
-        self._scan_note = "reading…"
+        self._scan_note = READING
         self.selected: frozenset[str] = frozenset()
         self.focused_job: str | None = None
         self.cursor_job: str | None = None
@@ -201,7 +202,10 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
-        self._pacer.request()
+        if self._scan_note == READING and self._visible:  # rows land while the read goes on
+            self._pacer.request()
+        else:  # the first rows, and every change after the first read: at once
+            self._draw_snapshot()
 
     def _draw_snapshot(self) -> None:
         # The index's thread runs until on_unmount: a snapshot posted while the screen is taken
@@ -212,8 +216,7 @@ class DistmonApp(TableKeys, App[int]):
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         self._scan_note = f"scan failed: {message.error}" if message.error else ""
-        if self.is_running:
-            self._show_status()
+        self._draw_snapshot()  # the last rows of the read, not paced
 
     def render_jobs(self) -> None:
         """Every panel from the snapshot on screen and the view's state; each skips its draw
@@ -296,7 +299,7 @@ class DistmonApp(TableKeys, App[int]):
         total = len(self.jobs.jobs) if self.jobs is not None else 0
         errors = self.jobs.errors if self.jobs is not None else ()
         notes = [self._scan_note] if self._scan_note else []
-        if self._scan_note == "reading…":  # how far the first read is (issue 20)
+        if self._scan_note == READING:  # how far the first read is (issue 20)
             made = self.producers.made
             progress = getattr(made.watcher if made else None, "progress", lambda: None)
             notes = [reading_note(progress())]

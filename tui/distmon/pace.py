@@ -34,7 +34,8 @@ class _Timers(Protocol):
 class Pacer:
     """`request()` runs `draw` now, or once later when the last draw was costly; requests
     in between coalesce into that one (which draws whatever is newest then). The cost is
-    measured from the start of `draw` to the end of the screen refresh it caused."""
+    the CPU the UI thread spent from the start of `draw` to the end of the screen refresh
+    it caused."""
 
     def __init__(
         self,
@@ -43,8 +44,12 @@ class Pacer:
         *,
         share: float = SHARE,
         clock: Callable[[], float] = time.monotonic,
+        cost_clock: Callable[[], float] = time.thread_time,
     ) -> None:
         self._owner, self._draw, self._share, self._clock = owner, draw, share, clock
+        # The cost is the UI thread's CPU, not the wall time: on a loaded machine (or while
+        # the first screen is laid out) the wall time is mostly waiting.
+        self._cost_clock = cost_clock
         self._next = float("-inf")
         self._waiting = False  # a timer is set, or a draw's refresh is not done yet
         self._drawing = False
@@ -63,7 +68,7 @@ class Pacer:
 
     def _fire(self) -> None:
         self._waiting, self._drawing = False, True
-        began = self._clock()
+        began = self._cost_clock()
         self.draws += 1
         try:
             self._draw()
@@ -71,8 +76,7 @@ class Pacer:
             self._owner.call_after_refresh(lambda: self._done(began))
 
     def _done(self, began: float) -> None:
-        now = self._clock()
-        self._next = next_draw(now, now - began, self._share)
+        self._next = next_draw(self._clock(), self._cost_clock() - began, self._share)
         self._drawing = False
         if self._waiting:  # asked again while drawing: once more, when its turn comes
             self._waiting = False

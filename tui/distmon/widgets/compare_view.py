@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
 CELL_LIMIT = 16  # characters of a comparison cell
+READING = "reading…"  # the header's note until the first read is done
 GROUP_KEY = "\x00group\x00"  # row keys of group headers: no job's name starts with NUL
 
 
@@ -221,6 +222,6 @@ def view_note(view: TableView, error: str | None) -> str:
 def reading_note(progress: tuple[int, int] | None) -> str:
     """The header's note while the first read is under way: how far it is, when known."""
     if progress is None or progress[1] <= 0:
-        return "reading…"
+        return READING
     done, total = progress
     return f"reading {min(done, total):,}/{total:,} runs…"
