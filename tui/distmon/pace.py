@@ -34,8 +34,7 @@ class _Timers(Protocol):
 class Pacer:
     """`request()` runs `draw` now, or once later when the last draw was costly; requests
     in between coalesce into that one (which draws whatever is newest then). The cost is
-    the CPU the UI thread spent from the start of `draw` to the end of the screen refresh
-    it caused."""
+    the time from the start of `draw` to the end of the screen refresh it caused."""
 
     def __init__(
         self,
@@ -44,11 +43,11 @@ class Pacer:
         *,
         share: float = SHARE,
         clock: Callable[[], float] = time.monotonic,
-        cost_clock: Callable[[], float] = time.thread_time,
+        cost_clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._owner, self._draw, self._share, self._clock = owner, draw, share, clock
-        # The cost is the UI thread's CPU, not the wall time: on a loaded machine (or while
-        # the first screen is laid out) the wall time is mostly waiting.
+        # Wall time, not the UI thread's CPU: the time it waits for the GIL is time the
+        # readers hold it, and pacing by the CPU alone let the UI take twice as much.
         self._cost_clock = cost_clock
         self._next = float("-inf")
         self._waiting = False  # a timer is set, or a draw's refresh is not done yet
