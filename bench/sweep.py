@@ -14,7 +14,9 @@ CPU seconds are the fairer figure on a shared, loaded machine (wall time there i
 waiting for a core). Targets (issue 20): time and memory at most the data server's.
 
 With --dashboard, also the dashboard in tmux on the same sweep: seconds to its first job row
-and to all jobs listed (targets 1 s and 10 s), then its CPU and RSS while the sweep sits idle.
+and to all jobs listed (targets 1 s and 10 s), the CPU seconds it took to list them (all
+threads, and the UI thread's share: on a loaded machine the wall times mostly say how loaded
+it is), then its CPU and RSS while the sweep sits idle.
 
 Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
                            [--cache DIR] [--generate-only] [--dashboard [--skip-once]]
