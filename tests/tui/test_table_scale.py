@@ -140,3 +140,7 @@ async def test_the_header_says_how_far_the_first_read_is(
         await until(pilot, lambda: keys(app) == names and "reading" not in status(), "the end")
         made = app.producers.made
         assert made is not None and made.watcher.progress() is None  # type: ignore[union-attr]
+        table = app.query_one(RunsTable)  # its scrollable size kept without measuring cells
+        await until(pilot, lambda: table.virtual_size.height == 24 + 1, "24 rows and a header")
+        widths = sum(c.get_render_width(table) for c in table.columns.values())
+        assert table.virtual_size.width == widths
