@@ -14,7 +14,9 @@ CPU seconds are the fairer figure on a shared, loaded machine (wall time there i
 waiting for a core). Targets (issue 20): time and memory at most the data server's.
 
 With --dashboard, also the dashboard in tmux on the same sweep: seconds to its first job row
-and to all jobs listed (targets 1 s and 10 s), then its CPU and RSS while the sweep sits idle.
+and to all jobs listed (targets 1 s and 10 s), the CPU seconds it took to list them (all
+threads, and the UI thread's share: on a loaded machine the wall times mostly say how loaded
+it is), then its CPU and RSS while the sweep sits idle.
 
 Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
                            [--cache DIR] [--generate-only] [--dashboard [--skip-once]]
@@ -114,8 +116,19 @@ def ensure_sweep(cache: Path, runs: int, tags: int, steps: int) -> Path:
 
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a live process, from /proc (clock ticks)."""
+    return _cpu_seconds_of(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a live process ("process": every thread, ended ones too) and of its
+    main thread ("ui": Textual's), from /proc."""
+    main = Path(f"/proc/{pid}/task/{pid}/stat")
+    return {"process": _cpu_seconds(pid), "ui": _cpu_seconds_of(main)}
+
+
+def _cpu_seconds_of(stat: Path) -> float:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat.read_text().rsplit(")", 1)[1].split()
     except OSError:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -222,11 +235,16 @@ def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
     try:
         first = term.wait_for(lambda s: "lr-sweep-" in s, timeout)
         listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, timeout)
+        threads = thread_cpu(term.pid())
         sample = dash.sample_process(term.pid(), idle) if listed is not None else None
     finally:
         term.close()
     print(f"\n== dashboard on {jobs:,} jobs: first row {dash.fmt(first)}, all listed "
-          f"{dash.fmt(listed)} (targets 1 s, 10 s)")
+          f"{dash.fmt(listed)} (targets 1 s, 10 s); load average {os.getloadavg()[0]:.1f}")
+    if threads:  # CPU, not wall time, is what a loaded machine does not distort
+        print(f"   CPU s until listed: {threads['process']:.1f} in all, UI thread "
+              f"{threads['ui']:.1f}, readers, index and the rest "
+              f"{threads['process'] - threads['ui']:.1f}")
     if sample is not None:
         print(f"   idle {idle:.0f} s: {sample['cpu_percent']:.1f}% of a core (target 5%), "
               f"RSS peak {sample['peak_rss_mib']:.0f} MiB (target 1 GB)", flush=True)

@@ -181,3 +181,75 @@ def test_our_own_reads_queue_no_inotify_events(tmp_path: Path) -> None:
         watcher.close()
     assert any(p == str(files[0]) for _, p in seen)
     assert {kind for kind, _ in seen} <= {"modified", "closed", "created"}
+
+
+def test_a_first_read_sets_each_runs_status_as_it_lands_and_ends_changing_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Set at the end of the read, every run's files and status changed at once: the index
+    judged all 10,000 jobs again and the table updated every row, after all were listed."""
+    monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
+    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    for i in range(6):
+        write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time() - 5000)
+        age(tmp_path / f"run{i}", 5000 - i)
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store, workers=2)
+    first: dict[str, object] = {}
+    progress: list[tuple[int, int] | None] = []
+
+    def told(names: frozenset[str]) -> None:
+        progress.append(watcher.progress())
+        for run in store.snapshot():
+            first.setdefault(run.name, run)
+
+    store.subscribe(told)
+    watcher.scan_once()
+    final = store.snapshot()
+    assert [(r.status, r.files) for r in final] == [("idle", 1)] * 6
+    assert all(first[r.name] is r for r in final)  # as it landed: the end changed nothing
+    assert progress[0] is not None and progress[0][1] == 6 and watcher.progress() is None
+
+
+def test_many_live_jobs_are_not_each_looked_at_every_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep just written is 10,000 live jobs: a stat of each one's run.json every second
+    was most of the dashboard's idle CPU. While few are live, each is looked at always."""
+    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 2)
+    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    for i in range(6):
+        write_loss(tmp_path / f"job{i}", [1.0, 0.5], time.time() - 5000)  # live: just written
+    store = RunStore()
+    LogdirWatcher([tmp_path], store).scan_once()
+    index = JobIndex(store)
+    looked: list[Path] = []
+    get = index._records.get
+    monkeypatch.setattr(index._records, "get", lambda d: looked.append(d) or get(d))
+    index.refresh()  # the first looks at all
+    looked.clear()
+    snap = index.refresh()
+    assert snap is not None and {j.status for j in snap.jobs} == {"live"}
+    assert len(looked) == 3  # a share (6 // 2), not every live job
+    (tmp_path / "job5" / "run.json").write_text(json.dumps({"status": "finished"}))
+    for _ in range(2):  # every job within two refreshes
+        snap = index.refresh()
+    assert snap is not None and {j.name: j.status for j in snap.jobs}["job5"] == "finished"
+
+
+def test_only_the_live_runs_whose_time_has_come_are_looked_at_again(tmp_path: Path) -> None:
+    now = time.time()
+    for i in range(3):
+        write_loss(tmp_path / f"run{i}", [1.0, 0.5], now)
+        age(tmp_path / f"run{i}", 100 * i)  # idle at +300, +200, +100 s
+    clock = Clock(now)
+    store = RunStore(clock=clock)
+    LogdirWatcher([tmp_path], store).scan_once()
+    first = store.snapshot()
+    assert [r.status for r in first] == ["live"] * 3
+    clock.now = now + 150
+    second = store.snapshot()
+    assert [r.status for r in second] == ["live", "live", "idle"]
+    assert second[0] is first[0] and second[1] is first[1]
+    clock.now = now + 1000
+    assert [r.status for r in store.snapshot()] == ["idle"] * 3

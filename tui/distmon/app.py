@@ -29,11 +29,12 @@ from distmon.board import Board
 from distmon.filter_keys import FilterKeys
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
+from distmon.pace import Pacer
 from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.view import ViewState
 from distmon.widgets.charts import LineChart
-from distmon.widgets.compare_view import Arranged, TableView
+from distmon.widgets.compare_view import READING, Arranged, TableView
 from distmon.widgets.model import all_tags
 from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusLine
 from distmon.widgets.runs import RunsTable
@@ -80,9 +81,12 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         factory = producers or (lambda: make_producers(options))
         self.producers = ProducerSet(factory, options, clock=clock)
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
-        self.board = Board([str(p) for p in options.logdirs])
+        self.board = Board([str(p) for p in options.logdirs], self.producers.read_progress)
         self._arranged: Arranged | None = None  # the table as drawn (distmon.table_keys reads it)
         self.set_reactive(DistmonApp.state, views.initial_view(options.sort, options.filter))
+        # Snapshot redraws paced by their cost (a 10,000-job redraw holds the GIL the readers
+        # need); key presses redraw at once.
+        self._pacer = Pacer(self, self._draw_snapshot)
 
     @property
     def view(self) -> TableView:
@@ -159,12 +163,18 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
 
     def on_jobs_updated(self, message: JobsUpdated) -> None:
         self.jobs = message.jobs
+        if self.state.note == READING and self.board.visible:  # rows land while the read goes on
+            self._pacer.request()
+        else:  # the first rows, and every change after the first read: at once
+            self._draw_snapshot()
+
+    def _draw_snapshot(self) -> None:
         if self.is_running:  # the index runs until on_unmount: not once the screen is gone
             self.render_jobs()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         note = f"scan failed: {message.error}" if message.error else ""
-        self.state = views.with_note(self.state, note)
+        self.state = views.with_note(self.state, note)  # the last rows of the read, not paced
 
     def watch_state(self) -> None:
         self.render_jobs()

@@ -8,12 +8,20 @@ move, smoothing) arranges nothing; each panel skips its own unchanged draw.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distmon import view as views
 from distmon.widgets.charts import LineChart
-from distmon.widgets.compare_view import Arranged, Entry, TableView, ViewRows, view_note
+from distmon.widgets.compare_view import (
+    READING,
+    Arranged,
+    Entry,
+    TableView,
+    ViewRows,
+    reading_note,
+    view_note,
+)
 from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusLine
 from distmon.widgets.runs import RunsTable
 
@@ -25,8 +33,11 @@ if TYPE_CHECKING:
 
 
 class Board:
-    def __init__(self, logdirs: Sequence[str]) -> None:
+    def __init__(self, logdirs: Sequence[str],
+                 progress: Callable[[], tuple[int, int] | None] = lambda: None) -> None:
+        """`progress`: (runs read, runs to read) while the first read lands."""
         self._logdirs = list(logdirs)
+        self._progress = progress
         self._rows = ViewRows()
         self.arranged: Arranged | None = None  # the table's rows as last drawn
         self._arranged_from: tuple[object, str, TableView] | None = None
@@ -62,5 +73,7 @@ class Board:
         main.query_one(DetailsPanel).show_snapshot(snap, view.focused_job)
         main.query_one(AlertsPanel).show_snapshot(snap)
         main.query_one(GpusPanel).show_snapshot(snap)
+        if view.note == READING:  # how far the first read is (issue 20)
+            view = views.with_note(view, reading_note(self._progress()))
         text = views.status_text(view, snap, self._logdirs, len(self.visible), arranged.error)
         main.query_one(StatusLine).show_text(text)

@@ -35,6 +35,10 @@ class Watcher(Producer, Protocol):
 
     def scan_once(self) -> Any: ...
 
+    def progress(self) -> tuple[int, int] | None:
+        """(runs read, runs to read) while a first read is under way; None otherwise."""
+        ...
+
 
 @dataclass(frozen=True)
 class Producers:
@@ -135,6 +139,11 @@ class ProducerSet:
 
     def built_index(self) -> JobIndex | None:
         return self._index
+
+    def read_progress(self) -> tuple[int, int] | None:
+        """How far the watcher's first read is (the dashboard's header), once built."""
+        watcher = self._made.watcher if self._made is not None else None
+        return watcher.progress() if watcher is not None else None
 
     def build(self) -> JobIndex:
         """Build the producers (the factory, on the calling thread) and their index, once."""

@@ -4,6 +4,7 @@ immutable snapshots and is told which runs changed."""
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
 import time
 from collections.abc import Callable
@@ -34,11 +35,14 @@ class RunStore:
         self._runs: dict[str, RunState] = {}
         self._listeners: Listeners[frozenset[str]] = Listeners()
         # The last snapshot, kept so that the next one costs what changed, not every run:
-        # runs written since (dirty), and live ones (they turn idle as the clock runs).
+        # runs written since (dirty), and live ones whose time to turn idle has come (a sweep
+        # just written has 10,000 live runs: looking at each of them every refresh was most
+        # of the dashboard's idle CPU).
         self._order: list[str] = []  # the runs' names, sorted
         self._frozen: dict[str, RunSnapshot] = {}
         self._dirty: set[str] = set()
-        self._live: set[str] = set()
+        self._idle_at: dict[str, float] = {}  # live run -> when it turns idle
+        self._expiry: list[tuple[float, str]] = []  # heap of the same (stale entries skipped)
         self._last: tuple[RunSnapshot, ...] = ()
         self._last_now = float("-inf")
 
@@ -51,20 +55,38 @@ class RunStore:
             if now < self._last_now:  # an injected clock went back: live may come back too
                 self._dirty.update(self._runs)
             self._last_now = now
-            check, self._dirty = self._dirty | self._live, set()
+            check, self._dirty = self._dirty | self._expired(now), set()
             changed = False
             for name in check:
                 old = self._frozen.get(name)
-                new = self._runs[name].snapshot(now, self._live_seconds)
+                run = self._runs[name]
+                new = run.snapshot(now, self._live_seconds)
                 if new is not old:
                     self._frozen[name], changed = new, True
-                if new.status == "live":
-                    self._live.add(name)
-                else:
-                    self._live.discard(name)
+                self._track_live(name, run if new.status == "live" else None)
             if changed:
                 self._last = tuple(self._frozen[name] for name in self._order)
             return self._last
+
+    def _expired(self, now: float) -> set[str]:
+        """Live runs whose time to turn idle has passed (under the lock)."""
+        due = set()
+        while self._expiry and self._expiry[0][0] < now:
+            when, name = heapq.heappop(self._expiry)
+            if self._idle_at.get(name) == when:
+                del self._idle_at[name]  # tracked again if it is still live
+                due.add(name)
+        return due
+
+    def _track_live(self, name: str, live: RunState | None) -> None:
+        """Remember when a live run turns idle (status: now - last_modified > live_seconds)."""
+        if live is None or live.last_modified is None:
+            self._idle_at.pop(name, None)
+            return
+        when = live.last_modified + self._live_seconds
+        if self._idle_at.get(name) != when:
+            self._idle_at[name] = when
+            heapq.heappush(self._expiry, (when, name))
 
     def get(self, name: str) -> RunSnapshot | None:
         now = self._clock()

@@ -59,6 +59,7 @@ _WATCHED_EVENTS = [
 # sweep's 10,000 runs takes about a second, so it runs less often than the interval says.
 # With inotify the pass is only the safety net; polling is how changes are seen at all.
 _IDLE_SHARE: dict[Mode, float] = {"inotify": 0.02, "poll": 0.05}
+FIRST_RUNS = 16  # a sweep's newest runs, read (and shown) before the rest
 
 
 class _Handler(FileSystemEventHandler):
@@ -91,19 +92,33 @@ class _Landed:
 
     NOTIFY_SECONDS = 0.1
 
-    def __init__(self, notify: Callable[[frozenset[str]], None]) -> None:
+    def __init__(self, notify: Callable[[frozenset[str]], None], total: int) -> None:
         self._notify = notify
         self._lock = threading.Lock()
         self._names: set[str] = set()
-        self._last = time.monotonic()
+        self._landed: set[str] = set()  # every run read so far in this pass
+        self.total = total
+        self._last = float("-inf")  # the first run read is told at once
+
+    @property
+    def count(self) -> int:
+        return len(self._landed)
 
     def add(self, name: str) -> None:
         with self._lock:
             self._names.add(name)
+            self._landed.add(name)
             if time.monotonic() - self._last < self.NOTIFY_SECONDS:
                 return
             names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
         self._notify(names)
+
+    def flush(self) -> None:
+        """Tell what landed since the last notice now (the first rows)."""
+        with self._lock:
+            names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
+        if names:
+            self._notify(names)
 
 
 class LogdirWatcher:
@@ -145,6 +160,7 @@ class LogdirWatcher:
         self._error: ProducerError | None = None
         self._wall_clock: Callable[[], float] = time.time
         self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
+        self._landing: _Landed | None = None  # the batched first read under way
 
     @property
     def mode(self) -> Mode:
@@ -171,6 +187,12 @@ class LogdirWatcher:
     def errors(self) -> tuple[ProducerError, ...]:
         """The watcher loop's failure, while it lasts (the loop keeps trying)."""
         return (self._error,) if self._error is not None else ()
+
+    def progress(self) -> tuple[int, int] | None:
+        """(runs read, runs to read) while a pass reads runs never read before (a sweep's
+        first read, for the dashboard's header); None otherwise."""
+        landing = self._landing
+        return None if landing is None else (landing.count, landing.total)
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
@@ -330,12 +352,21 @@ class LogdirWatcher:
         """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
         Newest first, dealt out among the workers (each share is one thread's numpy work), and
         the store is told as batches land, so that the first rows show while the rest is read."""
-        runs = sorted(runs, key=_newest_mtime, reverse=True)
-        count = min(max(1, self._workers), len(runs))
-        slices = [runs[i::count] for i in range(count)]
-        landed = _Landed(self._store.notify)
+        mtimes = {run.name: _newest_mtime(run) or None for run in runs}
+        runs = sorted(runs, key=lambda run: mtimes[run.name] or 0.0, reverse=True)
+        # The newest few alone first, so that the first rows need not wait for whole batches.
+        head, tail = runs[:FIRST_RUNS], runs[FIRST_RUNS:]
+        count = min(max(1, self._workers), len(tail)) if tail else 0
+        slices = [tail[i::count] for i in range(count)]
+        landed = self._landing = _Landed(self._store.notify, len(runs))
+        begun: set[str] = set()  # each run is one thread's: no lock needed
 
         def apply(run: RunDir, path: Path, batch: Batch) -> None:
+            if run.name not in begun:  # its files (and so its status) before its points, and
+                # now: set at the end, they changed every run at once (the index judged all
+                # 10,000 jobs again, the table updated every row, after all were listed)
+                begun.add(run.name)
+                self._store.set_files(run.name, run.path, len(run.files), mtimes[run.name])
             self._apply(run, path, batch)
             landed.add(run.name)
 
@@ -345,11 +376,16 @@ class LogdirWatcher:
             plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
             return read_fresh_runs(part, plugins, apply)[0]
 
-        if len(slices) == 1:
-            done = [read(slices[0])]
-        else:
-            with ThreadPoolExecutor(len(slices), thread_name_prefix="distmon-batch") as pool:
-                done = list(pool.map(read, slices))
+        try:
+            done = [read(head)]
+            landed.flush()
+            if len(slices) <= 1:
+                done += [read(part) for part in slices]
+            else:
+                with ThreadPoolExecutor(len(slices), thread_name_prefix="distmon-batch") as pool:
+                    done += list(pool.map(read, slices))
+        finally:
+            self._landing = None
         hits = {}
         by_name = {r.name: r for r in runs}
         for states in done:

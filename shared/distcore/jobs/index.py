@@ -11,7 +11,9 @@ out the same run objects while a run is unchanged, so only jobs with a changed r
 again; a job whose runs and run.json did not change keeps its facts and point alerts, and keeps
 its whole judgement once no clock-dependent rule can change it (ended, or silent for long:
 judge.clock_free). run.json is looked at (a `stat`) every refresh for jobs that have one, that
-changed or are live; for the others a rotating share each refresh, all of them after `wake()`.
+changed, or are live while few are (a sweep just written has 10,000 live jobs: a stat of each
+every second was most of its idle CPU); for the others a rotating share each refresh, all of
+them after `wake()`.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ class JobIndex:
         self._job_alerts: tuple[Alert, ...] = ()
         self._cursor = 0  # where the rotating run.json check goes on
         self._check_all = True
-        self._watched: set[str] = set()  # jobs with a run.json or a live run: looked at always
+        self._watched: set[str] = set()  # jobs with a run.json: looked at always
+        self._live: set[str] = set()  # jobs with a live run: always too, while they are few
         self._last_now = float("-inf")
         self._lock = threading.Lock()  # guards _latest
         self._compute_lock = threading.Lock()  # one refresh at a time (thread, tests, --once)
@@ -271,7 +274,8 @@ class JobIndex:
         start = self._cursor % len(names) if names else 0
         due = set(names[start : start + share]) | set(names[: max(0, start + share - len(names))])
         self._cursor = start + share
-        return due | touched | self._watched
+        live = self._live if len(self._live) <= AGENT_CHECK_MIN else set()
+        return due | touched | self._watched | live
 
     def _judge(self, facts: JobFacts, now: float, local: Host,
                states: Mapping[str, SchedulerState]) -> Job:
@@ -303,16 +307,20 @@ class JobIndex:
                 continue
             self._facts[name] = facts
             renewed.add(name)
-            live = any(r.status == "live" for r in facts.parts.values())
-            if facts.agent is not None or live:
-                self._watched.add(name)
-            else:
-                self._watched.discard(name)
+            for kind, member in (
+                (self._watched, facts.agent is not None),
+                (self._live, any(r.status == "live" for r in facts.parts.values())),
+            ):
+                if member:
+                    kind.add(name)
+                else:
+                    kind.discard(name)
         if touched:
             for name in self._facts.keys() - self._grouped.keys():
                 del self._facts[name]
                 self._judged.pop(name, None)
                 self._watched.discard(name)
+                self._live.discard(name)
                 self._dynamic.discard(name)
             if self._facts.keys() != self._grouped.keys() or list(self._facts) != list(
                 self._grouped

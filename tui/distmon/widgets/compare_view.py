@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
 CELL_LIMIT = 16  # characters of a comparison cell
+READING = "reading…"  # the header's note until the first read is done
 GROUP_KEY = "\x00group\x00"  # row keys of group headers: no job's name starts with NUL
 
 
@@ -86,14 +87,18 @@ class ViewRows:
         self._names_key: tuple[str, ...] = ()
         self._names: dict[str, str] = {}
         self._last: tuple[Entry, ...] = ()
+        self._jobs_seen: tuple[Job, ...] | None = None
         self._arranged: tuple[tuple[tuple[Entry, ...], str, TableView], Arranged] | None = None
 
     def entries(self, jobs: Iterable[Job]) -> tuple[Entry, ...]:
         """Each job's entry; the same tuple as last time when no job changed (an unchanged job
         keeps its entry, and the Job it was built from: same version, same parts)."""
+        jobs = tuple(jobs)
+        if jobs is self._jobs_seen:  # the index hands out the same tuple while nothing changed
+            return self._last
+        self._jobs_seen = jobs
         fresh: dict[str, Entry] = {}
         changed = False
-        jobs = tuple(jobs)
         names = self._shown_names(jobs)
         for job in jobs:
             entry = self._entries.get(job.name)
@@ -212,3 +217,11 @@ def view_note(view: TableView, error: str | None) -> str:
     if view.overlay:
         parts.append(f"top {view.overlay} on chart")
     return " · ".join(parts)
+
+
+def reading_note(progress: tuple[int, int] | None) -> str:
+    """The header's note while the first read is under way: how far it is, when known."""
+    if progress is None or progress[1] <= 0:
+        return READING
+    done, total = progress
+    return f"reading {min(done, total):,}/{total:,} runs…"
