@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events.buffers import I64, U8
-from distcore.events.decode import Decoded, UndecodableError, decode_event
-from distcore.events.fastpath import FastScalars, decode_scalars
-from distcore.events.framing import Frames
-from distcore.events.groups import decode_grouped
-from distcore.events.schema import SCALARS_PLUGIN
 from distcore.histograms.model import HistogramPoint
 from distcore.histograms.points import histogram_point
+from distcore.tfrecord.buffers import I64, U8
+from distcore.tfrecord.fastpath import FastScalars, decode_scalars
+from distcore.tfrecord.framing import Frames
+from distcore.tfrecord.groups import decode_grouped
+from distcore.tfrecord.record import Decoded, UndecodableError, decode_event
+from distcore.tfrecord.schema import SCALARS_PLUGIN
 
 F64 = npt.NDArray[np.float64]
 UNDECODABLE = "undecodable record"

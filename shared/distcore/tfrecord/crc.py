@@ -8,17 +8,13 @@ import google_crc32c
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events.buffers import at
+from distcore.tfrecord.buffers import I64, U8, U32, at
 
 _MASK_DELTA: Final = 0xA282EAD8
 _POLY: Final = 0x82F63B78  # Castagnoli, reflected
 # Records this long or longer are checked one by one in C; shorter ones in a numpy batch,
 # where the per-call overhead of Python would dominate.
 BATCH_MAX_LENGTH: Final = 192
-
-U8 = npt.NDArray[np.uint8]
-U32 = npt.NDArray[np.uint32]
-I64 = npt.NDArray[np.int64]
 
 
 def mask(crc: int) -> int:

@@ -19,8 +19,8 @@ from typing import Final
 
 import numpy as np
 
-from distcore.events.buffers import I64, U8, at
-from distcore.events.crc import crc_ok, masked_crc, masked_crcs
+from distcore.tfrecord.buffers import I64, U8, at
+from distcore.tfrecord.crc import crc_ok, masked_crc, masked_crcs
 
 HEADER: Final = 12
 FOOTER: Final = 4

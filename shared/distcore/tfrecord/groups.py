@@ -19,9 +19,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events import schema as s
-from distcore.events.buffers import I64, U8, Bools
-from distcore.events.fastpath import FastScalars, decode_scalars
+import distcore.tfrecord.schema as s
+from distcore.tfrecord.buffers import I64, U8, Bools
+from distcore.tfrecord.fastpath import FastScalars, decode_scalars
 
 _MD_FIELD: Final = bytes([s.K_METADATA, len(s.SCALARS_METADATA)]) + s.SCALARS_METADATA
 _F32: Final = s.F32_TENSOR_PREFIX  # dtype, empty shape, content key and length

@@ -3,7 +3,7 @@
 Writers serialise fields in field-number order, so such an event has a fixed layout with a few
 optional parts: wall_time, [step], summary{value{tag, simple_value | tensor[, metadata]}}. Each
 check below runs on every record of a batch at once; a record that fails any of them is left to
-the general decoder (decode.py), so this path may be strict without being wrong.
+the general decoder (record.py), so this path may be strict without being wrong.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events import schema as s
-from distcore.events.buffers import I64, U8, Bools, at, clamp, equals, varints
+import distcore.tfrecord.schema as s
+from distcore.tfrecord.buffers import I64, U8, Bools, at, clamp, equals, varints
 
 F64 = npt.NDArray[np.float64]
 _MAX_TAG: Final = 96
