@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from distcore.tfrecord import kernel
+import distcore.tfrecord.kernel as kernel
 
 KERNEL_MISSING = "the C kernel is not built (pip install -e . builds it with gcc and Python.h)"
 

@@ -14,15 +14,18 @@ import struct
 import subprocess
 import sys
 from collections.abc import Iterator
+from types import ModuleType
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tensorboard.compat.proto import event_pb2, summary_pb2
 
 import distcore.tfrecord.schema as s
 from distcore.tfrecord import PADDING, decode, kernel
 from distcore.tfrecord.framing import frame
+from distcore.tfrecord.wire import Expected, WireError, expected_wire_types, fields
 from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import WILD, batch_key, record, require_wild
 from tests.core.wire_builder import event_file, events, field, run_file, tensor, varint
@@ -118,8 +121,8 @@ def framed_garbage(draw: st.DrawFn) -> bytes:
     out = []
     payloads = st.lists(events([b"loss", b"acc"]) | almost_scalar() | st.binary(max_size=60),
                         max_size=12)  # fmt: skip
-    for data in draw(payloads):
-        data = bytearray(data)
+    for payload in draw(payloads):
+        data = bytearray(payload)
         if data and draw(st.integers(0, 3)) == 0:
             data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
         out.append(record(bytes(data)))
@@ -152,6 +155,38 @@ def test_almost_events_decode_the_same_on_both_paths(data: bytes) -> None:
     each giving what the per-record decoder gives."""
     compiled_kernel()
     assert_paths_agree(data)
+
+
+def _walk(data: bytes, expected: Expected | None, compiled: ModuleType | None) -> object:
+    """The fields wire.fields yields before it stops, and whether it stopped on an error."""
+    before, kernel.ACTIVE = kernel.ACTIVE, compiled
+    found: list[object] = []
+    try:
+        found.extend(fields(data, expected))
+    except WireError:
+        return found, True
+    finally:
+        kernel.ACTIVE = before
+    return found, False
+
+
+MESSAGES = [None, *(expected_wire_types(m) for m in (
+    event_pb2.Event.DESCRIPTOR, summary_pb2.Summary.Value.DESCRIPTOR,
+    summary_pb2.SummaryMetadata.DESCRIPTOR))]  # fmt: skip
+# Keys of groups, their ends, wire types 6 and 7, ten-byte and overlong varints, big lengths.
+WIRE_BITS = st.sampled_from(
+    [b"\x0b", b"\x0c", b"\x13", b"\x14", b"\x0e", b"\x0f", b"\x08", b"\x0a\x05", b"\x09",
+     b"\x15", b"\x80" * 9 + b"\x01", b"\xff" * 10 + b"\x01", b"\x0a\xff\xff\xff\xff\x0f",
+     b"\x00", b"\xf8\xff\xff\xff\x0f", b"\xf8\xff\xff\xff\x1f", b"\x08" + b"\x80" * 10 + b"\x01",
+     *(b"\x0b" * n + b"\x0c" * n for n in (60, 101, 102))]
+) | st.binary(max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WIRE_BITS, max_size=12).map(b"".join), st.sampled_from(MESSAGES))
+def test_the_wire_walker_walks_the_same_compiled(data: bytes, expected: Expected | None) -> None:
+    compiled = compiled_kernel()
+    assert _walk(data, expected, compiled) == _walk(data, expected, None)
 
 
 def test_a_bad_crc_drops_the_same_records_on_both_paths() -> None:

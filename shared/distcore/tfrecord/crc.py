@@ -8,7 +8,7 @@ import google_crc32c
 import numpy as np
 import numpy.typing as npt
 
-from distcore.tfrecord import kernel
+import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.buffers import I64, U8, U32, at
 
 _MASK_DELTA: Final = 0xA282EAD8

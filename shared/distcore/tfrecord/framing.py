@@ -22,7 +22,7 @@ from typing import Final
 
 import numpy as np
 
-from distcore.tfrecord import kernel
+import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.buffers import I64, U8, at
 from distcore.tfrecord.crc import crc_ok, masked_crc, masked_crcs
 

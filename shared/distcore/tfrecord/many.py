@@ -98,7 +98,14 @@ def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
     and only the tags they use (so that each file's cost follows its own tags)."""
     lo, hi = np.searchsorted(fast.index, [pos, pos + count]).tolist()
     ids = fast.tag_ids[lo:hi]
-    used, local = np.unique(ids, return_inverse=True)
+    if len(fast.tags) <= 4 * len(ids) + 64:  # a count per tag of the group costs little
+        counts = np.bincount(ids, minlength=len(fast.tags))
+        used = np.flatnonzero(counts)
+        remap = np.zeros(len(counts), dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        local = remap[ids]
+    else:
+        used, local = np.unique(ids, return_inverse=True)
     return FastScalars(
         fast.index[lo:hi] - pos, local.astype(np.int64).ravel(),
         [fast.tags[i] for i in used.tolist()], fast.steps[lo:hi], fast.wall_times[lo:hi],

@@ -17,6 +17,7 @@ from typing import Final
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.schema import (
     WIRE_END_GROUP,
     WIRE_FIXED32,
@@ -94,7 +95,15 @@ def _skip_value(data: bytes, pos: int, number: int, wire_type: int, depth: int) 
 def fields(data: bytes, expected: Expected | None = None) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value): ints for varints, raw bytes for everything else (a
     group's bytes run to its END_GROUP key). A field of `expected` in another wire type is an
-    error."""
+    error. The compiled kernel walks the bytes where it is built (the fields before an error
+    are yielded all the same, then the error raised: callers see the same sequence)."""
+    compiled = kernel.ACTIVE
+    if compiled is not None and (expected is None or type(expected) is dict):
+        found, error = compiled.fields(data, expected)
+        yield from found
+        if error is not None:
+            raise WireError(error)
+        return
     pos, end = 0, len(data)
     while pos < end:
         number, wire_type, pos = _key(data, pos)
