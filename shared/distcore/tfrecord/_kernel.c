@@ -19,6 +19,12 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Records are little-endian and read here with memcpy: on another byte order (or a compiler
+ * without these macros) the build fails, and being optional, leaves the numpy path. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the kernel reads little-endian records natively"
+#endif
+
 #define HEADER 12
 #define FOOTER 4
 #define PAD 16
@@ -89,7 +95,7 @@ static uint32_t masked_crc(const uint8_t *p, size_t n) {
 static uint64_t u64_at(const uint8_t *p) {
     uint64_t v;
     memcpy(&v, p, 8);
-    return v; /* little-endian hosts only: setup.py builds this on x86-64 and aarch64 */
+    return v;
 }
 
 static uint32_t u32_at(const uint8_t *p) {
