@@ -351,12 +351,18 @@ static int scalar_of(const Buf *b, const Schema *sc, int64_t start, int64_t end,
 }
 
 /* Exact interning of tag bytes: open addressing over (start, length) of each first use. */
+#define RECENT 4
+
 typedef struct {
     int64_t *slot; /* id + 1, 0 when empty */
     int64_t *first_start, *first_len;
     size_t mask;
     int64_t count;
+    int64_t recent[RECENT]; /* ids found last, -1 for none yet */
+    unsigned next;
 } Tags;
+
+static int64_t lookup(Tags *t, const uint8_t *buf, int64_t start, int64_t len);
 
 static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
     uint64_t h = 1469598103934665603ull;
@@ -365,6 +371,19 @@ static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
 }
 
 static int64_t intern(Tags *t, const uint8_t *buf, int64_t start, int64_t len) {
+    /* A writer's tags come round in turn: the last few ids are tried before hashing. */
+    for (int r = 0; r < RECENT; r++) {
+        int64_t id = t->recent[r];
+        if (id >= 0 && t->first_len[id] == len &&
+            memcmp(buf + t->first_start[id], buf + start, len) == 0)
+            return id;
+    }
+    int64_t id = lookup(t, buf, start, len);
+    t->recent[t->next++ % RECENT] = id;
+    return id;
+}
+
+static int64_t lookup(Tags *t, const uint8_t *buf, int64_t start, int64_t len) {
     size_t i = hash_bytes(buf + start, len) & t->mask;
     for (;; i = (i + 1) & t->mask) {
         int64_t id = t->slot[i] - 1;
@@ -420,6 +439,7 @@ static PyObject *k_scalars(PyObject *self, PyObject *args) {
     size_t cap = 16;
     while (cap < 2 * (size_t)n) cap *= 2;
     t.mask = cap - 1;
+    for (int r = 0; r < RECENT; r++) t.recent[r] = -1;
     t.slot = PyMem_Calloc(cap, sizeof(int64_t));
     t.first_start = PyMem_Malloc((n + 1) * sizeof(int64_t));
     t.first_len = PyMem_Malloc((n + 1) * sizeof(int64_t));
