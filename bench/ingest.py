@@ -80,7 +80,7 @@ def generate_synthetic(root: Path, runs: int, tags: int, steps: int) -> None:
     """The bytes tensorboardX writes, built directly (fast enough for 10M points)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from distcore.events.crc import masked_crc
+    from distcore.tfrecord.crc import masked_crc
 
     for run in range(runs):
         (root / f"run{run}").mkdir(parents=True, exist_ok=True)
@@ -283,6 +283,13 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def decoder_path() -> str:
+    """Which decoder distcore runs here: the C kernel, or numpy (DISTMON_PURE=1, or not built)."""
+    from distcore.tfrecord import kernel
+
+    return "compiled kernel" if kernel.ACTIVE is not None else "numpy (kernel off or not built)"
+
+
 def logdir_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*tfevents*"))
 
@@ -293,7 +300,8 @@ def bench_logdir(
     size_mb = logdir_bytes(root) / 1e6
     load = os.getloadavg()[0]
     print(f"\n== {title}: {root} ({expected:,} events, {size_mb:.0f} MB); alternating rounds, "
-          f"load average {load:.1f} on {os.cpu_count()} cores", flush=True)
+          f"load average {load:.1f} on {os.cpu_count()} cores; decoder: {decoder_path()}",
+          flush=True)
     results = alternating(loaders, root, repeats, slow)
     print(f"{'loader':<19}{'median s':>9}{'(min-max, n)':>18}{'events/s':>12}{'peak RSS':>10}"
           f"{'time / rustboard':>18}")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from distcore.events import LogdirWatcher, RunStore, load_once
-from distcore.events.crc import masked_crc
 from distcore.events.model import RunSnapshot
+from distcore.tfrecord.crc import masked_crc
 
 TAGS = ("loss", "accuracy", "lr", "train/grad_norm")
 ACTIONS = ("append",) * 12 + ("partial", "truncate", "rewrite", "replace", "delete", "new_file")

@@ -33,6 +33,8 @@ DISTCORE_MODULES = [
     "distcore.events",
     "distcore.events.watch",
     "distcore.events.jsonify",
+    "distcore.tfrecord",
+    "distcore.tfrecord.chunk",
 ]
 
 
@@ -93,18 +95,9 @@ def test_help_flag(tool: str) -> None:
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"distagent": ROOT / "agent", "distcore": ROOT / "shared", "distmon": ROOT / "tui"}
-# The reader's package imports itself in a circle through events/__init__ (the decoder moves to
-# its own leaf package in issue 19's next round); no other cycle may appear.
-KNOWN_CYCLES = {
-    "distcore": [
-        {
-            "distcore.events", "distcore.events.batch", "distcore.events.decode",
-            "distcore.events.fastpath", "distcore.events.groups", "distcore.events.many",
-            "distcore.events.reader",
-            "distcore.events.run", "distcore.events.store", "distcore.events.watch",
-        }
-    ],
-}
+# No cycle may appear in any package (the events package's circle through its __init__ went
+# when the decoder became the leaf package distcore.tfrecord).
+KNOWN_CYCLES: dict[str, list[set[str]]] = {}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -136,15 +129,21 @@ def _imported(node: ast.AST, module: str, is_package: bool) -> list[str]:
     return []
 
 
-def import_graph(package: str, root: Path) -> dict[str, set[str]]:
+def imports(package: str, root: Path) -> dict[str, set[str]]:
+    """Each module of the package and every name it imports (other packages' too)."""
     files = {_module_name(p, root): p for p in (root / package).rglob("*.py")}
-    graph: dict[str, set[str]] = {}
+    found: dict[str, set[str]] = {}
     for module, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         is_package = path.name == "__init__.py"
-        found = {m for node in ast.walk(tree) for m in _imported(node, module, is_package)}
-        graph[module] = {m for m in found if m in files and m != module}
-    return graph
+        names = {m for node in ast.walk(tree) for m in _imported(node, module, is_package)}
+        found[module] = names - {module}
+    return found
+
+
+def import_graph(package: str, root: Path) -> dict[str, set[str]]:
+    found = imports(package, root)
+    return {module: {m for m in names if m in found} for module, names in found.items()}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -201,3 +200,89 @@ def test_cycles_finds_circles(graph: dict[str, set[str]], expected: list[set[str
 def test_no_import_cycles(package: str) -> None:
     found = cycles(import_graph(package, PACKAGES[package]))
     assert [c for c in found if c not in KNOWN_CYCLES.get(package, [])] == [], found
+
+
+# --- layers: tfrecord <- events <- jobs <- front ends -----------------------------------------
+
+# Each layer and what it may never import (lazily neither): the decoder is a leaf, the reader
+# knows nothing of jobs or of where remote bytes come from, and distcore nothing of its users.
+LAYERS = {
+    "distcore.tfrecord": ("distcore.events", "distcore.jobs", "distcore.remote",
+                          "distcore.telemetry", "distmon", "distagent"),
+    "distcore.events": ("distcore.jobs", "distcore.remote", "distmon", "distagent"),
+    "distcore.jobs": ("distmon", "distagent"),
+    "distcore": ("distmon", "distagent"),
+}
+# (importer, imported) pairs that cross a layer today, each with the change that removes it.
+KNOWN_CROSSINGS = {
+    # run_path_text decodes `host:/path` from a Path: goes with issue 19's RunLocation type.
+    ("distcore.events.jsonify", "distcore.remote.spec"),
+}
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
+def layer_crossings(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {
+        (module, dep)
+        for module, deps in graph.items()
+        for layer, banned in LAYERS.items()
+        if _within(module, layer)
+        for dep in deps
+        if any(_within(dep, b) for b in banned)
+    }
+
+
+def test_layers_import_downwards_only() -> None:
+    crossings = layer_crossings(imports("distcore", PACKAGES["distcore"]))
+    known = {(a, m) for a, b in crossings for k, m in KNOWN_CROSSINGS if a == k and _within(b, m)}
+    unknown = {(a, b) for a, b in crossings if not any(_within(b, m) for k, m in known if a == k)}
+    assert unknown == set()
+    assert known == KNOWN_CROSSINGS, "a known crossing went: drop it from the list"
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"distcore.tfrecord.batch": {"distcore.events.model"}},
+         {("distcore.tfrecord.batch", "distcore.events.model")}),
+        ({"distcore.events.watch": {"distcore.jobs.model", "distcore.tfrecord"}},
+         {("distcore.events.watch", "distcore.jobs.model")}),
+        ({"distcore.jobs.index": {"distcore.events.store", "distcore.tfrecord"}}, set()),
+        ({"distcore.jobs.index": {"distmon.app"}}, {("distcore.jobs.index", "distmon.app")}),
+        ({"distcore.eventsx": {"distcore.jobs"}}, set()),  # a name prefix is not the package
+    ],
+)
+def test_layer_crossings_finds_upward_imports(
+    graph: dict[str, set[str]], expected: set[tuple[str, str]]
+) -> None:
+    assert layer_crossings(graph) == expected
+
+
+@pytest.mark.parametrize(
+    ("module", "banned"),
+    [
+        ("distcore.tfrecord.chunk", ("distcore.events", "distcore.jobs", "distcore.remote")),
+        ("distcore.events.watch", ("distcore.jobs", "distcore.remote")),
+    ],
+)
+def test_layers_in_a_fresh_interpreter(module: str, banned: tuple[str, ...]) -> None:
+    loaded = _loaded_modules(f"import {module}")
+    assert not {m for m in loaded if any(_within(m, b) for b in banned)}
+
+
+# The snapshot types every front end imports, and the packages' own names, stay cheap: the
+# decoder's numpy/protobuf/TensorBoard and the watcher's watchdog come only with their users.
+@pytest.mark.parametrize(
+    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord"]
+)
+def test_model_and_package_imports_are_light(module: str) -> None:
+    heavy = {"numpy", "google", "tensorboard", "watchdog"}
+    assert not heavy & _top_level(_loaded_modules(f"import {module}"))
+
+
+def test_the_decoder_loads_on_first_use() -> None:
+    code = "import distcore.tfrecord as t\nassert t.decode(b'', {}) == (None, 0)"
+    assert "numpy" in _top_level(_loaded_modules(code))

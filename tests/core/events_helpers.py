@@ -10,10 +10,10 @@ import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from distcore.events import RunStore, load_once
-from distcore.events.batch import Batch
-from distcore.events.crc import masked_crc
 from distcore.events.model import RunSnapshot
-from distcore.events.reader import decode_chunk
+from distcore.tfrecord import decode
+from distcore.tfrecord.batch import Batch
+from distcore.tfrecord.crc import masked_crc
 
 
 def record(data: bytes) -> bytes:
@@ -74,8 +74,8 @@ def batch_key(batch: Batch | None) -> object:
 def assert_grouped_equals_per_record(data: bytes, plugins: dict[str, str] | None = None) -> None:
     """The grouped (vectorised) decoder yields exactly what the per-record decoder yields."""
     plugins_a, plugins_b = dict(plugins or {}), dict(plugins or {})
-    grouped, used_a = decode_chunk(data, 0, plugins_a)
-    reference, used_b = decode_chunk(data, 0, plugins_b, grouped=False)
+    grouped, used_a = decode(data, plugins_a)
+    reference, used_b = decode(data, plugins_b, grouped=False)
     assert used_a == used_b
     assert batch_key(grouped) == batch_key(reference)
     assert plugins_a == plugins_b

@@ -5,15 +5,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
-from distcore.events.batch import decode_frames
-from distcore.events.buffers import PADDING
-from distcore.events.framing import frame
-from distcore.events.schema import SCALARS_METADATA
+from distcore.tfrecord.batch import decode_frames
+from distcore.tfrecord.buffers import PADDING
+from distcore.tfrecord.framing import frame
+from distcore.tfrecord.schema import SCALARS_METADATA
 from tests.core.events_helpers import record
+
+# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+pytestmark = pytest.mark.usefixtures("decoder_path")
 
 # Up to 20 characters (80 bytes): short enough for the fast path.
 TAGS = st.text(min_size=1, max_size=20) | st.sampled_from(

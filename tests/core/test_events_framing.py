@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distcore.events import RunStore, load_once
-from distcore.events.buffers import PADDING
-from distcore.events.crc import masked_crc, masked_crcs
-from distcore.events.framing import BAD_DATA_CRC, BAD_LENGTH_CRC, frame
 from distcore.events.watch import LogdirWatcher
+from distcore.tfrecord.buffers import PADDING
+from distcore.tfrecord.crc import masked_crc, masked_crcs
+from distcore.tfrecord.framing import BAD_DATA_CRC, BAD_LENGTH_CRC, frame
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
 
 EVENT_FILE = "events.out.tfevents.100.host"

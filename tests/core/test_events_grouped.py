@@ -8,6 +8,7 @@ plugin, bit for bit, whatever the bytes: writers mixed, tags of any length and b
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,9 @@ from tests.core.events_helpers import (
     require_wild,
 )
 from tests.core.wire_builder import event_file, events, run_file
+
+# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+pytestmark = pytest.mark.usefixtures("decoder_path")
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,6 +22,9 @@ from tests.core.events_helpers import scalar_records
 from tests.core.test_events_wiretypes import mixed_file
 from tests.core.wire_builder import event_file, run_file
 
+# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+pytestmark = pytest.mark.usefixtures("decoder_path")
+
 
 def _bits(values: object) -> list[int]:
     return np.asarray(values, dtype=np.float64).view(np.int64).tolist()

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import distcore.tfrecord.schema as s
 from distcore.events import LogdirWatcher, RunStore, load_once
-from distcore.events import schema as s
-from distcore.events.crc import masked_crc
-from distcore.events.framing import LENGTH_PAST_END, LENGTH_TOO_LARGE, MAX_RECORD, ZERO_BYTES
 from distcore.events.jsonify import run_to_json
 from distcore.events.reader import CHUNK, FileState, read_new
+from distcore.tfrecord.crc import masked_crc
+from distcore.tfrecord.framing import LENGTH_PAST_END, LENGTH_TOO_LARGE, MAX_RECORD, ZERO_BYTES
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
 from tests.core.wire_builder import event_file, field, run_file, varint
 

@@ -13,6 +13,7 @@ Two references, both TensorBoard's own code on the same files:
 
 from __future__ import annotations
 
+import functools
 import math
 import subprocess
 import tempfile
@@ -63,6 +64,7 @@ def _same(a: Points, b: Points) -> bool:
     )
 
 
+@functools.cache  # asked once for both decoder paths
 def _rust_data_server() -> dict[str, dict[str, Points]]:
     grpc = pytest.importorskip("grpc", reason=f"grpcio missing: {INSTALLS}")
     server = pytest.importorskip("tensorboard_data_server",
@@ -100,7 +102,7 @@ def _rust_data_server() -> dict[str, dict[str, Points]]:
     }
 
 
-def test_wild_scalars_equal_tensorboards_data_server() -> None:
+def test_wild_scalars_equal_tensorboards_data_server(decoder_path: str) -> None:
     ours, theirs = _ours(), _rust_data_server()
     assert sorted(ours) == sorted(theirs)
     for run, tags in theirs.items():

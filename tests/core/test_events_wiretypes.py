@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
+import distcore.tfrecord.schema as s
 from distcore.events import load_once
-from distcore.events import schema as s
-from distcore.events.wire import Expected, WireError, expected_wire_types, fields, validate
+from distcore.tfrecord.wire import Expected, WireError, expected_wire_types, fields, validate
 from distmon.cli import main
 from tests.core.events_helpers import assert_files_decode_alike, record
 from tests.core.remote_servers import Sshd
@@ -32,22 +32,22 @@ from tests.core.wire_builder import field, varint
 
 _EVENT = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _VALUE = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
-_GOOD_TYPES = (s.VARINT, s.I64, s.LEN, s.START_GROUP, s.I32)
+_GOOD_TYPES = (s.WIRE_VARINT, s.WIRE_FIXED64, s.WIRE_LEN, s.WIRE_START_GROUP, s.WIRE_FIXED32)
 
 
 def raw_field(number: int, wire_type: int, payload: bytes) -> bytes:
     """A field as given: a payload of the size its wire type needs (a group: empty, closed)."""
     key = varint((number << 3) | wire_type)
-    if wire_type == s.VARINT:
+    if wire_type == s.WIRE_VARINT:
         return key + varint(int.from_bytes(payload[:8], "little"))
-    if wire_type == s.I64:
+    if wire_type == s.WIRE_FIXED64:
         return key + payload[:8].ljust(8, b"\0")
-    if wire_type == s.I32:
+    if wire_type == s.WIRE_FIXED32:
         return key + payload[:4].ljust(4, b"\0")
-    if wire_type == s.LEN:
+    if wire_type == s.WIRE_LEN:
         return key + varint(len(payload)) + payload
-    if wire_type == s.START_GROUP:
-        return key + varint((number << 3) | s.END_GROUP)
+    if wire_type == s.WIRE_START_GROUP:
+        return key + varint((number << 3) | s.WIRE_END_GROUP)
     return key + payload  # END_GROUP alone, 6, 7: malformed whatever follows
 
 

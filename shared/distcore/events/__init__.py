@@ -1,25 +1,36 @@
 """distcore.events: a live, incremental reader for any TensorBoard logdir.
 
 `load_once()` reads everything once; `LogdirWatcher` + `RunStore` keep reading as files grow.
+The bytes are decoded by the leaf package distcore.tfrecord. The names below load lazily, so
+that `import distcore.events.model` (the snapshots every front end types against) costs no
+more than that module: the watcher's watchdog and the decoder's numpy, protobuf and TensorBoard
+come only with what uses them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from distcore.events.model import RunSnapshot, Series
-from distcore.events.store import RunStore
-from distcore.events.watch import LogdirWatcher
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from distcore.events.model import RunSnapshot, Series
+    from distcore.events.once import load_once
+    from distcore.events.store import RunStore
+    from distcore.events.watch import LogdirWatcher
+
+_LAZY = {
+    "LogdirWatcher": "watch",
+    "RunSnapshot": "model",
+    "RunStore": "store",
+    "Series": "model",
+    "load_once": "once",
+}
 
 __all__ = ["LogdirWatcher", "RunSnapshot", "RunStore", "Series", "load_once"]
 
 
-def load_once(
-    roots: Sequence[Path], *, poll: bool = False, max_points: int = 2000
-) -> tuple[RunSnapshot, ...]:
-    """Read every run under the roots once. `poll` is accepted for symmetry: one pass reads
-    the files directly, so it watches nothing."""
-    store = RunStore(max_points=max_points)
-    LogdirWatcher(roots, store, poll=poll).scan_once()
-    return store.snapshot()
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

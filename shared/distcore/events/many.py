@@ -1,13 +1,8 @@
-"""First reads of many small files at once: one framing and one vectorised decode for all.
-
-A sweep is thousands of runs of one small file each; read one by one, each file pays the fixed
-cost of every numpy call in framing, CRC and decoding (issue 20: ~5.7 ms a run). Here the
-files are read into one buffer, back to back, framed and fast-decoded once, and then each
-file's share is assembled by the same code as a lone read (batch.decode_frames), so the result
-is exactly a lone read's. A file takes this path only when its records tile it exactly (no
-problem, no partial record at its end, nothing crossing its edges): then framing it alone would
-find the same records. A run with any other file (damaged, growing, large, unreadable) is left
-to the ordinary reader, which reads it from the start as if this had never looked at it.
+"""First reads of many small runs at once: their files read into one buffer, back to back,
+and decoded together by distcore.tfrecord.many (one framing and one vectorised decode for
+all, each file's result exactly a lone read's). A run with a file that is not small, not
+regular, unreadable, or not tiled exactly by its records (damaged, growing) is left to the
+ordinary reader, which reads it from the start as if this had never looked at it.
 """
 
 from __future__ import annotations
@@ -19,15 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-import numpy as np
-
-from distcore.events.batch import Batch, decode_frames
-from distcore.events.buffers import PADDING
 from distcore.events.discovery import RunDir
-from distcore.events.fastpath import FastScalars
-from distcore.events.framing import FOOTER, HEADER, Frames, frame
-from distcore.events.groups import decode_grouped
 from distcore.events.reader import FileState
+from distcore.tfrecord.batch import Batch
+from distcore.tfrecord.buffers import PADDING
+from distcore.tfrecord.many import decode_files
 
 SMALL_FILE: Final = 1 << 20  # larger files are read on their own (and in chunks)
 BATCH_BYTES: Final = 4 << 20  # bytes decoded together (its transient arrays are ~10x that)
@@ -42,9 +33,6 @@ class _File:
     state: FileState
     base: int  # where its bytes start in the group's buffer
     size: int
-    first: int = 0  # its records: frames[first:last] of the group
-    last: int = 0
-    tiled: bool = False  # its records cover it exactly (see _tile)
 
 
 @dataclass
@@ -125,66 +113,20 @@ def _decode_group(
     group: _Group, plugins: Callable[[str], dict[str, str]], apply: Apply,
     states: dict[str, list[FileState]],
 ) -> list[RunDir]:
-    buf = np.frombuffer(group.raw, dtype=np.uint8)
-    frames = frame(group.raw, buf, group.size)
-    _tile(frames, group)
-    good = [r for r in group.runs if all(f.tiled for f in r.files)]
-    picks = [np.arange(f.first, f.last) for r in good for f in r.files]
-    pick = np.concatenate(picks) if picks else np.zeros(0, np.int64)
-    fast = decode_grouped(buf, frames.starts[pick], frames.lengths[pick])
-    pos = 0  # where each file's records start among the picked ones
-    for entry in good:
-        table = plugins(entry.run.name)
-        for f in entry.files:
-            count = f.last - f.first
-            if count:
-                part = Frames(frames.starts[f.first : f.last], frames.lengths[f.first : f.last],
-                              f.size)  # fmt: skip
-                batch = decode_frames(group.raw, buf, part, table, fast=_share(fast, pos, count))
-                batch.problems = [(kind, off - f.base) for kind, off in batch.problems]
+    spans = [[(f.base, f.size) for f in entry.files] for entry in group.runs]
+    decoded = decode_files(group.raw, group.size, spans,
+                           lambda g: plugins(group.runs[g].run.name))  # fmt: skip
+    left = []
+    for entry, batches in zip(group.runs, decoded, strict=True):
+        if batches is None:
+            left.append(entry.run)
+            continue
+        for f, batch in zip(entry.files, batches, strict=True):
+            if batch is not None:
                 _consumed(f, group.raw)
                 apply(entry.run, f.path, batch)
-            pos += count
         states[entry.run.name] = [f.state for f in entry.files]
-    return [r.run for r in group.runs if r not in good]
-
-
-def _tile(frames: Frames, group: _Group) -> None:
-    """Set each file's range of frames, and whether its records cover it exactly, edge to
-    edge, with nothing gone wrong inside it."""
-    heads = frames.starts - HEADER
-    ends = frames.starts + frames.lengths + FOOTER
-    # breaks[i]: how many records before record i did not end where the next began
-    joined = heads[1:] == ends[:-1]
-    breaks = np.concatenate([[0], np.cumsum(~joined)]) if len(heads) else np.zeros(0, np.int64)
-    trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
-    for entry in group.runs:
-        for f in entry.files:
-            end = f.base + f.size
-            f.first, f.last = np.searchsorted(heads, [f.base, end]).tolist()
-            lo, hi = np.searchsorted(trouble, [f.base, end]).tolist()
-            if lo != hi or frames.end < end:
-                f.tiled = False
-            elif f.first == f.last:
-                f.tiled = f.size == 0
-            else:
-                f.tiled = bool(
-                    heads[f.first] == f.base and ends[f.last - 1] == end
-                    and breaks[f.last - 1] == breaks[f.first]
-                )
-
-
-def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
-    """The records pos..pos+count of a group's decode, as if decoded alone: positions from 0,
-    and only the tags they use (so that each file's cost follows its own tags)."""
-    lo, hi = np.searchsorted(fast.index, [pos, pos + count]).tolist()
-    ids = fast.tag_ids[lo:hi]
-    used, local = np.unique(ids, return_inverse=True)
-    return FastScalars(
-        fast.index[lo:hi] - pos, local.astype(np.int64).ravel(),
-        [fast.tags[i] for i in used.tolist()], fast.steps[lo:hi], fast.wall_times[lo:hi],
-        fast.values[lo:hi], fast.is_tensor[lo:hi], fast.has_metadata[lo:hi],
-    )
+    return left
 
 
 def _consumed(f: _File, raw: bytearray) -> None:

@@ -17,9 +17,16 @@ from typing import Final
 
 import numpy as np
 
-from distcore.events.batch import Batch, decode_frames
-from distcore.events.buffers import PADDING
-from distcore.events.framing import FOOTER, HEADER, MAX_RECORD, ZERO_BYTES, find_header, frame
+from distcore.tfrecord import (
+    FOOTER,
+    HEADER,
+    MAX_RECORD,
+    PADDING,
+    ZERO_BYTES,
+    Batch,
+    decode,
+    find_header,
+)
 
 CHUNK: Final = 4 << 20
 _MARK: Final = 32  # bytes remembered at the start and before the offset
@@ -99,25 +106,6 @@ def _rewritten(fd: int, state: FileState) -> bool:
     return head != state.head or tail != state.tail
 
 
-def decode_chunk(
-    data: bytes | bytearray, base_offset: int, plugins: dict[str, str], *, grouped: bool = True
-) -> tuple[Batch | None, int]:
-    """Decode the complete records at the start of `data`, the bytes of an event file from
-    `base_offset` (a record boundary) on: any byte source (a local file, SSH, an object store)
-    feeds the same framing and decoding. Returns the batch (None when no record is complete yet)
-    and how many bytes it consumed; problem offsets are made absolute with `base_offset`.
-    `grouped=False` decodes record by record (the reference the grouped decoder must equal)."""
-    raw = bytearray(len(data) + PADDING)
-    raw[: len(data)] = data
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    frames = frame(raw, buf, len(data))
-    if frames.end == 0:
-        return None, 0
-    batch = decode_frames(raw, buf, frames, plugins, grouped=grouped)
-    batch.problems = [(kind, off + base_offset) for kind, off in batch.problems]
-    return batch, frames.end
-
-
 def _chunk_size(size: int, offset: int) -> int:
     return min(CHUNK, max(HEADER + FOOTER, size - offset))
 
@@ -131,13 +119,12 @@ def _read_from(
         got = os.preadv(fd, [memoryview(raw)[:want]], state.offset)
         if got < HEADER + FOOTER:
             return
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        frames = frame(raw, buf, got)
-        if frames.end == 0:
+        batch, consumed = decode(raw, plugins, size=got, base_offset=state.offset)
+        if batch is None:
             # Nothing complete: the last record is still being written, or it is larger than
             # the chunk (then read it whole, never more than the file holds), or zeros that
             # more data follows.
-            if got == want and _skip_zero_chunk(fd, state, buf, got, size, emit):
+            if got == want and _skip_zero_chunk(fd, state, raw, got, size, emit):
                 want = _chunk_size(size, state.offset)
                 continue
             needed = int.from_bytes(raw[:8], "little") + HEADER + FOOTER
@@ -147,9 +134,7 @@ def _read_from(
                 return
             want = needed
             continue
-        batch = decode_frames(raw, buf, frames, plugins)
-        batch.problems = [(kind, off + state.offset) for kind, off in batch.problems]
-        _advance(fd, state, frames.end)
+        _advance(fd, state, consumed)
         emit(batch)
         if got < want:
             return
@@ -164,11 +149,11 @@ def _advance(fd: int, state: FileState, consumed: int) -> None:
 
 
 def _skip_zero_chunk(
-    fd: int, state: FileState, buf: np.ndarray, got: int, size: int, emit: Callable[[Batch], None]
+    fd: int, state: FileState, raw: bytearray, got: int, size: int, emit: Callable[[Batch], None]
 ) -> bool:
     """A chunk of zeros that the file continues past: skip to the next nonzero byte, if the
     file has one (zeros to the end are preallocated space, not written yet: wait there)."""
-    if buf[:got].any():
+    if raw.count(0, 0, got) != got:
         return False
     pos = state.offset + got
     while pos < size:

@@ -6,10 +6,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from distcore.events.batch import Batch
 from distcore.events.model import RunSnapshot, RunStatus
 from distcore.events.series import SeriesBuffer
 from distcore.histograms.store import HistogramStore
+from distcore.tfrecord.batch import Batch
 
 MAX_PROBLEM_LINES: Final = 20
 

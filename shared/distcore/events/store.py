@@ -10,10 +10,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from distcore.events.batch import Batch
 from distcore.events.model import RunSnapshot
 from distcore.events.run import RunState
 from distcore.listeners import Listeners
+from distcore.tfrecord.batch import Batch
 
 Listener = Callable[[frozenset[str]], None]
 LIVE_SECONDS = 300.0  # TF2 writers flush every 2 minutes by default

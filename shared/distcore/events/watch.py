@@ -36,13 +36,13 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from distcore.events.batch import Batch
 from distcore.events.discovery import EVENT_MARKER, RunDir, discover
 from distcore.events.fstype import mount_fs_type, needs_polling
 from distcore.events.many import read_fresh_runs
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
-from distcore.jobs.model import ProducerError
+from distcore.producer import ProducerError
+from distcore.tfrecord.batch import Batch
 
 Mode = Literal["inotify", "poll"]
 _MAX_BACKOFF = 30.0

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from distcore.events.framing import HEADER
 from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
@@ -28,6 +27,7 @@ from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
+from distcore.tfrecord import HEADER
 
 MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
 PIECE: Final = 256 << 10  # where a read may stop before a stretch of zeros (at most this crosses)

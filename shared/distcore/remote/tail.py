@@ -2,7 +2,8 @@
 
 The transport lists files (`FileMeta`) and fetches byte ranges; `LogdirTail` decides which ranges
 to ask for (only what was appended since the last read), decodes them with the local reader's
-`decode_chunk`, and fills the same `RunStore` under run names prefixed by the source's label.
+entry, `distcore.tfrecord.decode`, and fills the same `RunStore` under run names prefixed by
+the source's label.
 A file whose identity changed or that shrank is read again from the start, as events/reader.py
 does; bytes after the last complete record wait in memory, so nothing travels twice.
 
@@ -26,14 +27,12 @@ from typing import Final
 import numpy as np
 
 from distcore import names
-from distcore.events.batch import Batch
 from distcore.events.discovery import EVENT_MARKER
-from distcore.events.framing import HEADER, ZERO_BYTES, find_header
-from distcore.events.reader import decode_chunk
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES, agent_record_from
 from distcore.jobs.model import AgentRecord
 from distcore.jobs.parts import TRAINING_PARTS, job_dir_of, split_run
+from distcore.tfrecord import HEADER, ZERO_BYTES, Batch, decode, find_header
 
 FETCH_LIMIT: Final = 8 << 20  # bytes per file per request: bounded memory, and progress shown
 MAX_PENDING: Final = 256 << 20  # a record claiming more than this is skipped (issue 12's bound)
@@ -289,7 +288,7 @@ class LogdirTail:
         name = self.run_name(directory)
         plugins = self._plugins.setdefault(name, {})
         decoded_at = state.offset - len(state.pending)
-        batch, used = decode_chunk(state.pending, decoded_at, plugins)
+        batch, used = decode(state.pending, plugins, base_offset=decoded_at)
         if batch is None and len(state.pending) > MAX_PENDING:
             batch, used = Batch(problems=[(SKIPPED, decoded_at)]), len(state.pending)
         if batch is None:

@@ -8,17 +8,14 @@ import google_crc32c
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events.buffers import at
+import distcore.tfrecord.kernel as kernel
+from distcore.tfrecord.buffers import I64, U8, U32, at
 
 _MASK_DELTA: Final = 0xA282EAD8
 _POLY: Final = 0x82F63B78  # Castagnoli, reflected
 # Records this long or longer are checked one by one in C; shorter ones in a numpy batch,
 # where the per-call overhead of Python would dominate.
 BATCH_MAX_LENGTH: Final = 192
-
-U8 = npt.NDArray[np.uint8]
-U32 = npt.NDArray[np.uint32]
-I64 = npt.NDArray[np.int64]
 
 
 def mask(crc: int) -> int:
@@ -87,7 +84,14 @@ def masked_crcs(buf: U8, starts: I64, width: int) -> U32:
 def crc_ok(
     buf: U8, raw: bytes | bytearray, starts: I64, lengths: I64, stored: U32
 ) -> npt.NDArray[np.bool_]:
-    """Whether masked CRC-32C of buf[start:start+length] equals `stored`, per record."""
+    """Whether masked CRC-32C of buf[start:start+length] equals `stored`, per record
+    (`stored` is what buf holds right after each record's data: the compiled kernel reads it
+    there itself)."""
+    compiled = kernel.ACTIVE
+    if compiled is not None:
+        checked = compiled.crc_ok(buf, np.ascontiguousarray(starts, np.int64),
+                                  np.ascontiguousarray(lengths, np.int64))  # fmt: skip
+        return np.frombuffer(checked, dtype=bool)
     ok = np.zeros(len(starts), dtype=bool)
     if len(starts) == 0:
         return ok

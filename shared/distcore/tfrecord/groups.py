@@ -19,9 +19,10 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events import schema as s
-from distcore.events.buffers import I64, U8, Bools
-from distcore.events.fastpath import FastScalars, decode_scalars
+import distcore.tfrecord.kernel as kernel
+import distcore.tfrecord.schema as s
+from distcore.tfrecord.buffers import I64, U8, Bools
+from distcore.tfrecord.fastpath import FastScalars, decode_scalars
 
 _MD_FIELD: Final = bytes([s.K_METADATA, len(s.SCALARS_METADATA)]) + s.SCALARS_METADATA
 _F32: Final = s.F32_TENSOR_PREFIX  # dtype, empty shape, content key and length
@@ -33,7 +34,7 @@ _SMALL_KEYS: Final = 1 << 16
 def decode_grouped(buf: U8, starts: I64, lengths: I64) -> FastScalars:
     """What decode_scalars(buf, starts, lengths) returns, decoded group by group."""
     n = len(starts)
-    if n < _MIN_RUN:
+    if n < _MIN_RUN or kernel.ACTIVE is not None:  # compiled, one by one beats grouping
         return decode_scalars(buf, starts, lengths)
     runs = [run for f, c in _runs(starts, lengths) if (run := _plan(buf, starts, f, c, lengths))]
     if not runs:  # nothing to group (e.g. tags of different lengths in turn)

@@ -17,7 +17,15 @@ from typing import Final
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from distcore.events.schema import END_GROUP, I32, I64, LEN, START_GROUP, VARINT
+import distcore.tfrecord.kernel as kernel
+from distcore.tfrecord.schema import (
+    WIRE_END_GROUP,
+    WIRE_FIXED32,
+    WIRE_FIXED64,
+    WIRE_LEN,
+    WIRE_START_GROUP,
+    WIRE_VARINT,
+)
 
 _F64: Final = struct.Struct("<d")
 _F32: Final = struct.Struct("<f")
@@ -53,14 +61,14 @@ def _key(data: bytes, pos: int) -> tuple[int, int, int]:
 
 
 def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
-    """The position after the END_GROUP that closes the group `number` opened before `pos`."""
+    """The position after the END_GROUP key that closes the group `number` opened before `pos`."""
     if depth > _MAX_DEPTH:
         raise WireError("groups nested too deeply")
     while True:
         if pos >= len(data):
             raise WireError("unterminated group")
         inner, wire_type, pos = _key(data, pos)
-        if wire_type == END_GROUP:
+        if wire_type == WIRE_END_GROUP:
             if inner != number:
                 raise WireError("mismatched end of group")
             return pos
@@ -69,13 +77,13 @@ def _skip_group(data: bytes, pos: int, number: int, depth: int = 0) -> int:
 
 def _skip_value(data: bytes, pos: int, number: int, wire_type: int, depth: int) -> tuple[int, int]:
     """(where the value starts, where it ends); a varint's start is the varint itself."""
-    if wire_type == VARINT:
+    if wire_type == WIRE_VARINT:
         return pos, read_varint(data, pos)[1]
-    if wire_type == LEN:
+    if wire_type == WIRE_LEN:
         size, pos = read_varint(data, pos)
-    elif wire_type in (I64, I32):
-        size = 8 if wire_type == I64 else 4
-    elif wire_type == START_GROUP:
+    elif wire_type in (WIRE_FIXED64, WIRE_FIXED32):
+        size = 8 if wire_type == WIRE_FIXED64 else 4
+    elif wire_type == WIRE_START_GROUP:
         return pos, _skip_group(data, pos, number, depth)
     else:
         raise WireError(f"invalid wire type {wire_type}")
@@ -87,13 +95,21 @@ def _skip_value(data: bytes, pos: int, number: int, wire_type: int, depth: int) 
 def fields(data: bytes, expected: Expected | None = None) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value): ints for varints, raw bytes for everything else (a
     group's bytes run to its END_GROUP key). A field of `expected` in another wire type is an
-    error."""
+    error. The compiled kernel walks the bytes where it is built (the fields before an error
+    are yielded all the same, then the error raised: callers see the same sequence)."""
+    compiled = kernel.ACTIVE
+    if compiled is not None and (expected is None or type(expected) is dict):
+        found, error = compiled.fields(data, expected)
+        yield from found
+        if error is not None:
+            raise WireError(error)
+        return
     pos, end = 0, len(data)
     while pos < end:
         number, wire_type, pos = _key(data, pos)
         if expected is not None and wire_type not in expected.get(number, _ANY):
             raise WireError(f"field {number} in wire type {wire_type}")
-        if wire_type == VARINT:
+        if wire_type == WIRE_VARINT:
             value, pos = read_varint(data, pos)
             yield number, wire_type, value
             continue
@@ -101,26 +117,26 @@ def fields(data: bytes, expected: Expected | None = None) -> Iterator[tuple[int,
         yield number, wire_type, data[start:pos]
 
 
-_ANY: Final = frozenset((VARINT, I64, LEN, START_GROUP, I32))
+_ANY: Final = frozenset((WIRE_VARINT, WIRE_FIXED64, WIRE_LEN, WIRE_START_GROUP, WIRE_FIXED32))
 _NATIVE: Final[dict[int, int]] = {
     **dict.fromkeys(
         (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64),
-        I64,
+        WIRE_FIXED64,
     ),
     **dict.fromkeys(
         (FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_SFIXED32),
-        I32,
+        WIRE_FIXED32,
     ),
     **dict.fromkeys(
         (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES, FieldDescriptor.TYPE_MESSAGE),
-        LEN,
+        WIRE_LEN,
     ),
-    FieldDescriptor.TYPE_GROUP: START_GROUP,
+    FieldDescriptor.TYPE_GROUP: WIRE_START_GROUP,
 }
 
 
 def expected_wire_types(message: Descriptor) -> Expected:
-    """Each field of `message` and the wire types it may arrive in: its own, and LEN as well
+    """Each field of `message` and the wire types it may arrive in: its own, and WIRE_LEN as well
     for a repeated number (packed or not, parsers take both)."""
     return _expected(message.full_name, message)
 
@@ -129,13 +145,13 @@ def expected_wire_types(message: Descriptor) -> Expected:
 def _expected(_name: str, message: Descriptor) -> Expected:
     out = {}
     for f in message.fields:
-        native = _NATIVE.get(f.type, VARINT)
+        native = _NATIVE.get(f.type, WIRE_VARINT)
         # protobuf 5+ has is_repeated (label is deprecated); older ones only label.
         repeated = getattr(f, "is_repeated", None)
         if repeated is None:
             repeated = getattr(f, "label", None) == FieldDescriptor.LABEL_REPEATED
-        packable = bool(repeated) and native != LEN
-        out[f.number] = frozenset((native, LEN) if packable else (native,))
+        packable = bool(repeated) and native != WIRE_LEN
+        out[f.number] = frozenset((native, WIRE_LEN) if packable else (native,))
     return out
 
 
@@ -147,7 +163,7 @@ def validate(data: bytes, message: Descriptor, depth: int = 0) -> None:
     by_number = message.fields_by_number
     for number, wire_type, raw in fields(data, expected_wire_types(message)):
         f = by_number.get(number)
-        inner = f.message_type if f is not None and wire_type == LEN else None
+        inner = f.message_type if f is not None and wire_type == WIRE_LEN else None
         if inner is not None:
             validate(as_bytes(raw), inner, depth + 1)
 

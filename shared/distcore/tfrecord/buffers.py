@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+# numpy array aliases (the protobuf wire types are schema.WIRE_*).
 U8 = npt.NDArray[np.uint8]
+U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 # Zero bytes after the data, so that fixed-width reads near the end stay inside the buffer.

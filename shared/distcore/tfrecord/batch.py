@@ -5,20 +5,21 @@ Built outside the store's lock (decoding is the slow part); the store only appen
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events.buffers import I64, U8
-from distcore.events.decode import Decoded, UndecodableError, decode_event
-from distcore.events.fastpath import FastScalars, decode_scalars
-from distcore.events.framing import Frames
-from distcore.events.groups import decode_grouped
-from distcore.events.schema import SCALARS_PLUGIN
 from distcore.histograms.model import HistogramPoint
 from distcore.histograms.points import histogram_point
+from distcore.tfrecord.buffers import I64, U8
+from distcore.tfrecord.fastpath import FastScalars, decode_scalars
+from distcore.tfrecord.framing import Frames
+from distcore.tfrecord.groups import decode_grouped
+from distcore.tfrecord.record import Decoded, UndecodableError, decode_event
+from distcore.tfrecord.schema import SCALARS_PLUGIN
 
 F64 = npt.NDArray[np.float64]
 UNDECODABLE = "undecodable record"
@@ -92,7 +93,9 @@ def decode_frames(
     timeline.replay_fast_until(len(frames.starts), plugins)
     keep = timeline.fast_keep(before)
     batch.segments = _segments(fast, keep, columns, restarts)
-    walls = np.concatenate([fast.wall_times[keep], np.asarray(columns.walls, dtype=np.float64)])
+    walls = fast.wall_times[keep]
+    if columns.walls:
+        walls = np.concatenate([walls, np.asarray(columns.walls, dtype=np.float64)])
     walls = walls[np.isfinite(walls)]
     batch.newest_wall_time = float(walls.max()) if len(walls) else None
     return batch
@@ -188,13 +191,17 @@ def _segments(
     fast_ids = np.array([ids.setdefault(t, len(ids)) for t in fast.tags], dtype=np.int64)
     slow_ids = [ids.setdefault(t, len(ids)) for t in columns.tags]
     names = list(ids)
-    fast_tag_ids = fast_ids[fast.tag_ids[keep]] if len(fast_ids) else fast.tag_ids[keep]
-    records = np.concatenate([fast.index[keep], np.asarray(columns.records, dtype=np.int64)])
-    tag_ids = np.concatenate([fast_tag_ids, np.asarray(slow_ids, dtype=np.int64)])
-    steps = np.concatenate([fast.steps[keep], np.asarray(columns.steps, dtype=np.int64)])
-    walls = np.concatenate([fast.wall_times[keep], np.asarray(columns.walls, dtype=np.float64)])
-    values = np.concatenate([fast.values[keep], np.asarray(columns.values, dtype=np.float64)])
-    if columns.records:
+    fast_tag_ids = fast.tag_ids[keep]
+    if len(fast_ids) and len(names) - len(slow_ids) < len(fast_ids):
+        fast_tag_ids = fast_ids[fast_tag_ids]  # (else the ids are the names' own: 0, 1, ...)
+    records, tag_ids = fast.index[keep], fast_tag_ids
+    steps, walls, values = fast.steps[keep], fast.wall_times[keep], fast.values[keep]
+    if columns.records:  # the general decoder's points, merged in record order
+        records = np.concatenate([records, np.asarray(columns.records, dtype=np.int64)])
+        tag_ids = np.concatenate([tag_ids, np.asarray(slow_ids, dtype=np.int64)])
+        steps = np.concatenate([steps, np.asarray(columns.steps, dtype=np.int64)])
+        walls = np.concatenate([walls, np.asarray(columns.walls, dtype=np.float64)])
+        values = np.concatenate([values, np.asarray(columns.values, dtype=np.float64)])
         order = np.argsort(records, kind="stable")
         records, tag_ids = records[order], tag_ids[order]
         steps, walls, values = steps[order], walls[order], values[order]
@@ -215,10 +222,14 @@ def _by_tag(
 ) -> dict[str, tuple[I64, F64, F64]]:
     if len(tag_ids) == 0:
         return {}
+    first = int(tag_ids[0])
+    if not (tag_ids != first).any():  # one tag (a file's stretch often is): nothing to sort
+        return {names[first]: (steps, walls, values)}
     order = np.argsort(tag_ids, kind="stable")
     sorted_ids = tag_ids[order]
-    bounds = np.flatnonzero(np.diff(sorted_ids)) + 1
-    result = {}
-    for group in np.split(order, bounds):
-        result[names[int(tag_ids[group[0]])]] = (steps[group], walls[group], values[group])
-    return result
+    edges = [0, *(np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1).tolist(), len(order)]
+    steps, walls, values = steps[order], walls[order], values[order]
+    return {
+        names[int(sorted_ids[lo])]: (steps[lo:hi], walls[lo:hi], values[lo:hi])
+        for lo, hi in itertools.pairwise(edges)
+    }

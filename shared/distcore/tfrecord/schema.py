@@ -14,12 +14,12 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 # Protobuf wire types.
-VARINT: Final = 0
-I64: Final = 1
-LEN: Final = 2
-START_GROUP: Final = 3
-END_GROUP: Final = 4
-I32: Final = 5
+WIRE_VARINT: Final = 0
+WIRE_FIXED64: Final = 1
+WIRE_LEN: Final = 2
+WIRE_START_GROUP: Final = 3
+WIRE_END_GROUP: Final = 4
+WIRE_FIXED32: Final = 5
 
 
 def number(message: Descriptor, field: str) -> int:
@@ -63,14 +63,14 @@ VALUE_SKIPPED: Final = frozenset(
 )
 
 # One-byte keys for the vectorised fast path.
-K_WALL: Final = key(_EVENT, "wall_time", I64)
-K_STEP: Final = key(_EVENT, "step", VARINT)
-K_SUMMARY: Final = key(_EVENT, "summary", LEN)
-K_VALUE: Final = key(_SUMMARY, "value", LEN)
-K_TAG: Final = key(_VALUE, "tag", LEN)
-K_SIMPLE: Final = key(_VALUE, "simple_value", I32)
-K_TENSOR: Final = key(_VALUE, "tensor", LEN)
-K_METADATA: Final = key(_VALUE, "metadata", LEN)
+K_WALL: Final = key(_EVENT, "wall_time", WIRE_FIXED64)
+K_STEP: Final = key(_EVENT, "step", WIRE_VARINT)
+K_SUMMARY: Final = key(_EVENT, "summary", WIRE_LEN)
+K_VALUE: Final = key(_SUMMARY, "value", WIRE_LEN)
+K_TAG: Final = key(_VALUE, "tag", WIRE_LEN)
+K_SIMPLE: Final = key(_VALUE, "simple_value", WIRE_FIXED32)
+K_TENSOR: Final = key(_VALUE, "tensor", WIRE_LEN)
+K_METADATA: Final = key(_VALUE, "metadata", WIRE_LEN)
 
 
 def _scalar_tensor_prefix(dtype: int, width: int) -> bytes:

@@ -14,8 +14,11 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from distcore.events import schema as s
-from distcore.events.wire import (
+import distcore.tfrecord.schema as s
+from distcore.histograms import decode as histo
+from distcore.histograms.model import Buckets
+from distcore.tensors import DTYPES, tensor_values
+from distcore.tfrecord.wire import (
     WireError,
     as_bytes,
     as_double,
@@ -25,9 +28,6 @@ from distcore.events.wire import (
     fields,
     validate,
 )
-from distcore.histograms import decode as histo
-from distcore.histograms.model import Buckets
-from distcore.tensors import DTYPES, tensor_values
 
 _EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)

@@ -3,19 +3,21 @@
 Writers serialise fields in field-number order, so such an event has a fixed layout with a few
 optional parts: wall_time, [step], summary{value{tag, simple_value | tensor[, metadata]}}. Each
 check below runs on every record of a batch at once; a record that fails any of them is left to
-the general decoder (decode.py), so this path may be strict without being wrong.
+the general decoder (record.py), so this path may be strict without being wrong.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from distcore.events import schema as s
-from distcore.events.buffers import I64, U8, Bools, at, clamp, equals, varints
+import distcore.tfrecord.kernel as kernel
+import distcore.tfrecord.schema as s
+from distcore.tfrecord.buffers import I64, U8, Bools, at, clamp, equals, varints
 
 F64 = npt.NDArray[np.float64]
 _MAX_TAG: Final = 96
@@ -43,6 +45,9 @@ def _field_len(buf: U8, pos: I64, limit: int) -> tuple[I64, I64]:
 
 
 def decode_scalars(buf: U8, starts: I64, lengths: I64) -> FastScalars:
+    compiled = kernel.ACTIVE
+    if compiled is not None:
+        return _compiled(compiled, buf, starts, lengths)
     limit = len(buf) - 16
     ends = starts + lengths
     ok = buf[starts] == s.K_WALL
@@ -72,6 +77,25 @@ def decode_scalars(buf: U8, starts: I64, lengths: I64) -> FastScalars:
     return FastScalars(
         index, tag_ids, tags, steps[index], walls[index], values[index],
         is_tensor[index], has_md[index],
+    )
+
+
+_KEYS: Final = bytes(
+    [s.K_WALL, s.K_STEP, s.K_SUMMARY, s.K_VALUE, s.K_TAG, s.K_SIMPLE, s.K_TENSOR, s.K_METADATA]
+)
+
+
+def _compiled(compiled: ModuleType, buf: U8, starts: I64, lengths: I64) -> FastScalars:
+    """The same checks record by record in C (_kernel.c), with tags interned exactly."""
+    index, tag_ids, tags, steps, walls, values, is_tensor, has_md = compiled.scalars(
+        buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(lengths, np.int64),
+        _KEYS, _F32_PREFIX, _F64_PREFIX, _SCALARS_MD, _MAX_TAG,
+    )
+    return FastScalars(
+        np.frombuffer(index, np.int64), np.frombuffer(tag_ids, np.int64), tags,
+        np.frombuffer(steps, np.int64), np.frombuffer(walls, np.float64),
+        np.frombuffer(values, np.float64), np.frombuffer(is_tensor, np.bool_),
+        np.frombuffer(has_md, np.bool_),
     )
 
 

@@ -8,6 +8,9 @@ run past the data is "not yet" only while nothing valid follows it: when a compl
 record starts after it, its length was a lie (damage, or a writer that died mid-record and was
 followed by another), so the reader resyncs there instead of waiting forever. Zero-filled
 stretches (preallocated or sparse files) are skipped with one vectorised search.
+
+Records are followed by the compiled kernel where it is built (kernel.py), else by the numpy
+chains below; both find the same records (tests/core/test_tfrecord_kernel.py).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from typing import Final
 
 import numpy as np
 
-from distcore.events.buffers import I64, U8, at
-from distcore.events.crc import crc_ok, masked_crc, masked_crcs
+import distcore.tfrecord.kernel as kernel
+from distcore.tfrecord.buffers import I64, U8, at
+from distcore.tfrecord.crc import crc_ok, masked_crc, masked_crcs
 
 HEADER: Final = 12
 FOOTER: Final = 4
@@ -203,21 +207,17 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
             problems.append((ZERO_BYTES, pos))
             pos = _resync(buf, pos, size)
             continue
-        runs, stop = _chain_runs(buf, pos, size)
-        if runs:
-            kept.extend(runs)
-            pos = stop
-            continue
-        fast = _chain_vectorised(buf, pos, min(size, pos + _WINDOW))
-        if fast is not None and fast[1] == pos and size - pos > _WINDOW:
-            fast = None  # one record larger than the window: follow it one by one
-        if fast is not None:
-            heads, stop = fast
-            bad = np.zeros(0, np.int64)  # every header was checked already
+        compiled = kernel.ACTIVE
+        if compiled is not None:  # _chain in C, every header's CRC checked on the way
+            chained, stop = compiled.chain(buf, pos, size)
+            heads, bad = np.frombuffer(chained, np.int64), np.zeros(0, np.int64)
         else:
-            chained, stop = _chain(raw, pos, size)
-            heads = np.frombuffer(chained, np.int64) if len(chained) else np.zeros(0, np.int64)
-            bad = np.flatnonzero(~_headers_ok(buf, heads)) if len(heads) else heads
+            runs, stop = _chain_runs(buf, pos, size)
+            if runs:
+                kept.extend(runs)
+                pos = stop
+                continue
+            heads, stop, bad = _chain_numpy(raw, buf, pos, size)
         if len(bad):
             kept.append(heads[: bad[0]])
             pos = int(heads[bad[0]])
@@ -245,6 +245,19 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
         break
     heads = np.concatenate(kept) if kept else np.zeros(0, np.int64)
     return _check_data(raw, buf, heads, pos, problems)
+
+
+def _chain_numpy(raw: bytes | bytearray, buf: U8, pos: int, size: int) -> tuple[I64, int, I64]:
+    """(heads, where the chain stops, positions among them with a bad header CRC)."""
+    fast = _chain_vectorised(buf, pos, min(size, pos + _WINDOW))
+    if fast is not None and fast[1] == pos and size - pos > _WINDOW:
+        fast = None  # one record larger than the window: follow it one by one
+    if fast is not None:
+        return fast[0], fast[1], np.zeros(0, np.int64)  # every header was checked already
+    chained, stop = _chain(raw, pos, size)
+    heads = np.frombuffer(chained, np.int64) if len(chained) else np.zeros(0, np.int64)
+    bad = np.flatnonzero(~_headers_ok(buf, heads)) if len(heads) else heads
+    return heads, stop, bad
 
 
 def _header_plausible(buf: U8, pos: int) -> bool:

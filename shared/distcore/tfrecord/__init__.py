@@ -1,0 +1,50 @@
+"""distcore.tfrecord: TensorBoard event files' framing, CRC and decoding, as a leaf package.
+
+One entry, `decode(data, plugins) -> (Batch | None, consumed)`, used by the local reader
+(distcore.events.reader) and the remote tails (distcore.remote.tail) alike. It imports nothing
+from distcore.events, jobs or remote (tests/test_layout.py checks it). The names below load
+lazily: `import distcore.tfrecord` costs nothing until one is used (numpy, protobuf and
+TensorBoard's protos come with the decoder, not with the package).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from distcore.tfrecord.batch import Batch, Segment
+    from distcore.tfrecord.buffers import PADDING
+    from distcore.tfrecord.chunk import decode
+    from distcore.tfrecord.framing import FOOTER, HEADER, MAX_RECORD, ZERO_BYTES, find_header
+
+_LAZY = {
+    "Batch": "batch",
+    "Segment": "batch",
+    "PADDING": "buffers",
+    "decode": "chunk",
+    "FOOTER": "framing",
+    "HEADER": "framing",
+    "MAX_RECORD": "framing",
+    "ZERO_BYTES": "framing",
+    "find_header": "framing",
+}
+
+__all__ = [
+    "FOOTER",
+    "HEADER",
+    "MAX_RECORD",
+    "PADDING",
+    "ZERO_BYTES",
+    "Batch",
+    "Segment",
+    "decode",
+    "find_header",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

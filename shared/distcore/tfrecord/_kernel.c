@@ -1,0 +1,690 @@
+/* distcore.tfrecord._kernel: the decoder's hot loops, one record at a time in C.
+ *
+ * An optional extension (setup.py): where it does not build, framing.py, crc.py and
+ * fastpath.py do the same work with numpy, and the tests check both give the same batches.
+ * Each function here is a transcription of its numpy twin, check for check, so the two accept
+ * exactly the same records:
+ *   chain(buf, pos, size)           framing._chain with the header CRCs checked on the way
+ *   crc_ok(buf, starts, lengths)    crc.crc_ok: masked CRC-32C of each record's data
+ *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
+ *                                   fastpath.decode_scalars, the tags interned exactly
+ *   fields(data, expected)          wire.fields: the fields before the first error, and it
+ * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
+ * len(buf) - 16 as the numpy code clamps them, and reads go at most 15 bytes past that.
+ * Arrays go in and out as bytes-like objects of native int64/float64/bool; the Python side
+ * wraps them with np.frombuffer (no numpy headers needed to build).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Records are little-endian and read here with memcpy: on another byte order (or a compiler
+ * without these macros) the build fails, and being optional, leaves the numpy path. */
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the kernel reads little-endian records natively"
+#endif
+
+#define HEADER 12
+#define FOOTER 4
+#define PAD 16
+#define MAX_RECORD (256u << 20)
+#define MASK_DELTA 0xA282EAD8u
+
+/* --- CRC-32C -------------------------------------------------------------------------------- */
+
+static uint32_t table[8][256];
+
+static void make_tables(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ ((c & 1) ? 0x82F63B78u : 0);
+        table[0][i] = c;
+    }
+    for (int k = 1; k < 8; k++)
+        for (int i = 0; i < 256; i++)
+            table[k][i] = (table[k - 1][i] >> 8) ^ table[0][table[k - 1][i] & 0xFF];
+}
+
+static uint32_t crc_soft(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= c;
+        c = table[7][w & 0xFF] ^ table[6][(w >> 8) & 0xFF] ^ table[5][(w >> 16) & 0xFF] ^
+            table[4][(w >> 24) & 0xFF] ^ table[3][(w >> 32) & 0xFF] ^
+            table[2][(w >> 40) & 0xFF] ^ table[1][(w >> 48) & 0xFF] ^ table[0][w >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return ~c;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+#define HAVE_HW 1
+#else
+#define HAVE_HW 0
+#endif
+
+static int use_hw = 0;
+
+static uint32_t masked_crc(const uint8_t *p, size_t n) {
+#if HAVE_HW
+    uint32_t c = use_hw ? crc_hw(p, n) : crc_soft(p, n);
+#else
+    uint32_t c = crc_soft(p, n);
+#endif
+    return ((c >> 15) | (c << 17)) + MASK_DELTA;
+}
+
+static uint64_t u64_at(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static uint32_t u32_at(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* --- arguments -------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_buffer view;
+    const uint8_t *data;
+    Py_ssize_t len;
+} Bytes;
+
+static int get_bytes(PyObject *obj, Bytes *out, int writable) {
+    if (PyObject_GetBuffer(obj, &out->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    out->data = (const uint8_t *)out->view.buf;
+    out->len = out->view.len;
+    return 0;
+}
+
+/* An int64 array's bytes, as (pointer, count). */
+static int get_i64(PyObject *obj, Bytes *out, Py_ssize_t *count) {
+    if (get_bytes(obj, out, 0) < 0) return -1;
+    if (out->len % 8) {
+        PyBuffer_Release(&out->view);
+        PyErr_SetString(PyExc_ValueError, "expected int64 data");
+        return -1;
+    }
+    *count = out->len / 8;
+    return 0;
+}
+
+static int64_t i64_item(const Bytes *b, Py_ssize_t i) {
+    int64_t v;
+    memcpy(&v, b->data + 8 * i, 8);
+    return v;
+}
+
+/* The records must lie in the buffer with PAD bytes after them: the numpy code's contract. */
+static int check_records(const Bytes *starts, const Bytes *lengths, Py_ssize_t n,
+                         Py_ssize_t buflen) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = i64_item(starts, i), l = i64_item(lengths, i);
+        if (s < 0 || l < 0 || l > (int64_t)buflen || s > (int64_t)buflen - PAD - l) {
+            PyErr_SetString(PyExc_ValueError, "record outside the buffer");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* --- chain ------------------------------------------------------------------------------ */
+
+static PyObject *k_chain(PyObject *self, PyObject *args) {
+    PyObject *obj;
+    Py_ssize_t pos, size;
+    if (!PyArg_ParseTuple(args, "Onn", &obj, &pos, &size)) return NULL;
+    Bytes b;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    if (pos < 0 || size < 0 || size > b.len) {
+        PyBuffer_Release(&b.view);
+        PyErr_SetString(PyExc_ValueError, "range outside the buffer");
+        return NULL;
+    }
+    Py_ssize_t cap = 64, count = 0;
+    PyObject *heads = PyByteArray_FromStringAndSize(NULL, cap * 8);
+    if (heads == NULL) {
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    while (pos <= size - HEADER) {
+        uint64_t length = u64_at(b.data + pos);
+        uint32_t crc = u32_at(b.data + pos + 8);
+        if (length > MAX_RECORD || (length == 0 && crc == 0)) break;
+        if ((uint64_t)(size - pos) < length + HEADER + FOOTER) break;
+        if (masked_crc(b.data + pos, 8) != crc) break;
+        if (count == cap) {
+            cap *= 2;
+            if (PyByteArray_Resize(heads, cap * 8) < 0) {
+                Py_DECREF(heads);
+                PyBuffer_Release(&b.view);
+                return NULL;
+            }
+        }
+        int64_t h = pos;
+        memcpy(PyByteArray_AS_STRING(heads) + 8 * count++, &h, 8);
+        pos += (Py_ssize_t)length + HEADER + FOOTER;
+    }
+    PyBuffer_Release(&b.view);
+    if (PyByteArray_Resize(heads, count * 8) < 0) {
+        Py_DECREF(heads);
+        return NULL;
+    }
+    return Py_BuildValue("(Nn)", heads, pos);
+}
+
+/* --- crc_ok ----------------------------------------------------------------------------- */
+
+static PyObject *k_crc_ok(PyObject *self, PyObject *args) {
+    PyObject *obj, *s_obj, *l_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &obj, &s_obj, &l_obj)) return NULL;
+    Bytes b, starts, lengths;
+    Py_ssize_t n, n2;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    if (get_i64(s_obj, &starts, &n) < 0) goto fail_b;
+    if (get_i64(l_obj, &lengths, &n2) < 0) goto fail_s;
+    PyObject *out = NULL;
+    if (n != n2) {
+        PyErr_SetString(PyExc_ValueError, "starts and lengths differ in length");
+    } else if (check_records(&starts, &lengths, n, b.len) == 0) {
+        out = PyByteArray_FromStringAndSize(NULL, n);
+        if (out != NULL) {
+            char *ok = PyByteArray_AS_STRING(out);
+            Py_BEGIN_ALLOW_THREADS /* the views pin the buffers: nothing can resize them */
+            for (Py_ssize_t i = 0; i < n; i++) {
+                int64_t s = i64_item(&starts, i), l = i64_item(&lengths, i);
+                ok[i] = masked_crc(b.data + s, (size_t)l) == u32_at(b.data + s + l);
+            }
+            Py_END_ALLOW_THREADS
+        }
+    }
+    PyBuffer_Release(&lengths.view);
+    PyBuffer_Release(&starts.view);
+    PyBuffer_Release(&b.view);
+    return out;
+fail_s:
+    PyBuffer_Release(&starts.view);
+fail_b:
+    PyBuffer_Release(&b.view);
+    return NULL;
+}
+
+/* --- scalars ---------------------------------------------------------------------------- */
+
+/* The schema's one-byte keys, in this order (fastpath.py passes them from schema.py). */
+enum { K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_SIMPLE, K_TENSOR, K_METADATA, N_KEYS };
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t limit; /* len(buf) - PAD: where positions are clamped, as in the numpy code */
+} Buf;
+
+static int64_t clampi(int64_t pos, int64_t limit) { return pos < limit ? pos : limit; }
+
+/* buffers.varints: (value, byte length), length 0 when no byte of ten ends it. */
+static uint64_t varint(const Buf *b, int64_t pos, int64_t *width) {
+    const uint8_t *p = b->buf + clampi(pos, b->limit);
+    uint64_t value = p[0] & 0x7F;
+    *width = 1;
+    if (p[0] < 0x80) return value;
+    *width = 0;
+    for (int j = 1; j < 10; j++) {
+        value |= (uint64_t)(p[j] & 0x7F) << (7 * j);
+        if (p[j] < 0x80) {
+            *width = j + 1;
+            break;
+        }
+    }
+    return value;
+}
+
+/* fastpath._field_len: (length clamped to limit, offset of the payload). */
+static int64_t field_len(const Buf *b, int64_t pos, int64_t *payload) {
+    int64_t width;
+    uint64_t value = varint(b, pos + 1, &width);
+    *payload = pos + 1 + width;
+    return value < (uint64_t)b->limit ? (int64_t)value : b->limit;
+}
+
+static int equals(const Buf *b, int64_t pos, const Bytes *pattern) {
+    return memcmp(b->buf + pos, pattern->data, (size_t)pattern->len) == 0;
+}
+
+static float f32_at(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static double f64_at(const uint8_t *p) {
+    double v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+typedef struct {
+    const uint8_t *keys;
+    const Bytes *f32, *f64, *md;
+    int64_t max_tag;
+} Schema;
+
+typedef struct {
+    int64_t step, tag_start, tag_len;
+    double wall, value;
+    char is_tensor, has_md;
+} Scalar;
+
+/* fastpath._value: the value after the tag. Returns whether the record is a scalar. */
+static int value_of(const Buf *b, const Schema *sc, int64_t pos, int64_t end, Scalar *out) {
+    const uint8_t *k = sc->keys;
+    uint8_t kind = b->buf[pos];
+    int simple = kind == k[K_SIMPLE] && pos + 5 == end;
+    int tensor = kind == k[K_TENSOR];
+    int64_t body;
+    int64_t size = field_len(b, pos, &body);
+    body = clampi(body, b->limit);
+    int f32 = tensor && size == sc->f32->len + 4 && equals(b, body, sc->f32);
+    int f64 = tensor && size == sc->f64->len + 8 && equals(b, body, sc->f64);
+    int64_t after = clampi(body + size, b->limit);
+    int no_md = after == end;
+    int64_t md_body;
+    int64_t md_size = field_len(b, after, &md_body);
+    int has_md = (f32 || f64) && b->buf[after] == k[K_METADATA] && md_body + md_size == end &&
+                 md_size == sc->md->len && equals(b, clampi(md_body, b->limit), sc->md);
+    int tensor_ok = (f32 || f64) && (no_md || has_md);
+    out->value = (double)f32_at(b->buf + clampi(pos + 1, b->limit));
+    if (f32) out->value = (double)f32_at(b->buf + body + sc->f32->len);
+    if (f64) out->value = f64_at(b->buf + body + sc->f64->len);
+    out->is_tensor = (char)tensor_ok;
+    out->has_md = (char)has_md;
+    return simple || tensor_ok;
+}
+
+/* fastpath.decode_scalars for one record: whether it is an event with one scalar only. */
+static int scalar_of(const Buf *b, const Schema *sc, int64_t start, int64_t end, Scalar *out) {
+    const uint8_t *k = sc->keys;
+    const uint8_t *buf = b->buf;
+    int64_t width, size;
+    if (buf[start] != k[K_WALL]) return 0;
+    out->wall = f64_at(buf + start + 1);
+    int64_t pos = start + 9;
+    int has_step = buf[pos] == k[K_STEP];
+    uint64_t step = varint(b, pos + 1, &width);
+    out->step = has_step ? (int64_t)step : 0;
+    if (has_step && width == 0) return 0;
+    pos = clampi(pos + (has_step ? 1 + width : 0), b->limit);
+    if (buf[pos] != k[K_SUMMARY]) return 0;
+    size = field_len(b, pos, &pos);
+    if (pos + size != end) return 0;
+    pos = clampi(pos, b->limit);
+    if (buf[pos] != k[K_VALUE]) return 0;
+    size = field_len(b, pos, &pos);
+    if (pos + size != end) return 0;
+    pos = clampi(pos, b->limit);
+    if (buf[pos] != k[K_TAG]) return 0;
+    out->tag_len = field_len(b, pos, &out->tag_start);
+    if (out->tag_len > sc->max_tag || out->tag_start + out->tag_len >= end) return 0;
+    return value_of(b, sc, clampi(out->tag_start + out->tag_len, b->limit), end, out);
+}
+
+/* Exact interning of tag bytes: open addressing over (start, length) of each first use. */
+#define RECENT 4
+
+typedef struct {
+    int64_t *slot; /* id + 1, 0 when empty */
+    int64_t *first_start, *first_len;
+    size_t mask;
+    int64_t count;
+    int64_t recent[RECENT]; /* ids found last, -1 for none yet */
+    unsigned next;
+} Tags;
+
+static int64_t lookup(Tags *t, const uint8_t *buf, int64_t start, int64_t len);
+
+static uint64_t hash_bytes(const uint8_t *p, int64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int64_t intern(Tags *t, const uint8_t *buf, int64_t start, int64_t len) {
+    /* A writer's tags come round in turn: the last few ids are tried before hashing. */
+    for (int r = 0; r < RECENT; r++) {
+        int64_t id = t->recent[r];
+        if (id >= 0 && t->first_len[id] == len &&
+            memcmp(buf + t->first_start[id], buf + start, len) == 0)
+            return id;
+    }
+    int64_t id = lookup(t, buf, start, len);
+    t->recent[t->next++ % RECENT] = id;
+    return id;
+}
+
+static int64_t lookup(Tags *t, const uint8_t *buf, int64_t start, int64_t len) {
+    size_t i = hash_bytes(buf + start, len) & t->mask;
+    for (;; i = (i + 1) & t->mask) {
+        int64_t id = t->slot[i] - 1;
+        if (id < 0) {
+            t->first_start[t->count] = start;
+            t->first_len[t->count] = len;
+            t->slot[i] = ++t->count;
+            return t->count - 1;
+        }
+        if (t->first_len[id] == len && memcmp(buf + t->first_start[id], buf + start, len) == 0)
+            return id;
+    }
+}
+
+static PyObject *new_array(Py_ssize_t bytes) { return PyByteArray_FromStringAndSize(NULL, bytes); }
+
+static PyObject *k_scalars(PyObject *self, PyObject *args) {
+    PyObject *obj, *s_obj, *l_obj, *keys_obj, *f32_obj, *f64_obj, *md_obj;
+    long long max_tag;
+    if (!PyArg_ParseTuple(args, "OOOOOOOL", &obj, &s_obj, &l_obj, &keys_obj, &f32_obj,
+                          &f64_obj, &md_obj, &max_tag))
+        return NULL;
+    Bytes b, starts, lengths, keys, f32, f64, md;
+    Py_ssize_t n, n2;
+    int got = 0; /* how many views to release */
+    PyObject *result = NULL, *arrays[7] = {NULL}, *tags = NULL;
+    Tags t = {0};
+    if (get_bytes(obj, &b, 0) < 0) goto done;
+    got = 1;
+    if (get_i64(s_obj, &starts, &n) < 0) goto done;
+    got = 2;
+    if (get_i64(l_obj, &lengths, &n2) < 0) goto done;
+    got = 3;
+    if (get_bytes(keys_obj, &keys, 0) < 0) goto done;
+    got = 4;
+    if (get_bytes(f32_obj, &f32, 0) < 0) goto done;
+    got = 5;
+    if (get_bytes(f64_obj, &f64, 0) < 0) goto done;
+    got = 6;
+    if (get_bytes(md_obj, &md, 0) < 0) goto done;
+    got = 7;
+    if (n != n2 || keys.len != N_KEYS || f32.len > 8 || f64.len > 8 || md.len > 15 ||
+        b.len < PAD) {
+        PyErr_SetString(PyExc_ValueError, "bad arguments to scalars()");
+        goto done;
+    }
+    if (check_records(&starts, &lengths, n, b.len) < 0) goto done;
+    Buf buf = {b.data, (int64_t)b.len - PAD};
+    Schema sc = {keys.data, &f32, &f64, &md, max_tag};
+    Py_ssize_t widths[7] = {8, 8, 8, 8, 8, 1, 1}; /* index tag step wall value tensor md */
+    for (int a = 0; a < 7; a++)
+        if ((arrays[a] = new_array(n * widths[a])) == NULL) goto done;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    t.mask = cap - 1;
+    for (int r = 0; r < RECENT; r++) t.recent[r] = -1;
+    t.slot = PyMem_Calloc(cap, sizeof(int64_t));
+    t.first_start = PyMem_Malloc((n + 1) * sizeof(int64_t));
+    t.first_len = PyMem_Malloc((n + 1) * sizeof(int64_t));
+    if (!t.slot || !t.first_start || !t.first_len) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *out[7];
+    for (int a = 0; a < 7; a++) out[a] = PyByteArray_AS_STRING(arrays[a]);
+    Py_ssize_t m = 0;
+    Py_BEGIN_ALLOW_THREADS /* plain memory only until the loop ends */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t s = i64_item(&starts, i), e = s + i64_item(&lengths, i);
+        Scalar r;
+        if (!scalar_of(&buf, &sc, s, e, &r)) continue;
+        int64_t index = i, tag = intern(&t, b.data, r.tag_start, r.tag_len);
+        memcpy(out[0] + 8 * m, &index, 8);
+        memcpy(out[1] + 8 * m, &tag, 8);
+        memcpy(out[2] + 8 * m, &r.step, 8);
+        memcpy(out[3] + 8 * m, &r.wall, 8);
+        memcpy(out[4] + 8 * m, &r.value, 8);
+        out[5][m] = r.is_tensor;
+        out[6][m] = r.has_md;
+        m++;
+    }
+    Py_END_ALLOW_THREADS
+    for (int a = 0; a < 7; a++)
+        if (PyByteArray_Resize(arrays[a], m * widths[a]) < 0) goto done;
+    if ((tags = PyList_New(t.count)) == NULL) goto done;
+    for (int64_t id = 0; id < t.count; id++) {
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)b.data + t.first_start[id],
+                                              t.first_len[id], "surrogateescape");
+        if (name == NULL) goto done;
+        PyList_SET_ITEM(tags, id, name);
+    }
+    result = Py_BuildValue("(OOOOOOOO)", arrays[0], arrays[1], tags, arrays[2], arrays[3],
+                           arrays[4], arrays[5], arrays[6]);
+done:
+    PyMem_Free(t.slot);
+    PyMem_Free(t.first_start);
+    PyMem_Free(t.first_len);
+    Py_XDECREF(tags);
+    for (int a = 0; a < 7; a++) Py_XDECREF(arrays[a]);
+    Bytes *views[7] = {&b, &starts, &lengths, &keys, &f32, &f64, &md};
+    for (int v = 0; v < got; v++) PyBuffer_Release(&views[v]->view);
+    return result;
+}
+
+/* --- fields: wire.fields, the protobuf wire walker ----------------------------------------- */
+
+/* Wire types, as schema.WIRE_*: the protobuf encoding's own numbers. */
+enum { W_VARINT = 0, W_FIXED64 = 1, W_LEN = 2, W_START = 3, W_END = 4, W_FIXED32 = 5 };
+#define MAX_DEPTH 100
+
+typedef struct {
+    const uint8_t *data;
+    Py_ssize_t len;
+    const char *error; /* the first error, as wire.py words it */
+} Walk;
+
+/* wire.read_varint: up to ten bytes (shift <= 63), the value as wide as they make it. */
+static int read_varint(Walk *w, Py_ssize_t *pos, unsigned __int128 *value) {
+    unsigned __int128 result = 0;
+    for (int shift = 0;; shift += 7) {
+        if (*pos >= w->len || shift > 63) {
+            w->error = "truncated or overlong varint";
+            return -1;
+        }
+        uint8_t byte = w->data[(*pos)++];
+        result |= (unsigned __int128)(byte & 0x7F) << shift;
+        if (byte < 0x80) {
+            *value = result;
+            return 0;
+        }
+    }
+}
+
+static int read_key(Walk *w, Py_ssize_t *pos, uint64_t *number, int *wire_type) {
+    unsigned __int128 key;
+    if (read_varint(w, pos, &key) < 0) return -1;
+    *number = (uint64_t)(key >> 3);
+    *wire_type = (int)(key & 7);
+    if (*number == 0 || key > 0xFFFFFFFFu) {
+        w->error = "invalid field number";
+        return -1;
+    }
+    return 0;
+}
+
+static int skip_value(Walk *w, Py_ssize_t *pos, uint64_t number, int wire_type, int depth);
+
+/* wire._skip_group: past the END_GROUP key that closes group `number`. */
+static int skip_group(Walk *w, Py_ssize_t *pos, uint64_t number, int depth) {
+    if (depth > MAX_DEPTH) {
+        w->error = "groups nested too deeply";
+        return -1;
+    }
+    for (;;) {
+        if (*pos >= w->len) {
+            w->error = "unterminated group";
+            return -1;
+        }
+        uint64_t inner;
+        int wire_type;
+        if (read_key(w, pos, &inner, &wire_type) < 0) return -1;
+        if (wire_type == W_END) {
+            if (inner != number) {
+                w->error = "mismatched end of group";
+                return -1;
+            }
+            return 0;
+        }
+        if (skip_value(w, pos, inner, wire_type, depth + 1) < 0) return -1;
+    }
+}
+
+/* wire._skip_value: *pos moves past the value; a varint's value is not kept. */
+static int skip_value(Walk *w, Py_ssize_t *pos, uint64_t number, int wire_type, int depth) {
+    unsigned __int128 size;
+    if (wire_type == W_VARINT) return read_varint(w, pos, &size);
+    if (wire_type == W_LEN) {
+        if (read_varint(w, pos, &size) < 0) return -1;
+    } else if (wire_type == W_FIXED64 || wire_type == W_FIXED32) {
+        size = wire_type == W_FIXED64 ? 8 : 4;
+    } else if (wire_type == W_START) {
+        return skip_group(w, pos, number, depth);
+    } else {
+        w->error = "invalid wire type";
+        return -1;
+    }
+    if (size > (unsigned __int128)(w->len - *pos)) {
+        w->error = "field runs past the end of the message";
+        return -1;
+    }
+    *pos += (Py_ssize_t)size;
+    return 0;
+}
+
+static PyObject *py_varint(unsigned __int128 value) {
+    uint64_t high = (uint64_t)(value >> 64), low = (uint64_t)value;
+    if (high == 0) return PyLong_FromUnsignedLongLong(low);
+    PyObject *h = PyLong_FromUnsignedLongLong(high), *l = PyLong_FromUnsignedLongLong(low);
+    PyObject *shift = PyLong_FromLong(64), *shifted = NULL, *out = NULL;
+    if (h && l && shift && (shifted = PyNumber_Lshift(h, shift))) out = PyNumber_Or(shifted, l);
+    Py_XDECREF(h);
+    Py_XDECREF(l);
+    Py_XDECREF(shift);
+    Py_XDECREF(shifted);
+    return out;
+}
+
+/* Whether `wire_type` is one the field may take (wire.fields' `expected`); -1 on error. */
+static int allowed(PyObject *expected, uint64_t number, int wire_type) {
+    if (expected == Py_None) return 1;
+    PyObject *key = PyLong_FromUnsignedLongLong(number);
+    if (key == NULL) return -1;
+    PyObject *types = PyDict_GetItemWithError(expected, key); /* borrowed */
+    Py_DECREF(key);
+    if (types == NULL) {
+        if (PyErr_Occurred()) return -1;
+        return wire_type != W_END && wire_type < 6; /* wire._ANY */
+    }
+    PyObject *wt = PyLong_FromLong(wire_type);
+    if (wt == NULL) return -1;
+    int found = PySequence_Contains(types, wt);
+    Py_DECREF(wt);
+    return found;
+}
+
+static PyObject *k_fields(PyObject *self, PyObject *args) {
+    PyObject *obj, *expected;
+    if (!PyArg_ParseTuple(args, "OO", &obj, &expected)) return NULL;
+    if (expected != Py_None && !PyDict_Check(expected)) {
+        PyErr_SetString(PyExc_TypeError, "expected must be a dict or None");
+        return NULL;
+    }
+    Bytes b;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    Walk w = {b.data, b.len, NULL};
+    PyObject *found = PyList_New(0), *item = NULL;
+    Py_ssize_t pos = 0;
+    while (found != NULL && pos < w.len) {
+        uint64_t number;
+        int wire_type;
+        if (read_key(&w, &pos, &number, &wire_type) < 0) break;
+        int ok = allowed(expected, number, wire_type);
+        if (ok < 0) goto fail;
+        if (!ok) {
+            w.error = "field in a wire type its type never takes";
+            break;
+        }
+        PyObject *value;
+        if (wire_type == W_VARINT) {
+            unsigned __int128 v;
+            if (read_varint(&w, &pos, &v) < 0) break;
+            value = py_varint(v);
+        } else {
+            Py_ssize_t start = pos;
+            if (wire_type == W_LEN) {
+                unsigned __int128 size;
+                Py_ssize_t at = pos;
+                if (read_varint(&w, &at, &size) < 0) break;
+                start = at;
+            }
+            if (skip_value(&w, &pos, number, wire_type, 0) < 0) break;
+            value = PyBytes_FromStringAndSize((const char *)w.data + start, pos - start);
+        }
+        if (value == NULL) goto fail;
+        item = Py_BuildValue("(KiN)", (unsigned long long)number, wire_type, value);
+        if (item == NULL || PyList_Append(found, item) < 0) goto fail;
+        Py_CLEAR(item);
+    }
+    PyBuffer_Release(&b.view);
+    if (found == NULL) return NULL;
+    return Py_BuildValue("(Ns)", found, w.error);
+fail:
+    Py_XDECREF(item);
+    Py_XDECREF(found);
+    PyBuffer_Release(&b.view);
+    return NULL;
+}
+
+/* --- module ----------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"chain", k_chain, METH_VARARGS,
+     "chain(buf, pos, size) -> (heads, stop): follow valid headers of whole records."},
+    {"crc_ok", k_crc_ok, METH_VARARGS,
+     "crc_ok(buf, starts, lengths) -> bools: each record's data CRC holds."},
+    {"scalars", k_scalars, METH_VARARGS,
+     "scalars(buf, starts, lengths, keys, f32, f64, md, max_tag) -> the fast path's columns."},
+    {"fields", k_fields, METH_VARARGS,
+     "fields(data, expected) -> ([(number, wire_type, value)], error or None): wire.fields."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_kernel", NULL, -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    make_tables();
+#if HAVE_HW
+    __builtin_cpu_init();
+    use_hw = __builtin_cpu_supports("sse4.2");
+#endif
+    return PyModule_Create(&module);
+}
