@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
 from distmon import view as views
-from distmon.board import Board
+from distmon.board import Board, board_widgets
 from distmon.filter_keys import FilterKeys
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
@@ -33,10 +32,8 @@ from distmon.pace import Pacer
 from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.view import ViewState
-from distmon.widgets.charts import LineChart
 from distmon.widgets.compare_view import READING, Arranged, TableView
 from distmon.widgets.model import all_tags
-from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusLine
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 
@@ -105,19 +102,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     # --- layout and life ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield StatusLine(id="status")
-        with Horizontal(id="top"):
-            with Vertical(id="left"):
-                yield RunsTable(id="runs")
-                yield Input(placeholder="regular expression", id="filter")
-                yield Input(placeholder="NAME OP VALUE,... e.g. lr<0.01,optimizer=adam", id="expr")
-                yield DetailsPanel(id="details")
-            with Horizontal(id="charts"):
-                yield LineChart(id="chart-loss")
-                yield LineChart(id="chart-second")
-        with Horizontal(id="bottom"):
-            yield GpusPanel(id="gpus")
-            yield AlertsPanel(id="alerts")
+        yield from board_widgets()
         yield Footer()
 
     def on_mount(self) -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input
+
 from distmon import view as views
 from distmon.widgets.charts import LineChart
 from distmon.widgets.compare_view import (
@@ -26,10 +29,29 @@ from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusL
 from distmon.widgets.runs import RunsTable
 
 if TYPE_CHECKING:
+    from textual.app import ComposeResult
     from textual.screen import Screen
 
     from distcore.jobs.model import Job, JobsSnapshot
     from distmon.view import ViewState
+
+
+def board_widgets() -> ComposeResult:
+    """The board's widgets, laid out (distmon.tcss places them; `-wide` puts runs and charts
+    side by side)."""
+    yield StatusLine(id="status")
+    with Horizontal(id="top"):
+        with Vertical(id="left"):
+            yield RunsTable(id="runs")
+            yield Input(placeholder="regular expression", id="filter")
+            yield Input(placeholder="NAME OP VALUE,... e.g. lr<0.01,optimizer=adam", id="expr")
+            yield DetailsPanel(id="details")
+        with Horizontal(id="charts"):
+            yield LineChart(id="chart-loss")
+            yield LineChart(id="chart-second")
+    with Horizontal(id="bottom"):
+        yield GpusPanel(id="gpus")
+        yield AlertsPanel(id="alerts")
 
 
 class Board:
