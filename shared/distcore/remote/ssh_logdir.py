@@ -24,6 +24,7 @@ from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.producer import Loop
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
@@ -158,15 +159,14 @@ class SshLogdirReader:
         self._conn = connection
         self._label = label
         self._store = store
-        self._interval = interval
         self._clock = clock
         bases = unique_bases([spec.path for spec in specs])
         self._logdirs = [
             self._logdir(spec, base, len(specs) > 1)
             for spec, base in zip(specs, bases, strict=True)
         ]
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # No backoff here: the connection paces its own reconnects; a failing logdir is one line.
+        self._loop = Loop(f"distmon-ssh-{label}", self.scan_once, interval=interval)
         self._lock = threading.Lock()
         self.refreshes = 0
         self._scan_lock = threading.Lock()
@@ -193,18 +193,13 @@ class SshLogdirReader:
         return {k: v for d in self._logdirs for k, v in d.tail.agent_records().items()}
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"distmon-ssh-{self._label}", daemon=True
-            )
-            self._thread.start()
+        if not self._loop.started:
+            self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
+        self._loop.stop()
         self._conn.interrupt()  # a handshake with a host that does not answer ends now
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-            self._thread = None
+        self._loop.join(15)
 
     def errors(self) -> tuple[ProducerError, ...]:
         found = []
@@ -229,7 +224,7 @@ class SshLogdirReader:
     def _scan(self) -> frozenset[str]:
         changed: set[str] = set()
         for logdir in self._logdirs:
-            if self._stop.is_set():
+            if self._loop.stopping:
                 break
             try:
                 changed |= self._refresh(logdir)
@@ -244,16 +239,6 @@ class SshLogdirReader:
         if changed:  # an idle refresh wakes nobody (100 hosts: 100 refreshes a second)
             self._store.notify(frozenset(changed))
         return frozenset(changed)
-
-    def _loop(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            self.scan_once()
-            next_at += self._interval
-            now = time.monotonic()
-            if next_at < now:  # a slow refresh (or an outage): no burst to catch up
-                next_at = now
-            self._stop.wait(next_at - now)
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
         tail = logdir.tail
@@ -275,13 +260,13 @@ class SshLogdirReader:
         fetches = tail.plan(listing)
         wanted = _changed_run_json(tail, listing)
         for _ in range(MAX_ROUNDS):
-            if (not fetches and not wanted) or self._stop.is_set():
+            if (not fetches and not wanted) or self._loop.stopping:
                 break
             sizes = self._read(logdir, fetches, wanted)
             wanted = []
             listing.update(sizes)
             fetches = [f for f in tail.plan(listing) if f.rel in sizes]
-        if not fetches and not self._stop.is_set():
+        if not fetches and not self._loop.stopping:
             logdir.last_listing = listed.stdout  # all read: the same listing means no change
         return tail.finish()
 
