@@ -75,7 +75,7 @@ def test_several_roots_prefix_run_names(tmp_path: Path) -> None:
     _write(tmp_path / "beta", scalar_records("a", [(0, 1.0)]))
     runs = load_once([tmp_path / "alpha", tmp_path / "beta"])
     assert [r.name for r in runs] == ["alpha/run", "beta", "beta/run"]
-    assert runs[0].path == (tmp_path / "alpha" / "run").absolute()
+    assert runs[0].path.local == (tmp_path / "alpha" / "run").absolute()
 
 
 def test_two_writers_in_one_run(tmp_path: Path) -> None:

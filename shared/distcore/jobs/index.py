@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from distcore.alerts import Alert, keep_since, sort_alerts
@@ -38,6 +37,7 @@ from distcore.jobs.model import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.jobs.parts import job_dir_of, split_run
 from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
+from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 class AgentRecordSource(Protocol):
     """A producer that reads run.json itself (a remote reader): its job directories' records."""
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]: ...
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
 
 
 def _errors_of(producer: Producer) -> tuple[ProducerError, ...]:
@@ -89,7 +89,7 @@ class JobIndex:
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
-        self._remote_records: dict[Path, AgentRecord | None] = {}
+        self._remote_records: dict[RunLocation, AgentRecord | None] = {}
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
         # What the last refresh saw, so that the next one costs what changed.
@@ -202,19 +202,17 @@ class JobIndex:
         self._version += 1
         return job_facts(name, parts, agent, self._version)
 
-    def _agent_for(self, directory: Path) -> AgentRecord | None:
-        """run.json: a remote producer's copy for its job directories (a `host:/path` or URL
-        is no local path to stat), else the local file."""
-        if directory in self._remote_records:
-            return self._remote_records[directory]
-        head = directory.parts[0] if directory.parts else ""
-        if not directory.is_absolute() and ":" in head:
-            return None  # remote, not read yet
-        return self._records.get(directory)
+    def _agent_for(self, directory: RunLocation) -> AgentRecord | None:
+        """run.json: the local file, or for a remote job directory its reader's copy (never a
+        local stat: a remote place has no local path)."""
+        local = directory.local
+        if local is None:
+            return self._remote_records.get(directory)  # None: not read yet
+        return self._records.get(local)
 
-    def _gather_remote_records(self) -> dict[Path, AgentRecord | None]:
+    def _gather_remote_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
-        found: dict[Path, AgentRecord | None] = {}
+        found: dict[RunLocation, AgentRecord | None] = {}
         for producer in self._producers:
             if isinstance(producer, AgentRecordSource):
                 found.update(producer.agent_records())
@@ -308,7 +306,8 @@ class JobIndex:
                 self._grouped
             ):
                 self._facts = {name: self._facts[name] for name in self._grouped}
-            self._records.forget({f.directory for f in self._facts.values() if f.directory})
+            places = {f.directory.local for f in self._facts.values() if f.directory}
+            self._records.forget({path for path in places if path is not None})
         return renewed
 
     def _compute(self) -> JobsSnapshot:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distcore import alerts, names
@@ -21,6 +20,7 @@ from distcore.jobs.parts import is_system_part, job_dir_of, job_status
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
     from distcore.jobs.scheduler import SchedulerState
+    from distcore.location import RunLocation
     from distcore.telemetry.model import GpuDevice
 
 FactsKey = tuple[Any, ...]
@@ -37,7 +37,7 @@ def facts_key(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> Fa
 class JobFacts:
     key: FactsKey
     name: str
-    directory: Path | None
+    directory: RunLocation | None
     parts: Mapping[str, RunSnapshot]
     agent: AgentRecord | None
     point_alerts: tuple[Alert, ...]  # input stall, NaN loss, rising loss, the agent's outcome

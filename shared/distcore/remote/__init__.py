@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from distcore.events.store import RunStore
 from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
+from distcore.location import RunLocation
 from distcore.remote.spec import (
     LocalSpec,
     SourceSpec,
@@ -82,10 +83,10 @@ class RemoteProducers:
     def errors(self) -> tuple[ProducerError, ...]:
         return tuple(e for p in self.producers for e in p.errors())
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Every remote job directory's run.json, as its reader last read it (the job index
         takes these instead of reading a local path)."""
-        found: dict[Path, AgentRecord | None] = {}
+        found: dict[RunLocation, AgentRecord | None] = {}
         for producer in self.producers:
             records = getattr(producer, "agent_records", None)
             if records is not None:

@@ -17,12 +17,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.location import RunLocation
 from distcore.producer import Failing, Loop
 from distcore.remote.spec import UrlSpec
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
@@ -124,7 +124,7 @@ class FsspecLogdirReader:
         self._options = dict(storage_options or {})
         self._clock = clock
         url = spec.url.rstrip("/")
-        self._tail = LogdirTail(store, url + "/", url, url, overlap=OVERLAP)
+        self._tail = LogdirTail(store, url + "/", url, RunLocation.at_url(url), overlap=OVERLAP)
         self._fs: Any = None
         self._root = ""
         where = terminal_text(spec.url, 120)
@@ -144,7 +144,7 @@ class FsspecLogdirReader:
     def readable(self) -> bool:
         return self._read_once
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         return self._tail.agent_records()
 
     def errors(self) -> tuple[ProducerError, ...]:

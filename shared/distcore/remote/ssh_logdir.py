@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from distcore.events.framing import HEADER
@@ -24,6 +23,7 @@ from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.location import RunLocation
 from distcore.producer import Loop
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
@@ -177,8 +177,8 @@ class SshLogdirReader:
 
     def _logdir(self, spec: SshSpec, base: str, several: bool) -> _Logdir:
         prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
-        root_name, path_base = f"{self._label}:{base}", f"{self._label}:{spec.path}"
-        tail = LogdirTail(self._store, prefix, root_name, path_base)
+        place = RunLocation.on_host(self._label, spec.path)  # as the user named it (~/runs)
+        tail = LogdirTail(self._store, prefix, f"{self._label}:{base}", place)
         return _Logdir(spec, tail)
 
     @property
@@ -188,7 +188,7 @@ class SshLogdirReader:
     def readable(self) -> bool:
         return any(d.read_once for d in self._logdirs)
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Each job directory's run.json as last read over the connection (for the index)."""
         return {k: v for d in self._logdirs for k, v in d.tail.agent_records().items()}
 
