@@ -316,3 +316,63 @@ def test_any_tmpdir(
         assert remote.errors() == ()
     finally:
         remote.close()
+
+
+def test_a_host_without_nvidia_smi_says_so_and_closes_at_once(tmp_path: Path) -> None:
+    """The GPU source's loop: nvidia-smi missing there is the host's reason (exit 127), the next
+    try waits a minute (Loop.next_in), and a close during that wait ends the thread at once."""
+    if not sshd_available():
+        pytest.skip(NO_SSHD)
+    (tmp_path / "sshd").mkdir()
+    server = Sshd(tmp_path / "sshd")  # PATH=/usr/bin:/bin there: no stand-in nvidia-smi
+    server.start()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(), refresh=0.2,
+        ssh_config=server.config,
+    )  # fmt: skip
+    try:
+        remote.start()
+        (source,) = remote.host_sources
+        reason = f"nvidia-smi not found on {HOST_ALIAS}"
+        wait_for(lambda: source.hosts()[0].gpu_reason == reason)
+        (host,) = source.hosts()
+        assert host.gpus == () and host.error is None and remote.errors() == ()
+    finally:
+        # Its thread waits out the minute now: close must end that wait, or the thread outlives
+        # close's bounded join and the thread-leak guard fails this test.
+        remote.close()
+        server.stop()
+
+
+def raising_listener(store: RunStore, times: int) -> None:
+    """A listener that fails the first `times` changes: the reader's loop must show it."""
+    left = [times]
+
+    def listener(changed: frozenset[str]) -> None:
+        if left[0] > 0 and changed:
+            left[0] -= 1
+            raise RuntimeError("listener broke")
+
+    store.subscribe(listener)
+
+
+def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    write_scalars(tmp_path / "runs" / "a", range(2))
+    store = RunStore()
+    raising_listener(store, 1)
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path / "runs"))], store, refresh=INTERVAL,
+        ssh_config=sshd.config, gpus=False,
+    )  # fmt: skip
+    remote.start()
+    try:
+        wait_for(lambda: remote.errors())
+        (error,) = remote.errors()
+        assert (error.producer, error.message) == (
+            f"ssh:{HOST_ALIAS}", f"{HOST_ALIAS}: RuntimeError: listener broke")
+        append(tmp_path / "runs" / "a", [(10, 1.0)])
+        wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a") and not remote.errors())
+    finally:
+        remote.close()

@@ -170,6 +170,7 @@ class FsspecLogdirReader:
         with self._scan_lock:
             try:
                 changed = self._refresh()
+                self._store.notify(changed)
             except Exception as err:  # a producer never dies: one line, shown in place
                 url = self._spec.url
                 line = str(err) if isinstance(err, SourceError) else describe_error(url, err)
@@ -178,7 +179,6 @@ class FsspecLogdirReader:
             finally:
                 self.refreshes += 1
         self._failing.ok()
-        self._store.notify(changed)
         return changed
 
     def _refresh(self) -> frozenset[str]:

@@ -24,7 +24,7 @@ from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
 from distcore.location import RunLocation
-from distcore.producer import Loop
+from distcore.producer import Failing, Loop
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
@@ -165,8 +165,11 @@ class SshLogdirReader:
             self._logdir(spec, base, len(specs) > 1)
             for spec, base in zip(specs, bases, strict=True)
         ]
-        # No backoff here: the connection paces its own reconnects; a failing logdir is one line.
-        self._loop = Loop(f"distmon-ssh-{label}", self.scan_once, interval=interval)
+        # No backoff here: the connection paces its own reconnects; a failing logdir is one line,
+        # and anything else a refresh raises is the reader's own (never a silent thread).
+        self._failing = Failing(f"ssh:{label}")
+        self._loop = Loop(f"distmon-ssh-{label}", self._tick, interval=interval,
+                          on_error=self._failed)
         self._lock = threading.Lock()
         self.refreshes = 0
         self._scan_lock = threading.Lock()
@@ -213,7 +216,15 @@ class SshLogdirReader:
                     where = terminal_text(f"{self._label}:{d.spec.path}", 120)
                     error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", d.error_since)
                     found.append(error)
-        return tuple(found)
+        return (*found, *self._failing.errors())
+
+    def _tick(self) -> None:
+        self.scan_once()
+        self._failing.ok()
+
+    def _failed(self, err: Exception) -> None:
+        line = terminal_text(f"{type(err).__name__}: {err}", 200)
+        self._failing.fail(f"{self._label}: {line}", self._clock())
 
     def scan_once(self) -> frozenset[str]:
         """One refresh of every logdir; the run names that changed (already notified).
