@@ -2,7 +2,8 @@
 
 `make_remote_producers(specs, store, ...)` is the one entry point: it groups `host:PATH` sources
 by host (one shared SSH connection, one reader thread and one `nvidia-smi` per host) and gives
-each URL an fsspec reader. Every producer has start()/close()/errors()/scan_once()/readable().
+each URL an fsspec reader. Every reader has start()/close()/errors()/scan_once()/readable()/
+agent_records() (`RemoteReader`), each on a `distcore.producer.Loop` thread.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class RemoteReader(Protocol):
     def errors(self) -> tuple[ProducerError, ...]: ...
     def scan_once(self) -> frozenset[str]: ...
     def readable(self) -> bool: ...
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
 
 
 @dataclass(frozen=True)
@@ -88,9 +90,7 @@ class RemoteProducers:
         takes these instead of reading a local path)."""
         found: dict[RunLocation, AgentRecord | None] = {}
         for producer in self.producers:
-            records = getattr(producer, "agent_records", None)
-            if records is not None:
-                found.update(records())
+            found.update(producer.agent_records())
         return found
 
     def problems(self) -> tuple[str, ...]:
