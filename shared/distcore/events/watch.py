@@ -5,9 +5,10 @@ re-scan is the safety net for anything a notification missed. Polling is used wh
 when the root's filesystem never sends inotify events (NFS, CIFS, SSHFS and other FUSE,
 Lustre, GPFS), or when inotify cannot be set up (e.g. the watch limit is reached).
 
-The thread never dies: a failure reading one file is that file's problem in its run (the other
-files and runs go on); a failure of a whole pass is kept in `errors()` and the loop backs off and
-tries again. What cannot be listed under the roots is in `problems()`.
+The thread (a distcore.producer.Loop) never dies: a failure reading one file is that file's
+problem in its run (the other files and runs go on); a failure of a whole pass is kept in
+`errors()` and the loop backs off and tries again. What cannot be listed under the roots is in
+`problems()`.
 """
 
 from __future__ import annotations

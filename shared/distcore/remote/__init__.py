@@ -49,6 +49,12 @@ class RemoteReader(Protocol):
     def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
 
 
+class RemoteHostSource(HostSource, Protocol):
+    """A remote host's GPUs (SshGpuSource): a HostSource whose own failures are errors."""
+
+    def errors(self) -> tuple[ProducerError, ...]: ...
+
+
 @dataclass(frozen=True)
 class RemoteProducers:
     """All remote producers as one: start()/close() (idempotent, host sources included, the
@@ -56,7 +62,7 @@ class RemoteProducers:
     For a job index: hosts=`host_sources`, producers=[this]."""
 
     producers: tuple[RemoteReader, ...]
-    host_sources: tuple[HostSource, ...]
+    host_sources: tuple[RemoteHostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
     stoppers: tuple[Callable[[], None], ...] = ()  # connections told to end, first of all
 
@@ -83,7 +89,8 @@ class RemoteProducers:
         return frozenset(changed)
 
     def errors(self) -> tuple[ProducerError, ...]:
-        return tuple(e for p in self.producers for e in p.errors())
+        readers = (e for p in self.producers for e in p.errors())
+        return (*readers, *(e for s in self.host_sources for e in s.errors()))
 
     def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Every remote job directory's run.json, as its reader last read it (the job index
@@ -122,7 +129,7 @@ def make_remote_producers(
     from distcore.remote.ssh_logdir import SshLogdirReader
 
     producers: list[RemoteReader] = []
-    sources: list[HostSource] = []
+    sources: list[RemoteHostSource] = []
     closers: list[Callable[[], None]] = []
     stoppers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}

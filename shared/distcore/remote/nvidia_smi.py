@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import IO, Final
 
 from distcore.jobs.model import Host, ProducerError
-from distcore.producer import Loop
+from distcore.producer import Failing, Loop
 from distcore.remote.ssh import SshConnection, SshUnreachable
 from distcore.telemetry.model import GpuDevice
 from distcore.textsafe import terminal_text
@@ -90,6 +90,7 @@ class SshGpuSource:
         self._reason: str | None = "connecting" if sample else "not sampled (--no-gpu)"
         # One step is one nvidia-smi process, for as long as it streams; its end is a failure
         # (shown as the host's GPU reason), and the next one backs off.
+        self._failing = Failing(f"ssh-gpus:{label}")
         self._loop = Loop(f"distmon-ssh-gpus-{label}", self._stream, interval=interval,
                           on_error=self._failed, max_backoff=MAX_BACKOFF)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -121,7 +122,9 @@ class SshGpuSource:
         )
 
     def errors(self) -> tuple[ProducerError, ...]:
-        return ()  # the connection's error is the host's; the logdir reader reports it once
+        # nvidia-smi's own states and the connection's are the host's (the logdir reader
+        # reports the connection once); only a failure of this code is an error here.
+        return self._failing.errors()
 
     def sample_once(self, timeout: float = 30.0) -> None:
         """One sample (for `--once`): the same query without -lms."""
@@ -154,6 +157,7 @@ class SshGpuSource:
         if self._loop.stopping:
             return
         reason = self._exit_reason(code, stderr)
+        self._failing.ok()
         if streamed:  # it ran, then ended (a driver reload): start again soon, no backoff
             self._set_reason(reason)
             return
@@ -165,8 +169,10 @@ class SshGpuSource:
         """Never die silently: the host says why it has no figures, then it starts again."""
         if isinstance(err, SmiStopped):
             self._set_reason(str(err))
-        else:
-            self._set_reason(terminal_text(f"{type(err).__name__}: {err}", 200))
+            return
+        line = terminal_text(f"{type(err).__name__}: {err}", 200)
+        self._set_reason(line)
+        self._failing.fail(f"{self._label}: GPU sampling failed: {line}", self._clock())
 
     def _read(self, stream: IO[bytes]) -> bool:
         """Take the stream's lines until it ends; whether any was a GPU's."""
