@@ -252,21 +252,32 @@ def test_a_refresh_that_raises_is_shown_backs_off_and_recovers() -> None:
     fs = fsspec.filesystem("memory")
     root = f"/distmon-loop-{os.getpid()}/logs"
     path = f"{root}/run/events.out.tfevents.1.h"
-    fs.pipe_file(path, scalar_records("loss", [(0, 1.0)]))
+    points = [(0, 1.0)]
+    fs.pipe_file(path, scalar_records("loss", points))
     store = RunStore()
-    raising_listener(store, 1)
+    broken = raising_listener(store)
     remote = make_remote_producers([parse_source(f"memory://{root}")], store, refresh=0.05)
     remote.start()
+
+    def failing() -> tuple[object, ...]:
+        # The object grows each look: every refresh has a change for the broken listener.
+        points.append((len(points), 1.0))
+        fs.pipe_file(path, scalar_records("loss", points))
+        return remote.errors()
+
     try:
-        wait_for(lambda: remote.errors())
+        wait_for(failing)
         (error,) = remote.errors()
         assert error.producer.startswith("url:memory://")
         assert error.message.endswith(": RuntimeError: listener broke")
-        fs.pipe_file(path, scalar_records("loss", [(0, 1.0), (1, 2.0)]))
+        broken.clear()
+        points.append((len(points), 2.0))
+        fs.pipe_file(path, scalar_records("loss", points))
 
         def recovered() -> bool:
             runs = store.snapshot()
-            return bool(runs) and runs[0].scalars["loss"].count == 2 and not remote.errors()
+            count = len(points)
+            return bool(runs) and runs[0].scalars["loss"].count == count and not remote.errors()
 
         wait_for(recovered)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -344,16 +345,18 @@ def test_a_host_without_nvidia_smi_says_so_and_closes_at_once(tmp_path: Path) ->
         server.stop()
 
 
-def raising_listener(store: RunStore, times: int) -> None:
-    """A listener that fails the first `times` changes: the reader's loop must show it."""
-    left = [times]
+def raising_listener(store: RunStore) -> threading.Event:
+    """A listener that fails every change while the returned event is set (clear it to mend
+    it): the reader's loop must show the failure until a refresh succeeds."""
+    broken = threading.Event()
+    broken.set()
 
     def listener(changed: frozenset[str]) -> None:
-        if left[0] > 0 and changed:
-            left[0] -= 1
+        if broken.is_set():
             raise RuntimeError("listener broke")
 
     store.subscribe(listener)
+    return broken
 
 
 def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
@@ -361,17 +364,26 @@ def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
 ) -> None:
     write_scalars(tmp_path / "runs" / "a", range(2))
     store = RunStore()
-    raising_listener(store, 1)
+    broken = raising_listener(store)
     remote = make_remote_producers(
         [SshSpec(HOST_ALIAS, None, str(tmp_path / "runs"))], store, refresh=INTERVAL,
         ssh_config=sshd.config, gpus=False,
     )  # fmt: skip
     remote.start()
+    steps = iter(range(100, 10**6))
+
+    def failing() -> tuple[object, ...]:
+        # A new point each look: every refresh has a change for the broken listener, so the
+        # error lasts however late this thread looks (a refresh with none would clear it).
+        append(tmp_path / "runs" / "a", [(next(steps), 1.0)])
+        return remote.errors()
+
     try:
-        wait_for(lambda: remote.errors())
+        wait_for(failing)
         (error,) = remote.errors()
         assert (error.producer, error.message) == (
             f"ssh:{HOST_ALIAS}", f"{HOST_ALIAS}: RuntimeError: listener broke")
+        broken.clear()
         append(tmp_path / "runs" / "a", [(10, 1.0)])
         wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a") and not remote.errors())
     finally:

@@ -158,8 +158,9 @@ class SshGpuSource:
             return
         reason = self._exit_reason(code, stderr)
         self._failing.ok()
-        if streamed:  # it ran, then ended (a driver reload): start again soon, no backoff
-            self._set_reason(reason)
+        if streamed:  # it ran, then ended (a driver reload): again in an interval, no backoff
+            self._set_reason(reason)  # (not at once: the old one may still be exiting there)
+            self._loop.next_in(self._interval)
             return
         if code == NOT_FOUND_EXIT:
             self._loop.next_in(NOT_FOUND_RETRY)
