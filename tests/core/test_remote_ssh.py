@@ -273,23 +273,30 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
         # One nvidia-smi process for all the samples, not one ssh per sample.
         # (This test's stand-in only: an earlier test's may linger until its next write.)
         stand_in = str(tmp_path / "remote-bin" / "nvidia-smi")
-        procs = [p for p in _processes() if stand_in in p and "-lms" in p]
-        assert len(procs) == 1, procs
+        procs = {pid: (ppid, cmd) for pid, (ppid, cmd) in _processes().items()
+                 if stand_in in cmd and "-lms" in cmd}
+        # The stand-in's `$(awk ...)` forks a copy of its shell for a moment: a process whose
+        # parent is the stand-in is that, not a second nvidia-smi.
+        own = [cmd for ppid, cmd in procs.values() if ppid not in procs]
+        assert len(own) == 1, procs
     finally:
         remote.close()
         remote.close()
 
 
-def _processes() -> list[str]:
-    out = []
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process but shells and ssh."""
+    out = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:
                 continue
             if b"sh -c" not in cmd and b"ssh" not in cmd:
-                out.append(cmd.decode("utf-8", "replace"))
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
+                out[int(pid)] = (ppid, cmd.decode("utf-8", "replace"))
     return out
 
 
