@@ -26,7 +26,7 @@ from pathlib import Path
 import psutil
 
 from distcore.telemetry import make_source
-from distcore.telemetry.host import HostSource
+from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.jsonify import telemetry_to_json
 from distcore.telemetry.nvml import NvmlGpuSource
 from distcore.telemetry.sampler import TelemetrySampler
@@ -60,7 +60,7 @@ def bench_simulated(gpus: int = 8) -> None:
 
 def bench_host() -> None:
     pids = [os.getpid()]
-    source = HostSource(pids, min_window=0.0)
+    source = PsutilHostReader(pids, min_window=0.0)
     ours = median_seconds(source.sample, 300)
 
     def plain_psutil() -> None:

@@ -213,11 +213,9 @@ LAYERS = {
     "distcore.jobs": ("distmon", "distagent"),
     "distcore": ("distmon", "distagent"),
 }
-# (importer, imported) pairs that cross a layer today, each with the change that removes it.
-KNOWN_CROSSINGS = {
-    # run_path_text decodes `host:/path` from a Path: goes with issue 19's RunLocation type.
-    ("distcore.events.jsonify", "distcore.remote.spec"),
-}
+# (importer, imported) pairs that may cross a layer, each with its reason: none since a run's
+# place became a RunLocation (events/jsonify no longer asks remote to decode `host:/path`).
+KNOWN_CROSSINGS: set[tuple[str, str]] = set()
 
 
 def _within(module: str, package: str) -> bool:

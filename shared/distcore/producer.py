@@ -5,7 +5,10 @@
   problems), declared once here, with the index's two other inputs (`RunSource`, `Telemetry`).
 - `Failing`: "failing since": keeps the first failure's time while the failure goes on.
 - `Loop`: one producer thread: drift-free ticks (`next += interval`, missed ticks skipped after
-  a stall), wake-ups, backoff after failures, a prompt close. The producer writes only its step.
+  a stall), wake-ups, backoff after failures, a prompt close. The producer writes only its step;
+  a step that paces itself (a costly pass, a tool missing there) says when it wants the next one
+  (`next_in`), and a step that must pause (a debounce, coalescing) waits with `sleep`, which a
+  close ends at once.
 
 A leaf: imports nothing of distcore, so events, telemetry, jobs and remote can all use it.
 """
@@ -111,9 +114,11 @@ class Loop:
 
     Ticks sit on a grid from the first one (a slow step does not push later ones back; after a
     stall the missed ticks are skipped, not fired in a burst). `wake()` runs the step early.
-    A step that raises is logged and handed to `on_error` (never a silent death); with
-    `max_backoff` the waits after failures in a row double up to it. `wait` (tests) replaces
-    the stop/wake wait: it gets the seconds to wait and returns True to stop."""
+    A step that raises is handed to `on_error` (never a silent death: the producer shows it as
+    its ProducerError; logged at debug level then, with a traceback otherwise); with
+    `max_backoff` the waits after failures in a row double up to it. `next_in()` (from the step
+    or `on_error`) sets the next wait alone. `wait` (tests) replaces the stop/wake wait: it gets
+    the seconds to wait and returns True to stop."""
 
     def __init__(
         self,
@@ -133,13 +138,18 @@ class Loop:
         self._stop, self._wake = threading.Event(), threading.Event()
         self._wait = wait or self._wait_or_wake
         self._thread: threading.Thread | None = None
-        self.failures = 0  # in a row
+        self._next_in: float | None = None
+        self.failures = 0  # in a row, counting the one `on_error` is handed
 
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError(f"{self.name} already started")
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
 
     def wake(self) -> None:
         self._wake.set()
@@ -148,11 +158,30 @@ class Loop:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def close(self, timeout: float = 10.0) -> None:
-        """Stop the thread (it leaves its wait at once) and join it, bounded: a step hung in a
-        system call must not hang the app's exit (the thread is a daemon)."""
+    @property
+    def stop_event(self) -> threading.Event:
+        """Set once closing: a long pass checks it to end early."""
+        return self._stop
+
+    def next_in(self, seconds: float) -> None:
+        """The next run `seconds` after this step ends, off the grid and instead of any backoff
+        (a wake still runs it earlier). Call it from the step or from `on_error`."""
+        self._next_in = max(0.0, seconds)
+
+    def sleep(self, seconds: float) -> bool:
+        """A pause inside the step that only a close ends (wakes do not); True when closing."""
+        return self._stop.wait(seconds)
+
+    def stop(self) -> None:
+        """Ask the thread to end (it leaves its wait at once) without waiting for it: a
+        producer can then interrupt what its step blocks on before `join`."""
         self._stop.set()
         self._wake.set()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread and join it, bounded: a step hung in a system call must not hang
+        the app's exit (the thread is a daemon)."""
+        self.stop()
         self.join(timeout)
 
     def join(self, timeout: float) -> None:
@@ -168,22 +197,28 @@ class Loop:
         try:
             self._step()
         except Exception as err:
-            log.exception("%s: step failed", self.name)
-            if self._on_error is not None:
-                try:
-                    self._on_error(err)
-                except Exception:
-                    log.exception("%s: on_error failed", self.name)
+            self.failures += 1
+            if self._on_error is None:
+                log.exception("%s: step failed", self.name)
+                return False
+            log.debug("%s: step failed", self.name, exc_info=True)
+            try:
+                self._on_error(err)
+            except Exception:
+                log.exception("%s: on_error failed", self.name)
             return False
+        self.failures = 0
         return True
 
     def _run(self) -> None:
         deadline = self._clock()
         while not self._stop.is_set():
+            self._next_in = None
             ok = self._run_step()
-            self.failures = 0 if ok else self.failures + 1
             now = self._clock()
-            if ok or self._max_backoff is None:
+            if self._next_in is not None:  # the step paced itself; a grid again from there
+                deadline = now + self._next_in
+            elif ok or self._max_backoff is None:
                 deadline = next_deadline(deadline, now, self.interval)
             else:  # off the grid while failing; back on a grid from the next success
                 deadline = now + backoff(self.failures, self.interval, self._max_backoff)

@@ -75,7 +75,7 @@ def test_several_roots_prefix_run_names(tmp_path: Path) -> None:
     _write(tmp_path / "beta", scalar_records("a", [(0, 1.0)]))
     runs = load_once([tmp_path / "alpha", tmp_path / "beta"])
     assert [r.name for r in runs] == ["alpha/run", "beta", "beta/run"]
-    assert runs[0].path == (tmp_path / "alpha" / "run").absolute()
+    assert runs[0].path.local == (tmp_path / "alpha" / "run").absolute()
 
 
 def test_two_writers_in_one_run(tmp_path: Path) -> None:
@@ -257,3 +257,34 @@ def test_a_replaced_or_truncated_file_is_read_again(tmp_path: Path) -> None:
     watcher.scan_once()
     run = only_run(tmp_path, store)
     assert steps_values(run, "a") == [(0, 3.0)] and run.scalars["a"].count == 1
+
+
+def test_a_failing_pass_is_shown_and_retried_soon_with_inotify(tmp_path: Path) -> None:
+    """The poll-mode case is in test_events_untrusted; with inotify the safety-net rescan is
+    30 s away, so only the loop's backoff (0.5 s, 1 s, ...) can bring it back this soon."""
+    _write(tmp_path / "run", scalar_records("loss", [(0, 1.0)]))
+    store = RunStore()
+    failures = [2]
+
+    def listener(changed: frozenset[str]) -> None:
+        if failures[0] > 0 and changed:
+            failures[0] -= 1
+            raise RuntimeError("listener broke")
+
+    store.subscribe(listener)
+    watcher = LogdirWatcher([tmp_path], store, rescan_interval=30)
+    watcher.start()
+    try:
+        assert watcher.mode == "inotify"
+        assert _wait_for(lambda: bool(watcher.errors()))
+        (error,) = watcher.errors()
+        assert (error.producer, error.message) == ("watcher", "RuntimeError: listener broke")
+        _write(tmp_path / "run", scalar_records("loss", [(1, 2.0)]))
+
+        def recovered() -> bool:
+            run = store.get("run")
+            return run is not None and run.scalars["loss"].count == 2 and not watcher.errors()
+
+        assert _wait_for(recovered, timeout=25.0)  # well before the 30 s rescan
+    finally:
+        watcher.close()

@@ -61,7 +61,7 @@ def widths(path: Path) -> dict[str, float]:
 
 
 def ours(path: Path) -> dict[str, dict[int, list[float]]]:
-    (run,) = [r for r in load_once([path]) if r.path == path]
+    (run,) = [r for r in load_once([path]) if r.path.local == path]
     assert not run.problems, run.problems
     return {tag: {p.step: list(p.bands) for p in s.points} for tag, s in run.histograms.items()}
 
@@ -129,7 +129,7 @@ def test_wild_histograms_read_as_tensorboard_reads_them() -> None:
     for directory in found:
         theirs = tb_bands(directory)
         if theirs:
-            runs = {r.path: r for r in load_once([directory])}
+            runs = {r.path.local: r for r in load_once([directory])}
             mine = {t: {p.step: list(p.bands) for p in s.points}
                     for t, s in runs[directory].histograms.items()}
             for tag, steps in theirs.items():

@@ -15,7 +15,7 @@ from distcore.events import load_once
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.model import Host
 from distcore.telemetry import TelemetrySource
-from distcore.telemetry.host import HostSource
+from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.record import SystemRecorder
 from distcore.telemetry.simulated import SimulatedGpuSource
 from distmon.once import run_once
@@ -28,7 +28,7 @@ def record(job: Path, workers: int, gpus: int, samples: int = 3) -> None:
     recorders = [
         SystemRecorder(
             job, interval=0.05, subdir=names.worker_system_dir(i),
-            source=TelemetrySource(SimulatedGpuSource(gpus), HostSource()),
+            source=TelemetrySource(SimulatedGpuSource(gpus), PsutilHostReader()),
         )
         for i in range(workers)
     ]  # fmt: skip

@@ -15,6 +15,7 @@ from distcore.jobs.agent import AgentRecords, agent_record_from
 from distcore.jobs.index import JobIndex
 from distcore.jobs.model import JobsSnapshot, ProducerError
 from distcore.jobs.parts import job_status, split_run, worker_of
+from distcore.location import RunLocation
 from tests.tui import fixed
 
 
@@ -136,7 +137,8 @@ def test_jobs_group_parts_and_read_run_json(tmp_path: Path) -> None:
     assert [j.name for j in snap.jobs] == ["job", "lone"]
     job = snap.jobs[0]
     assert list(job.parts) == ["system", "system/worker-1", "train", "validation"]
-    assert job.status == "diverged" and job.directory == tmp_path / "job"
+    assert job.status == "diverged"
+    assert job.directory == RunLocation.on_this_machine(tmp_path / "job")
     assert [(h.key, h.worker) for h in job.hosts] == [
         ("logdir:job/system", None), ("logdir:job/system/worker-1", 1)
     ]
@@ -275,3 +277,21 @@ def test_the_first_snapshot_is_at_once_on_a_fresh_machine(
         index.close()
     latest = index.latest()
     assert latest is not None and [j.name for j in latest.jobs] == ["a"]
+
+
+def test_a_remote_run_json_is_never_read_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gpu1:/data/job` was once `PosixPath("gpu1:/data/job")`, i.e. `./gpu1:/data/job` here:
+    a decoy run.json there must not become the remote job's record (its reader has none)."""
+    monkeypatch.chdir(tmp_path)
+    decoy = tmp_path / "gpu1:" / "data" / "job"
+    decoy.mkdir(parents=True)
+    (decoy / "run.json").write_text(json.dumps({"status": "failed", "last_step": 3}))
+    store = RunStore()
+    store.set_files("gpu1:job/train", RunLocation.on_host("gpu1", "/data/job/train"), 1, None)
+    store.notify(frozenset({"gpu1:job/train"}))
+    (job,) = snapshot(JobIndex(store)).jobs
+    assert job.directory == RunLocation.on_host("gpu1", "/data/job")
+    assert str(job.directory) == "gpu1:/data/job" and job.directory.local is None
+    assert job.agent is None and job.status != "failed"

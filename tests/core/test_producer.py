@@ -143,3 +143,80 @@ def test_a_step_that_raises_never_ends_the_thread() -> None:
             assert calls.acquire(timeout=10.0)
     finally:
         loop.close()
+
+
+def test_a_step_paces_itself_with_next_in() -> None:
+    """`next_in` sets the next wait alone (a costly pass spaces itself out, a missing tool is
+    asked for again later), also from on_error and instead of the backoff."""
+    clock = FakeClock()
+    starts: list[float] = []
+    plan: list[tuple[float, float | None, bool]] = [  # (cost, next_in, raise)
+        (0.5, 5.0, False), (0.0, None, False), (0.0, 60.0, True), (0.0, None, True),
+        (0.0, None, False),
+    ]  # fmt: skip
+    loop: Loop
+
+    def step() -> None:
+        starts.append(clock.now)
+        cost, pace, fail = plan.pop(0)
+        clock.now += cost
+        if pace is not None and not fail:
+            loop.next_in(pace)
+        if fail:
+            raise RuntimeError(str(pace))
+
+    def on_error(err: Exception) -> None:
+        if str(err) != "None":
+            loop.next_in(float(str(err)))
+
+    def wait(seconds: float) -> bool:
+        clock.now += seconds
+        return not plan
+
+    loop = Loop("test-pace", step, interval=1.0, clock=clock, wait=wait, on_error=on_error,
+                max_backoff=30.0)
+    loop.start()
+    loop.join(5.0)
+    loop.close()
+    # 0.5 + 5 s; then the grid from there (+1); 60 s asked by on_error; then the 2nd failure
+    # in a row backs off 2 s.
+    assert starts == pytest.approx([0.0, 5.5, 6.5, 66.5, 68.5])
+
+
+def test_failures_count_the_one_on_error_is_handed() -> None:
+    seen: list[int] = []
+    loop: Loop
+    results = [RuntimeError("a"), RuntimeError("b"), None, RuntimeError("c")]
+
+    def step() -> None:
+        result = results.pop(0)
+        if result is not None:
+            raise result
+
+    loop = Loop("test-count", step, interval=1.0, on_error=lambda err: seen.append(loop.failures),
+                wait=lambda seconds: not results)
+    loop.start()
+    loop.join(5.0)
+    loop.close()
+    assert seen == [1, 2, 1]
+
+
+def test_sleep_ignores_wakes_and_ends_at_close() -> None:
+    """A step's pause (a debounce, a coalescing wait) is cut short by close, not by wake."""
+    inside = threading.Event()
+    slept: list[bool] = []
+
+    def step() -> None:
+        inside.set()
+        slept.append(loop.sleep(3600.0))
+
+    loop = Loop("test-sleep", step, interval=3600.0)
+    loop.start()
+    try:
+        assert inside.wait(10.0)
+        loop.wake()
+        assert not slept  # still asleep: a wake does not end the pause
+    finally:
+        loop.close()
+    assert slept == [True]
+    assert loop.started and loop.stopping and loop.stop_event.is_set()

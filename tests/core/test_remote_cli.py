@@ -23,7 +23,6 @@ from distcore.remote.spec import (
     parse_source,
     parse_storage_options,
     redact_options,
-    run_path_text,
 )
 from distcore.remote.ssh import ssh_reason
 from tests.core.events_helpers import scalar_records
@@ -72,20 +71,6 @@ def test_no_argument_reaches_ssh_as_an_option(arg: str) -> None:
     if isinstance(spec, SshSpec):
         assert not spec.destination.startswith("-") and not spec.host.startswith("-")
         assert "\n" not in spec.path and "\0" not in spec.path
-
-
-@pytest.mark.parametrize(
-    ("path", "text"),
-    [
-        (Path("/data/runs/a"), "/data/runs/a"),
-        (Path("gpu1:/data/runs/a"), "gpu1:/data/runs/a"),
-        (Path("gpu1:runs/a"), "gpu1:runs/a"),
-        (Path("s3://bucket/runs/a"), "s3://bucket/runs/a"),
-        (Path("gs://b"), "gs://b"),
-    ],
-)
-def test_run_paths_as_shown(path: Path, text: str) -> None:
-    assert run_path_text(path) == text
 
 
 @pytest.mark.parametrize(

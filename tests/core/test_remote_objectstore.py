@@ -240,3 +240,46 @@ def test_a_missing_extra_names_the_pip_command() -> None:
 )
 def test_describe_error_is_one_safe_line(error: BaseException, line: str) -> None:
     assert describe_error("s3://b", error) == line
+
+
+def test_a_refresh_that_raises_is_shown_backs_off_and_recovers() -> None:
+    """The reader's loop (Loop) on fsspec's in-process memory filesystem: a refresh that raises
+    (here the store's listener) is the URL's one-line error until a refresh succeeds."""
+    import fsspec
+
+    from tests.core.test_remote_ssh import raising_listener, wait_for
+
+    fs = fsspec.filesystem("memory")
+    root = f"/distmon-loop-{os.getpid()}/logs"
+    path = f"{root}/run/events.out.tfevents.1.h"
+    points = [(0, 1.0)]
+    fs.pipe_file(path, scalar_records("loss", points))
+    store = RunStore()
+    broken = raising_listener(store)
+    remote = make_remote_producers([parse_source(f"memory://{root}")], store, refresh=0.05)
+    remote.start()
+
+    def failing() -> tuple[object, ...]:
+        # The object grows each look: every refresh has a change for the broken listener.
+        points.append((len(points), 1.0))
+        fs.pipe_file(path, scalar_records("loss", points))
+        return remote.errors()
+
+    try:
+        wait_for(failing)
+        (error,) = remote.errors()
+        assert error.producer.startswith("url:memory://")
+        assert error.message.endswith(": RuntimeError: listener broke")
+        broken.clear()
+        points.append((len(points), 2.0))
+        fs.pipe_file(path, scalar_records("loss", points))
+
+        def recovered() -> bool:
+            runs = store.snapshot()
+            count = len(points)
+            return bool(runs) and runs[0].scalars["loss"].count == count and not remote.errors()
+
+        wait_for(recovered)
+    finally:
+        remote.close()
+        fs.rm(root, recursive=True)

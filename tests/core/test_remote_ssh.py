@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -272,23 +273,30 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
         # One nvidia-smi process for all the samples, not one ssh per sample.
         # (This test's stand-in only: an earlier test's may linger until its next write.)
         stand_in = str(tmp_path / "remote-bin" / "nvidia-smi")
-        procs = [p for p in _processes() if stand_in in p and "-lms" in p]
-        assert len(procs) == 1, procs
+        procs = {pid: (ppid, cmd) for pid, (ppid, cmd) in _processes().items()
+                 if stand_in in cmd and "-lms" in cmd}
+        # The stand-in's `$(awk ...)` forks a copy of its shell for a moment: a process whose
+        # parent is the stand-in is that, not a second nvidia-smi.
+        own = [cmd for ppid, cmd in procs.values() if ppid not in procs]
+        assert len(own) == 1, procs
     finally:
         remote.close()
         remote.close()
 
 
-def _processes() -> list[str]:
-    out = []
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process but shells and ssh."""
+    out = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                stat = Path(f"/proc/{pid}/stat").read_text()
             except OSError:
                 continue
             if b"sh -c" not in cmd and b"ssh" not in cmd:
-                out.append(cmd.decode("utf-8", "replace"))
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
+                out[int(pid)] = (ppid, cmd.decode("utf-8", "replace"))
     return out
 
 
@@ -314,5 +322,76 @@ def test_any_tmpdir(
     try:
         assert remote.scan_once() == {f"{HOST_ALIAS}:r"}
         assert remote.errors() == ()
+    finally:
+        remote.close()
+
+
+def test_a_host_without_nvidia_smi_says_so_and_closes_at_once(tmp_path: Path) -> None:
+    """The GPU source's loop: nvidia-smi missing there is the host's reason (exit 127), the next
+    try waits a minute (Loop.next_in), and a close during that wait ends the thread at once."""
+    if not sshd_available():
+        pytest.skip(NO_SSHD)
+    (tmp_path / "sshd").mkdir()
+    server = Sshd(tmp_path / "sshd")  # PATH=/usr/bin:/bin there: no stand-in nvidia-smi
+    server.start()
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(), refresh=0.2,
+        ssh_config=server.config,
+    )  # fmt: skip
+    try:
+        remote.start()
+        (source,) = remote.host_sources
+        reason = f"nvidia-smi not found on {HOST_ALIAS}"
+        wait_for(lambda: source.hosts()[0].gpu_reason == reason)
+        (host,) = source.hosts()
+        assert host.gpus == () and host.error is None and remote.errors() == ()
+    finally:
+        # Its thread waits out the minute now: close must end that wait, or the thread outlives
+        # close's bounded join and the thread-leak guard fails this test.
+        remote.close()
+        server.stop()
+
+
+def raising_listener(store: RunStore) -> threading.Event:
+    """A listener that fails every change while the returned event is set (clear it to mend
+    it): the reader's loop must show the failure until a refresh succeeds."""
+    broken = threading.Event()
+    broken.set()
+
+    def listener(changed: frozenset[str]) -> None:
+        if broken.is_set():
+            raise RuntimeError("listener broke")
+
+    store.subscribe(listener)
+    return broken
+
+
+def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    write_scalars(tmp_path / "runs" / "a", range(2))
+    store = RunStore()
+    broken = raising_listener(store)
+    remote = make_remote_producers(
+        [SshSpec(HOST_ALIAS, None, str(tmp_path / "runs"))], store, refresh=INTERVAL,
+        ssh_config=sshd.config, gpus=False,
+    )  # fmt: skip
+    remote.start()
+    steps = iter(range(100, 10**6))
+
+    def failing() -> tuple[object, ...]:
+        # A new point each look: every refresh has a change for the broken listener, so the
+        # error lasts however late this thread looks (a refresh with none would clear it).
+        append(tmp_path / "runs" / "a", [(next(steps), 1.0)])
+        return remote.errors()
+
+    try:
+        wait_for(failing)
+        (error,) = remote.errors()
+        assert (error.producer, error.message) == (
+            f"ssh:{HOST_ALIAS}", f"{HOST_ALIAS}: RuntimeError: listener broke")
+        broken.clear()
+        append(tmp_path / "runs" / "a", [(10, 1.0)])
+        wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a") and not remote.errors())
     finally:
         remote.close()

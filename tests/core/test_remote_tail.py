@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from distcore.events import load_once
 from distcore.events.model import RunSnapshot
 from distcore.events.store import RunStore
+from distcore.location import RunLocation
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
 from tests.core.events_helpers import record, scalar_event, session_start
 
@@ -65,7 +66,8 @@ def test_any_growth_pattern_reads_like_the_local_reader(
 ) -> None:
     data = encode(events)
     store = RunStore()
-    tail = LogdirTail(store, "h:", "h:root", "h:/root", overlap=OVERLAP if overlap else 0)
+    place = RunLocation.on_host("h", "/root")
+    tail = LogdirTail(store, "h:", "h:root", place, overlap=OVERLAP if overlap else 0)
     for cut in sorted(cuts):
         feed(tail, {"run/events.out.tfevents.1": data[: int(cut * len(data))]})
     for _ in range(len(data) // 97 + 2):  # until caught up (97 bytes per file per refresh)
@@ -79,7 +81,7 @@ def test_any_growth_pattern_reads_like_the_local_reader(
 
 def test_a_replaced_object_is_read_again_from_its_start() -> None:
     store = RunStore()
-    tail = LogdirTail(store, "s3://b/", "s3://b", "s3://b", overlap=OVERLAP)
+    tail = LogdirTail(store, "s3://b/", "s3://b", RunLocation.at_url("s3://b"), overlap=OVERLAP)
     first = record(scalar_event("loss", 1, 1.0)) + record(scalar_event("loss", 2, 1.0))
     feed(tail, {"r/events.out.tfevents.1": first})
     # Same name, longer, different bytes before the old offset: another object.
@@ -93,7 +95,7 @@ def test_a_replaced_object_is_read_again_from_its_start() -> None:
 
 def test_a_run_whose_files_vanish_is_gone_and_keeps_its_points() -> None:
     store = RunStore()
-    tail = LogdirTail(store, "h:", "h:root", "h:/root")
+    tail = LogdirTail(store, "h:", "h:root", RunLocation.on_host("h", "/root"))
     feed(tail, {"a/events.out.tfevents.1": record(scalar_event("loss", 1, 1.0))}, identity="1:2")
     feed(tail, {})
     run = store.get("h:a")
@@ -107,7 +109,7 @@ def test_files_of_a_run_in_name_order_none_before_an_earlier_one_is_read() -> No
     second = b"".join(record(scalar_event("loss", s, 2.0)) for s in range(5, 8))
     files = {"run/events.out.tfevents.2.h": second, "run/events.out.tfevents.1.h": first}
     store = RunStore()
-    tail = LogdirTail(store, "h:", "h:root", "h:/root")
+    tail = LogdirTail(store, "h:", "h:root", RunLocation.on_host("h", "/root"))
     listing = {rel: FileMeta(None, len(data), 1.0) for rel, data in files.items()}
     fetches = tail.plan(listing, limit=len(first) // 2)
     assert [f.rel for f in fetches] == ["run/events.out.tfevents.1.h"]  # not finished by it

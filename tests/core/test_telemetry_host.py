@@ -11,7 +11,7 @@ from collections import namedtuple
 import psutil
 import pytest
 
-from distcore.telemetry.host import HostSource, cpu_percent_between
+from distcore.telemetry.host import PsutilHostReader, cpu_percent_between
 
 Times = namedtuple("Times", "user nice system idle iowait irq softirq steal guest guest_nice")
 
@@ -39,7 +39,7 @@ def test_cpu_percent_between(before: Times, after: Times, percent: float) -> Non
 
 
 def test_host_sample_is_real_and_consistent() -> None:
-    source = HostSource()
+    source = PsutilHostReader()
     sample = source.sample()
     source.close()
     assert len(sample.per_core) == psutil.cpu_count()
@@ -53,7 +53,7 @@ def test_host_sample_is_real_and_consistent() -> None:
 def test_first_sample_waits_out_the_minimum_window() -> None:
     now = [100.0]
     slept: list[float] = []
-    source = HostSource(clock=lambda: now[0], sleep=slept.append, min_window=0.1)
+    source = PsutilHostReader(clock=lambda: now[0], sleep=slept.append, min_window=0.1)
     now[0] += 0.02
     source.sample()
     now[0] += 5.0
@@ -70,7 +70,7 @@ def _burn(seconds: float) -> None:
 def test_watched_processes_cpu_and_rss() -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    source = HostSource([os.getpid(), gone.pid])
+    source = PsutilHostReader([os.getpid(), gone.pid])
     _burn(0.2)
     mine, other = source.sample().processes
     source.close()
@@ -84,7 +84,7 @@ def test_watched_processes_cpu_and_rss() -> None:
 
 def test_process_exiting_while_watched() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    source = HostSource([child.pid])
+    source = PsutilHostReader([child.pid])
     child.kill()
     child.wait()
     (proc,) = source.sample().processes

@@ -9,7 +9,7 @@ from typing import Any
 
 from distcore import names
 from distcore.telemetry import TelemetrySnapshot, TelemetrySource
-from distcore.telemetry.host import HostSource
+from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.record import SystemRecorder
 from distcore.telemetry.sampler import snapshot_metrics
 from distcore.telemetry.simulated import SimulatedGpuSource
@@ -27,7 +27,7 @@ class Recorded(TelemetrySource):
     def __init__(self) -> None:
         # Snapshot k is stamped t = k: the recorder's step (seconds since start) is then k.
         gpus = SimulatedGpuSource(2, clock=counting_clock())
-        super().__init__(gpus, HostSource(), clock=counting_clock())
+        super().__init__(gpus, PsutilHostReader(), clock=counting_clock())
         self.handed_out: list[TelemetrySnapshot] = []
         self.closed = False
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from distcore import names
 from distcore.events.model import RunSnapshot, Series
+from distcore.location import RunLocation
 from distcore.telemetry.model import (
     GpuDevice,
     GpuStatus,
@@ -53,7 +54,7 @@ def series(
 def run(name: str, *many: Series, status: str = "live", root: Path = Path("/logs")) -> RunSnapshot:
     return RunSnapshot(
         name=name,
-        path=root / name,
+        path=RunLocation.on_this_machine(root / name),
         status=status,  # type: ignore[arg-type]
         files=1,
         problems=(),

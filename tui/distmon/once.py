@@ -68,10 +68,8 @@ def _job_line(job: Job, name: str) -> str:
 
 
 def _render_run(run: RunSnapshot, name: str, out: TextIO) -> None:
-    from distcore.remote.spec import run_path_text
-
     files = f"{run.files} file" + ("" if run.files == 1 else "s")
-    out.write(f"\n{t(name, 200)}  [{run.status}, {files}]  {t(run_path_text(run.path), 200)}\n")
+    out.write(f"\n{t(name, 200)}  [{run.status}, {files}]  {t(str(run.path), 200)}\n")
     for key, label in _labels(run.hparams).items():
         value = terminal_safe(json_safe(run.hparams[key]), NAME_LIMIT)  # as the JSON has it
         out.write(f"  hparam {t(label, 80)} = {t(value, 200)}\n")

@@ -7,7 +7,6 @@ from typing import Any
 
 from distcore.events.model import RunSnapshot, Series
 from distcore.histograms.jsonify import histograms_to_json
-from distcore.remote.spec import run_path_text
 from distcore.snapshot import json_float
 from distcore.textsafe import json_names, json_text
 
@@ -36,7 +35,7 @@ def run_to_json(run: RunSnapshot, name: str | None = None) -> dict[str, Any]:
     hparams, tags = json_names(run.hparams), json_names(run.scalars)
     return {
         "name": json_text(run.name) if name is None else name,
-        "path": json_text(run_path_text(run.path)),
+        "path": json_text(str(run.path)),  # local paths absolute, host:path, s3://...
         "status": run.status,
         "files": run.files,
         "problems": [json_text(p) for p in run.problems],

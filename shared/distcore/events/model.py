@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from distcore.location import RunLocation
 
 if TYPE_CHECKING:
     from distcore.histograms.model import HistogramSeries
@@ -87,7 +88,7 @@ class Series:
 @dataclass(frozen=True)
 class RunSnapshot:
     name: str
-    path: Path
+    path: RunLocation  # where its files are: this machine, an SSH host or a URL
     status: RunStatus
     files: int
     problems: tuple[str, ...]

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
 from distcore.events.model import RunSnapshot, RunStatus
 from distcore.events.series import SeriesBuffer
 from distcore.histograms.store import HistogramStore
+from distcore.location import RunLocation
 from distcore.tfrecord.batch import Batch
 
 MAX_PROBLEM_LINES: Final = 20
 
 
 class RunState:
-    def __init__(self, name: str, path: Path, max_points: int) -> None:
+    def __init__(self, name: str, path: RunLocation, max_points: int) -> None:
         self.name = name
         self.path = path
         self.max_points = max_points

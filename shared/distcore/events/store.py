@@ -13,7 +13,10 @@ from pathlib import Path
 from distcore.events.model import RunSnapshot
 from distcore.events.run import RunState
 from distcore.listeners import Listeners
+from distcore.location import RunLocation
 from distcore.tfrecord.batch import Batch
+
+Place = Path | RunLocation  # a Path is a place on this machine (the local watcher's runs)
 
 Listener = Callable[[frozenset[str]], None]
 LIVE_SECONDS = 300.0  # TF2 writers flush every 2 minutes by default
@@ -98,20 +101,20 @@ class RunStore:
         return self._listeners.subscribe(callback)
 
     # Writing side: the watcher's thread.
-    def apply(self, name: str, path: Path, batch: Batch, file_name: str) -> None:
+    def apply(self, name: str, path: Place, batch: Batch, file_name: str) -> None:
         with self._lock:
             self._run(name, path).apply(batch, file_name)
 
-    def reset_run(self, name: str, path: Path) -> None:
+    def reset_run(self, name: str, path: Place) -> None:
         """Forget what was read of a run (its files are about to be read afresh)."""
         with self._lock:
             self._run(name, path).reset()
 
-    def set_file_error(self, name: str, path: Path, file_name: str, error: str | None) -> None:
+    def set_file_error(self, name: str, path: Place, file_name: str, error: str | None) -> None:
         with self._lock:
             self._run(name, path).set_file_error(file_name, error)
 
-    def set_files(self, name: str, path: Path, count: int, last_modified: float | None) -> None:
+    def set_files(self, name: str, path: Place, count: int, last_modified: float | None) -> None:
         with self._lock:
             self._run(name, path).set_files(count, last_modified)
 
@@ -126,11 +129,12 @@ class RunStore:
         for listener in self._listeners.current():
             listener(changed)
 
-    def _run(self, name: str, path: Path) -> RunState:
+    def _run(self, name: str, path: Place) -> RunState:
         """The run to change (under the lock): marked for the next snapshot."""
         run = self._runs.get(name)
         if run is None:
-            run = self._runs[name] = RunState(name, path, self.max_points)
+            where = path if isinstance(path, RunLocation) else RunLocation.on_this_machine(path)
+            run = self._runs[name] = RunState(name, where, self.max_points)
             bisect.insort(self._order, name)
         self._dirty.add(name)
         return run

@@ -5,9 +5,10 @@ re-scan is the safety net for anything a notification missed. Polling is used wh
 when the root's filesystem never sends inotify events (NFS, CIFS, SSHFS and other FUSE,
 Lustre, GPFS), or when inotify cannot be set up (e.g. the watch limit is reached).
 
-The thread never dies: a failure reading one file is that file's problem in its run (the other
-files and runs go on); a failure of a whole pass is kept in `errors()` and the loop backs off and
-tries again. What cannot be listed under the roots is in `problems()`.
+The thread (a distcore.producer.Loop) never dies: a failure reading one file is that file's
+problem in its run (the other files and runs go on); a failure of a whole pass is kept in
+`errors()` and the loop backs off and tries again. What cannot be listed under the roots is in
+`problems()`.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ from distcore.events.fstype import mount_fs_type, needs_polling
 from distcore.events.many import read_fresh_runs
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
-from distcore.producer import ProducerError
+from distcore.producer import Failing, Loop, ProducerError, backoff
 from distcore.tfrecord.batch import Batch
 
 Mode = Literal["inotify", "poll"]
 _MAX_BACKOFF = 30.0
+_FIRST_BACKOFF = 0.5  # a failed pass is tried again soon: most are a file replaced mid-pass
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 # What inotify is asked for: writes only. Our own reads (open, close without a write) would
 # otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
@@ -150,14 +152,16 @@ class LogdirWatcher:
         self._dirty: set[Path] = set()
         self._rescan_needed = False
         self._dirty_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._observer: Any = None
         self._mode, self._reason = self._choose_mode(poll, fs_type)
+        # The loop's step paces itself (next_in): the interval is only its fallback.
+        self._loop = Loop("distmon-logdir-watcher", self._tick, interval=self._interval(),
+                          clock=clock, on_error=self._failed)
+        self._stop = self._loop.stop_event  # a long pass ends early on close
+        self._next_rescan = 0.0
         self._workers = workers if workers is not None else min(4, os.cpu_count() or 1)
         self._problems: tuple[str, ...] = ()
-        self._error: ProducerError | None = None
+        self._failing = Failing("watcher")
         self._wall_clock: Callable[[], float] = time.time
         self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
         self._landing: _Landed | None = None  # the batched first read under way
@@ -186,7 +190,7 @@ class LogdirWatcher:
 
     def errors(self) -> tuple[ProducerError, ...]:
         """The watcher loop's failure, while it lasts (the loop keeps trying)."""
-        return (self._error,) if self._error is not None else ()
+        return self._failing.errors()
 
     def progress(self) -> tuple[int, int] | None:
         """(runs read, runs to read) while a pass reads runs never read before (a sweep's
@@ -203,22 +207,22 @@ class LogdirWatcher:
         return changed
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._loop.started:
             return
         if self._mode == "inotify":
             self._start_observer()
-        self._thread = threading.Thread(
-            target=self._loop, name="distmon-logdir-watcher", daemon=True
-        )
-        self._thread.start()
+        # The first pass scans everything, unless scan_once() just did (the dashboard's first
+        # read): then it is the pass, and the next comes when it would have.
+        self._next_rescan = self._clock()
+        if self._last_pass is not None:
+            ended, took = self._last_pass
+            self._next_rescan = ended + self._pause(self._interval(), took)
+        self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        self._loop.stop()
         self._stop_observer()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._loop.join(10)
 
     def _start_observer(self) -> None:
         observer = self._observer_factory()
@@ -254,49 +258,36 @@ class LogdirWatcher:
                 self._rescan_needed = True
             else:
                 self._dirty.add(Path(path))
-        self._wake.set()
+        self._loop.wake()
 
-    def _loop(self) -> None:
-        backoff = 0.0
-        # The first pass scans everything, unless scan_once() just did (the dashboard's first
-        # read): then it is the pass, and the next comes when it would have.
-        next_rescan = self._clock()
-        if self._last_pass is not None:
-            interval = self._poll_interval if self._mode == "poll" else self._rescan_interval
-            next_rescan = self._last_pass[0] + self._pause(interval, self._last_pass[1])
-        while not self._stop.is_set():
-            try:
-                next_rescan = self._step(next_rescan)
-                self._error, backoff = None, 0.0
-            except Exception as err:  # never die: show it, back off, retry
-                message = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else repr(err)
-                since = self._error.since if self._error is not None else self._wall_clock()
-                self._error = ProducerError("watcher", message, since)
-                backoff = min(_MAX_BACKOFF, max(0.5, backoff * 2))
-                with self._dirty_lock:
-                    self._rescan_needed = True
-                self._stop.wait(backoff)
+    def _interval(self) -> float:
+        """How often a full pass runs while it is cheap."""
+        return self._poll_interval if self._mode == "poll" else self._rescan_interval
 
-    def _step(self, next_rescan: float) -> float:
-        """One turn of the loop; returns when the next full rescan is due."""
-        if self._mode == "poll":
-            if self._clock() >= next_rescan:
-                return self._clock() + self._timed_scan(self._poll_interval)
-            self._stop.wait(max(0.0, next_rescan - self._clock()))
-            return next_rescan
-        woke = self._wake.wait(max(0.0, next_rescan - self._clock()))
-        if self._stop.is_set():
-            return next_rescan
-        if woke:
-            self._wake.clear()
-            self._stop.wait(self._debounce)  # let a burst of writes settle
+    def _tick(self) -> None:
+        """The loop's step, at the next full pass or when inotify wakes it: a full pass when
+        one is due or asked for, else a read of the files inotify named."""
+        with self._dirty_lock:
+            woke = bool(self._dirty) or self._rescan_needed
+        if woke and self._loop.sleep(self._debounce):  # let a burst of writes settle
+            return  # closing
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
             rescan, self._rescan_needed = self._rescan_needed, False
-        if rescan or self._clock() >= next_rescan:
-            return self._clock() + self._timed_scan(self._rescan_interval)
-        self._store.notify(self._read_files(dirty))
-        return next_rescan
+        if rescan or self._clock() >= self._next_rescan:
+            self._next_rescan = self._clock() + self._timed_scan(self._interval())
+        elif dirty:
+            self._store.notify(self._read_files(dirty))
+        self._failing.ok()
+        self._loop.next_in(self._next_rescan - self._clock())
+
+    def _failed(self, err: Exception) -> None:
+        """Never die: show it, back off, and make the next try a full pass."""
+        message = f"{type(err).__name__}: {err}".splitlines()[0] if str(err) else repr(err)
+        self._failing.fail(message, self._wall_clock())
+        with self._dirty_lock:
+            self._rescan_needed = True
+        self._loop.next_in(backoff(self._loop.failures, _FIRST_BACKOFF, _MAX_BACKOFF))
 
     def _timed_scan(self, interval: float) -> float:
         """A full pass; how long until the next one."""

@@ -160,7 +160,8 @@ def read_agent_record(job_dir: Path) -> AgentRecord | None:
 class AgentRecords:
     """run.json per job directory, re-read only when its mtime, size or inode changed.
 
-    Thread-safe; a `stat` per job per refresh is all an unchanged job costs."""
+    Thread-safe; a `stat` per job per refresh is all an unchanged job costs. Directories on this
+    machine only (`RunLocation.local`): a remote job's run.json comes from its reader."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -22,7 +22,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from distcore.alerts import Alert, keep_since, sort_alerts
@@ -40,7 +39,8 @@ from distcore.jobs.model import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.jobs.parts import job_dir_of, split_run
 from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
 from distcore.listeners import Listeners
-from distcore.producer import Producer, ProducerError, RunSource, Telemetry
+from distcore.location import RunLocation
+from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -56,7 +56,7 @@ AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 class AgentRecordSource(Protocol):
     """A producer that reads run.json itself (a remote reader): its job directories' records."""
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]: ...
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
 
 
 def _errors_of(producer: Producer) -> tuple[ProducerError, ...]:
@@ -91,7 +91,7 @@ class JobIndex:
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
-        self._remote_records: dict[Path, AgentRecord | None] = {}
+        self._remote_records: dict[RunLocation, AgentRecord | None] = {}
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
         # What the last refresh saw, so that the next one costs what changed.
@@ -113,52 +113,43 @@ class JobIndex:
         self._compute_lock = threading.Lock()  # one refresh at a time (thread, tests, --once)
         self._latest: JobsSnapshot | None = None
         self._listeners: Listeners[JobsSnapshot] = Listeners()
-        self._wake, self._stop = threading.Event(), threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Loop("job-index", self._tick, interval=interval)
+        self._last_tick = -float("inf")
         self._unsubscribe: Callable[[], None] | None = None
-        self._error: ProducerError | None = None
+        self._failing = Failing("jobs")
         self.refreshes = 0  # for tests and the benchmark
 
     # --- the producer's life ---------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is not None:
+        """Refresh on the loop's thread at once, then every `interval` and when the store
+        says something changed."""
+        if self._loop.started:
             raise RuntimeError("job index already started")
-        self._unsubscribe = self._store.subscribe(lambda changed: self._wake.set())
-        self._thread = threading.Thread(target=self._run, name="job-index", daemon=True)
-        self._thread.start()
+        self._unsubscribe = self._store.subscribe(lambda changed: self._loop.wake())
+        self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
+        self._loop.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._thread is not None:
-            self._thread.join(timeout=10.0)
+        self._loop.join(10.0)
 
-    def _run(self) -> None:
-        # The first refresh is at once: time.monotonic() counts from boot, so a 0.0 start would
-        # wait out the interval on a machine booted less than an interval ago.
-        last = -float("inf")
-        while not self._stop.is_set():
-            self._wake.wait(timeout=max(0.0, last + self.interval - time.monotonic()))
-            self._wake.clear()
-            # Under a stream of changes, at most one refresh per interval (per second at most
-            # when the interval is longer): the changes in between coalesce into it.
-            wait = last + min(self.interval, MAX_COALESCE_SECONDS) - time.monotonic()
-            if self._latest is None or not self._latest.jobs:
-                wait = 0.0  # the first rows show as soon as anything is read
-            if wait > 0 and self._stop.wait(wait):
-                return
-            if self._stop.is_set():
-                return
-            last = time.monotonic()
-            self.refresh()
+    def _tick(self) -> None:
+        # Under a stream of changes, at most one refresh per interval (per second at most when
+        # the interval is longer): the changes that wake it in between coalesce into it.
+        wait = self._last_tick + min(self.interval, MAX_COALESCE_SECONDS) - time.monotonic()
+        if self._latest is None or not self._latest.jobs:
+            wait = 0.0  # the first rows show as soon as anything is read
+        if wait > 0 and self._loop.sleep(wait):
+            return
+        self._last_tick = time.monotonic()
+        self.refresh()
 
     def wake(self) -> None:
         """Refresh soon (e.g. the user asked to reload), looking at every run.json again."""
         self._check_all = True
-        self._wake.set()
+        self._loop.wake()
 
     # --- output ------------------------------------------------------------------------------
 
@@ -170,7 +161,7 @@ class JobIndex:
         return self._listeners.subscribe(callback)
 
     def errors(self) -> tuple[ProducerError, ...]:
-        return (self._error,) if self._error is not None else ()
+        return self._failing.errors()
 
     def problems(self) -> tuple[str, ...]:
         return ()  # the snapshot carries the other producers' problems
@@ -181,11 +172,10 @@ class JobIndex:
         try:
             with self._compute_lock:
                 snap = self._compute()
-            self._error = None
+            self._failing.ok()
         except Exception as err:
             log.exception("job index refresh failed")
-            if self._error is None:
-                self._error = ProducerError("jobs", f"{type(err).__name__}: {err}", time.time())
+            self._failing.fail(f"{type(err).__name__}: {err}", time.time())
             return self.latest()
         with self._lock:
             self._latest = snap
@@ -215,19 +205,17 @@ class JobIndex:
         self._version += 1
         return job_facts(name, parts, agent, self._version)
 
-    def _agent_for(self, directory: Path) -> AgentRecord | None:
-        """run.json: a remote producer's copy for its job directories (a `host:/path` or URL
-        is no local path to stat), else the local file."""
-        if directory in self._remote_records:
-            return self._remote_records[directory]
-        head = directory.parts[0] if directory.parts else ""
-        if not directory.is_absolute() and ":" in head:
-            return None  # remote, not read yet
-        return self._records.get(directory)
+    def _agent_for(self, directory: RunLocation) -> AgentRecord | None:
+        """run.json: the local file, or for a remote job directory its reader's copy (never a
+        local stat: a remote place has no local path)."""
+        local = directory.local
+        if local is None:
+            return self._remote_records.get(directory)  # None: not read yet
+        return self._records.get(local)
 
-    def _gather_remote_records(self) -> dict[Path, AgentRecord | None]:
+    def _gather_remote_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
-        found: dict[Path, AgentRecord | None] = {}
+        found: dict[RunLocation, AgentRecord | None] = {}
         for producer in self._producers:
             if isinstance(producer, AgentRecordSource):
                 found.update(producer.agent_records())
@@ -326,7 +314,8 @@ class JobIndex:
                 self._grouped
             ):
                 self._facts = {name: self._facts[name] for name in self._grouped}
-            self._records.forget({f.directory for f in self._facts.values() if f.directory})
+            places = {f.directory.local for f in self._facts.values() if f.directory}
+            self._records.forget({path for path in places if path is not None})
         return renewed
 
     def _compute(self) -> JobsSnapshot:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distcore import alerts, names
@@ -22,6 +21,7 @@ from distcore.jobs.scheduler import ended_long_enough, step_gone
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
     from distcore.jobs.scheduler import SchedulerState
+    from distcore.location import RunLocation
     from distcore.telemetry.model import GpuDevice
 
 FactsKey = tuple[Any, ...]
@@ -38,7 +38,7 @@ def facts_key(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> Fa
 class JobFacts:
     key: FactsKey
     name: str
-    directory: Path | None
+    directory: RunLocation | None
     parts: Mapping[str, RunSnapshot]
     agent: AgentRecord | None
     point_alerts: tuple[Alert, ...]  # input stall, NaN loss, rising loss, the agent's outcome

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 # ProducerError lives in the producer kit (a leaf); re-exported for the modules that import it
@@ -20,6 +19,7 @@ if TYPE_CHECKING:  # numpy-free at import: the reader's package is heavy
     from distcore.alerts import Alert
     from distcore.events.model import RunSnapshot
     from distcore.jobs.scheduler import SchedulerRef, SchedulerState
+    from distcore.location import RunLocation
     from distcore.telemetry.model import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
@@ -98,7 +98,7 @@ class Job:
     """
 
     name: str
-    directory: Path | None
+    directory: RunLocation | None  # where run.json would be
     parts: Mapping[str, RunSnapshot]
     status: JobStatus
     agent: AgentRecord | None

@@ -13,10 +13,11 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from distcore import names
 from distcore.jobs.model import AgentRecord, JobStatus
+from distcore.location import RunLocation
 
 if TYPE_CHECKING:
     from distcore.events.model import RunSnapshot
@@ -56,7 +57,10 @@ def worker_of(part: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def job_dir_of(run_path: Path, part: str) -> Path:
+Place = TypeVar("Place", Path, RunLocation)
+
+
+def job_dir_of(run_path: Place, part: str) -> Place:
     """Where a distagent job's run.json would be: above its parts; a lone run's own folder."""
     return run_path.parents[part.count("/")] if part else run_path
 

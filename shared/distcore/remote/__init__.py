@@ -2,7 +2,8 @@
 
 `make_remote_producers(specs, store, ...)` is the one entry point: it groups `host:PATH` sources
 by host (one shared SSH connection, one reader thread and one `nvidia-smi` per host) and gives
-each URL an fsspec reader. Every producer has start()/close()/errors()/scan_once()/readable().
+each URL an fsspec reader. Every reader has start()/close()/errors()/scan_once()/readable()/
+agent_records() (`RemoteReader`), each on a `distcore.producer.Loop` thread.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from distcore.events.store import RunStore
 from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
+from distcore.location import RunLocation
 from distcore.remote.spec import (
     LocalSpec,
     SourceSpec,
@@ -44,6 +46,13 @@ class RemoteReader(Protocol):
     def errors(self) -> tuple[ProducerError, ...]: ...
     def scan_once(self) -> frozenset[str]: ...
     def readable(self) -> bool: ...
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
+
+
+class RemoteHostSource(HostSource, Protocol):
+    """A remote host's GPUs (SshGpuSource): a HostSource whose own failures are errors."""
+
+    def errors(self) -> tuple[ProducerError, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,7 @@ class RemoteProducers:
     For a job index: hosts=`host_sources`, producers=[this]."""
 
     producers: tuple[RemoteReader, ...]
-    host_sources: tuple[HostSource, ...]
+    host_sources: tuple[RemoteHostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
     stoppers: tuple[Callable[[], None], ...] = ()  # connections told to end, first of all
 
@@ -80,16 +89,15 @@ class RemoteProducers:
         return frozenset(changed)
 
     def errors(self) -> tuple[ProducerError, ...]:
-        return tuple(e for p in self.producers for e in p.errors())
+        readers = (e for p in self.producers for e in p.errors())
+        return (*readers, *(e for s in self.host_sources for e in s.errors()))
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Every remote job directory's run.json, as its reader last read it (the job index
         takes these instead of reading a local path)."""
-        found: dict[Path, AgentRecord | None] = {}
+        found: dict[RunLocation, AgentRecord | None] = {}
         for producer in self.producers:
-            records = getattr(producer, "agent_records", None)
-            if records is not None:
-                found.update(records())
+            found.update(producer.agent_records())
         return found
 
     def problems(self) -> tuple[str, ...]:
@@ -121,7 +129,7 @@ def make_remote_producers(
     from distcore.remote.ssh_logdir import SshLogdirReader
 
     producers: list[RemoteReader] = []
-    sources: list[HostSource] = []
+    sources: list[RemoteHostSource] = []
     closers: list[Callable[[], None]] = []
     stoppers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}

@@ -17,12 +17,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.location import RunLocation
+from distcore.producer import Failing, Loop
 from distcore.remote.spec import UrlSpec
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
@@ -121,16 +122,18 @@ class FsspecLogdirReader:
         self._spec = spec
         self._store = store
         self._options = dict(storage_options or {})
-        self._interval = interval
         self._clock = clock
         url = spec.url.rstrip("/")
-        self._tail = LogdirTail(store, url + "/", url, url, overlap=OVERLAP)
+        self._tail = LogdirTail(store, url + "/", url, RunLocation.at_url(url), overlap=OVERLAP)
         self._fs: Any = None
         self._root = ""
-        self._error: ProducerError | None = None
+        where = terminal_text(spec.url, 120)
+        self._where, self._failing = where, Failing(f"url:{where}")
         self._read_once = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # Failures back off (a missing bucket is not asked for every second); `_tick` has put
+        # each in errors() already, so on_error has nothing left to do.
+        self._loop = Loop("distmon-fsspec-reader", self._tick, interval=interval,
+                          on_error=lambda err: None, max_backoff=BACKOFF_MAX)
         self.refreshes = 0
         self._scan_lock = threading.Lock()
 
@@ -141,53 +144,42 @@ class FsspecLogdirReader:
     def readable(self) -> bool:
         return self._read_once
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         return self._tail.agent_records()
 
     def errors(self) -> tuple[ProducerError, ...]:
-        error = self._error
-        return (error,) if error is not None else ()
+        return self._failing.errors()
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name="distmon-fsspec-reader", daemon=True
-            )
-            self._thread.start()
+        if not self._loop.started:
+            self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-            self._thread = None
+        self._loop.close(timeout=15)
 
     def scan_once(self) -> frozenset[str]:
-        """One refresh; callable from any thread (one refresh at a time)."""
-        with self._scan_lock:
-            return self._scan()
-
-    def _scan(self) -> frozenset[str]:
+        """One refresh; callable from any thread (one refresh at a time). Never raises: a
+        failure is `errors()`."""
         try:
-            changed = self._refresh()
-        except Exception as err:  # a producer never dies: one line, shown in place
-            line = str(err) if isinstance(err, SourceError) else describe_error(self._spec.url, err)
-            where = terminal_text(self._spec.url, 120)
-            since = self._error.since if self._error is not None else self._clock()
-            self._error = ProducerError(f"url:{where}", f"{where}: {line}", since)
+            return self._tick()
+        except Exception:
             return frozenset()
-        finally:
-            self.refreshes += 1
-        self._error = None
-        self._store.notify(changed)
-        return changed
 
-    def _loop(self) -> None:
-        delay = self._interval
-        while not self._stop.is_set():
-            self.scan_once()
-            # Failures back off (a missing bucket is not asked for every second).
-            delay = self._interval if self._error is None else min(BACKOFF_MAX, delay * 2)
-            self._stop.wait(delay)
+    def _tick(self) -> frozenset[str]:
+        """The loop's step: a failure is kept in `errors()` and raised, so the loop backs off."""
+        with self._scan_lock:
+            try:
+                changed = self._refresh()
+                self._store.notify(changed)
+            except Exception as err:  # a producer never dies: one line, shown in place
+                url = self._spec.url
+                line = str(err) if isinstance(err, SourceError) else describe_error(url, err)
+                self._failing.fail(f"{self._where}: {line}", self._clock())
+                raise
+            finally:
+                self.refreshes += 1
+        self._failing.ok()
+        return changed
 
     def _refresh(self) -> frozenset[str]:
         if self._fs is None:
@@ -207,7 +199,7 @@ class FsspecLogdirReader:
         # again from its start in the next round.
         for _ in range(MAX_ROUNDS):
             fetches = self._tail.plan(listing)
-            if not fetches or self._stop.is_set():
+            if not fetches or self._loop.stopping:
                 break
             for fetch in fetches:
                 end = fetch.start + fetch.length

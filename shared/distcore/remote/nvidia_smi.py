@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import IO, Final
 
 from distcore.jobs.model import Host, ProducerError
+from distcore.producer import Failing, Loop
 from distcore.remote.ssh import SshConnection, SshUnreachable
 from distcore.telemetry.model import GpuDevice
 from distcore.textsafe import terminal_text
@@ -24,6 +25,12 @@ QUERY: Final = (
     "memory.total", "temperature.gpu", "power.draw", "power.limit", "clocks.sm", "fan.speed",
 )  # fmt: skip
 NOT_FOUND_EXIT: Final = 127
+NOT_FOUND_RETRY: Final = 60.0  # no nvidia-smi there: asked again only after a while
+MAX_BACKOFF: Final = 30.0
+
+
+class SmiStopped(Exception):
+    """nvidia-smi's stream ended (it should run until closed); the host's GPU reason."""
 
 
 def command(interval_ms: int) -> str:
@@ -81,24 +88,22 @@ class SshGpuSource:
         self._gpus: dict[int, GpuDevice] = {}
         self._sampled_at: float | None = None
         self._reason: str | None = "connecting" if sample else "not sampled (--no-gpu)"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # One step is one nvidia-smi process, for as long as it streams; its end is a failure
+        # (shown as the host's GPU reason), and the next one backs off.
+        self._failing = Failing(f"ssh-gpus:{label}")
+        self._loop = Loop(f"distmon-ssh-gpus-{label}", self._stream, interval=interval,
+                          on_error=self._failed, max_backoff=MAX_BACKOFF)
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        if self._thread is None and self._sample:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"distmon-ssh-gpus-{self._label}", daemon=True
-            )
-            self._thread.start()
+        if not self._loop.started and self._sample:
+            self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
+        self._loop.stop()
         self._conn.interrupt()
         self._kill()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._loop.join(10)
 
     def hosts(self) -> tuple[Host, ...]:
         with self._lock:
@@ -117,7 +122,9 @@ class SshGpuSource:
         )
 
     def errors(self) -> tuple[ProducerError, ...]:
-        return ()  # the connection's error is the host's; the logdir reader reports it once
+        # nvidia-smi's own states and the connection's are the host's (the logdir reader
+        # reports the connection once); only a failure of this code is an error here.
+        return self._failing.errors()
 
     def sample_once(self, timeout: float = 30.0) -> None:
         """One sample (for `--once`): the same query without -lms."""
@@ -134,45 +141,46 @@ class SshGpuSource:
             self._set_reason(self._exit_reason(result.returncode, result.stderr))
 
     # --- the sampling thread -------------------------------------------------------------------
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._sample_forever()
-            except Exception as err:  # never die silently: say so, then start again
-                self._set_reason(terminal_text(f"{type(err).__name__}: {err}", 200))
-                self._stop.wait(5.0)
+    def _stream(self) -> None:
+        """The loop's step: one nvidia-smi, read until it ends; raises why it ended."""
+        try:
+            proc = self._conn.popen(command(int(self._interval * 1000)))
+        except SshUnreachable as err:
+            raise SmiStopped(f"unreachable ({err})") from err
+        self._proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        streamed = self._read(proc.stdout)
+        code = proc.wait()
+        stderr = proc.stderr.read().decode("utf-8", "replace")
+        proc.stdout.close()
+        proc.stderr.close()
+        if self._loop.stopping:
+            return
+        reason = self._exit_reason(code, stderr)
+        self._failing.ok()
+        if streamed:  # it ran, then ended (a driver reload): again in an interval, no backoff
+            self._set_reason(reason)  # (not at once: the old one may still be exiting there)
+            self._loop.next_in(self._interval)
+            return
+        if code == NOT_FOUND_EXIT:
+            self._loop.next_in(NOT_FOUND_RETRY)
+        raise SmiStopped(reason)
 
-    def _sample_forever(self) -> None:
-        backoff = self._interval
-        while not self._stop.is_set():
-            try:
-                proc = self._conn.popen(command(int(self._interval * 1000)))
-            except SshUnreachable as err:
-                self._set_reason(f"unreachable ({err})")
-                self._stop.wait(backoff)
-                backoff = min(30.0, backoff * 2)
-                continue
-            self._proc = proc
-            assert proc.stdout is not None and proc.stderr is not None
-            self._read(proc.stdout)
-            code = proc.wait()
-            stderr = proc.stderr.read().decode("utf-8", "replace")
-            proc.stdout.close()
-            proc.stderr.close()
-            if self._stop.is_set():
-                break
-            self._set_reason(self._exit_reason(code, stderr))
-            if code == NOT_FOUND_EXIT:  # no nvidia-smi there: ask again only after a while
-                self._stop.wait(60.0)
-            else:
-                self._stop.wait(backoff)
-                backoff = min(30.0, backoff * 2)
+    def _failed(self, err: Exception) -> None:
+        """Never die silently: the host says why it has no figures, then it starts again."""
+        if isinstance(err, SmiStopped):
+            self._set_reason(str(err))
+            return
+        line = terminal_text(f"{type(err).__name__}: {err}", 200)
+        self._set_reason(line)
+        self._failing.fail(f"{self._label}: GPU sampling failed: {line}", self._clock())
 
-    def _read(self, stream: IO[bytes]) -> None:
+    def _read(self, stream: IO[bytes]) -> bool:
+        """Take the stream's lines until it ends; whether any was a GPU's."""
+        streamed = False
         for raw in stream:
-            if self._take(raw.decode("utf-8", "replace")):
-                with self._lock:
-                    self._reason = None
+            streamed |= self._take(raw.decode("utf-8", "replace"))
+        return streamed
 
     def _take(self, line: str) -> bool:
         device = parse_line(line)

@@ -93,42 +93,6 @@ def _remote_colon(arg: str) -> int:
     return colon
 
 
-# Object-store schemes whose "//" a pathlib.Path collapses ("s3://b/x" is kept as "s3:/b/x").
-_URL_SCHEMES: Final = frozenset(
-    [
-        "s3",
-        "s3a",
-        "gs",
-        "gcs",
-        "az",
-        "abfs",
-        "abfss",
-        "adl",
-        "hdfs",
-        "webhdfs",
-        "http",
-        "https",
-        "ftp",
-        "sftp",
-        "oci",
-        "oss",
-        "r2",
-        "memory",
-    ]
-)
-
-
-def run_path_text(path: Path) -> str:
-    """A run's path as shown: local ones absolute, `host:/path` and URLs as they were named."""
-    head = path.parts[0] if path.parts else ""
-    if ":" not in head:
-        return str(path.absolute())
-    scheme = head[:-1]
-    if head.endswith(":") and scheme.lower() in _URL_SCHEMES:
-        return f"{scheme}://" + "/".join(path.parts[1:])
-    return str(path)
-
-
 def parse_sources(args: Iterable[str]) -> tuple[SourceSpec, ...]:
     return tuple(parse_source(a) for a in args)
 

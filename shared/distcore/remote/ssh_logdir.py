@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.location import RunLocation
+from distcore.producer import Failing, Loop
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
@@ -158,15 +159,17 @@ class SshLogdirReader:
         self._conn = connection
         self._label = label
         self._store = store
-        self._interval = interval
         self._clock = clock
         bases = unique_bases([spec.path for spec in specs])
         self._logdirs = [
             self._logdir(spec, base, len(specs) > 1)
             for spec, base in zip(specs, bases, strict=True)
         ]
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # No backoff here: the connection paces its own reconnects; a failing logdir is one line,
+        # and anything else a refresh raises is the reader's own (never a silent thread).
+        self._failing = Failing(f"ssh:{label}")
+        self._loop = Loop(f"distmon-ssh-{label}", self._tick, interval=interval,
+                          on_error=self._failed)
         self._lock = threading.Lock()
         self.refreshes = 0
         self._scan_lock = threading.Lock()
@@ -177,8 +180,8 @@ class SshLogdirReader:
 
     def _logdir(self, spec: SshSpec, base: str, several: bool) -> _Logdir:
         prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
-        root_name, path_base = f"{self._label}:{base}", f"{self._label}:{spec.path}"
-        tail = LogdirTail(self._store, prefix, root_name, path_base)
+        place = RunLocation.on_host(self._label, spec.path)  # as the user named it (~/runs)
+        tail = LogdirTail(self._store, prefix, f"{self._label}:{base}", place)
         return _Logdir(spec, tail)
 
     @property
@@ -188,23 +191,18 @@ class SshLogdirReader:
     def readable(self) -> bool:
         return any(d.read_once for d in self._logdirs)
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Each job directory's run.json as last read over the connection (for the index)."""
         return {k: v for d in self._logdirs for k, v in d.tail.agent_records().items()}
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop, name=f"distmon-ssh-{self._label}", daemon=True
-            )
-            self._thread.start()
+        if not self._loop.started:
+            self._loop.start()
 
     def close(self) -> None:
-        self._stop.set()
+        self._loop.stop()
         self._conn.interrupt()  # a handshake with a host that does not answer ends now
-        if self._thread is not None:
-            self._thread.join(timeout=15)
-            self._thread = None
+        self._loop.join(15)
 
     def errors(self) -> tuple[ProducerError, ...]:
         found = []
@@ -218,7 +216,15 @@ class SshLogdirReader:
                     where = terminal_text(f"{self._label}:{d.spec.path}", 120)
                     error = ProducerError(f"ssh:{where}", f"{where}: {d.error}", d.error_since)
                     found.append(error)
-        return tuple(found)
+        return (*found, *self._failing.errors())
+
+    def _tick(self) -> None:
+        self.scan_once()
+        self._failing.ok()
+
+    def _failed(self, err: Exception) -> None:
+        line = terminal_text(f"{type(err).__name__}: {err}", 200)
+        self._failing.fail(f"{self._label}: {line}", self._clock())
 
     def scan_once(self) -> frozenset[str]:
         """One refresh of every logdir; the run names that changed (already notified).
@@ -229,7 +235,7 @@ class SshLogdirReader:
     def _scan(self) -> frozenset[str]:
         changed: set[str] = set()
         for logdir in self._logdirs:
-            if self._stop.is_set():
+            if self._loop.stopping:
                 break
             try:
                 changed |= self._refresh(logdir)
@@ -244,16 +250,6 @@ class SshLogdirReader:
         if changed:  # an idle refresh wakes nobody (100 hosts: 100 refreshes a second)
             self._store.notify(frozenset(changed))
         return frozenset(changed)
-
-    def _loop(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            self.scan_once()
-            next_at += self._interval
-            now = time.monotonic()
-            if next_at < now:  # a slow refresh (or an outage): no burst to catch up
-                next_at = now
-            self._stop.wait(next_at - now)
 
     def _refresh(self, logdir: _Logdir) -> frozenset[str]:
         tail = logdir.tail
@@ -275,13 +271,13 @@ class SshLogdirReader:
         fetches = tail.plan(listing)
         wanted = _changed_run_json(tail, listing)
         for _ in range(MAX_ROUNDS):
-            if (not fetches and not wanted) or self._stop.is_set():
+            if (not fetches and not wanted) or self._loop.stopping:
                 break
             sizes = self._read(logdir, fetches, wanted)
             wanted = []
             listing.update(sizes)
             fetches = [f for f in tail.plan(listing) if f.rel in sizes]
-        if not fetches and not self._stop.is_set():
+        if not fetches and not self._loop.stopping:
             logdir.last_listing = listed.stdout  # all read: the same listing means no change
         return tail.finish()
 

@@ -32,6 +32,7 @@ from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES, agent_record_from
 from distcore.jobs.model import AgentRecord
 from distcore.jobs.parts import TRAINING_PARTS, job_dir_of, split_run
+from distcore.location import RunLocation
 from distcore.tfrecord import HEADER, ZERO_BYTES, Batch, decode, find_header
 
 FETCH_LIMIT: Final = 8 << 20  # bytes per file per request: bounded memory, and progress shown
@@ -89,18 +90,18 @@ def is_event_file(rel: str) -> bool:
 
 class LogdirTail:
     def __init__(
-        self, store: RunStore, label: str, root_name: str, path_base: str, overlap: int = 0
+        self, store: RunStore, label: str, root_name: str, base: RunLocation, overlap: int = 0
     ) -> None:
         self._store = store
         self._label = label  # "gpu1:" or "s3://bucket/prefix/": run names start with it
         self._root_name = root_name  # the name of a run at the logdir itself ("gpu1:runs")
-        self._path_base = path_base  # "gpu1:/data/runs": runs' paths as shown
+        self._base = base  # the logdir's place: its runs' are below it
         self._overlap = overlap
         self._files: dict[str, _File] = {}
         self._plugins: dict[str, dict[str, str]] = {}
         self._runs: dict[str, tuple[str, ...]] = {}  # run name -> its files, sorted (rel paths)
         self._json: dict[str, tuple[str, AgentRecord | None]] = {}  # run.json rel -> (sig, doc)
-        self._records: dict[Path, AgentRecord | None] = {}  # job dir -> record, for the index
+        self._records: dict[RunLocation, AgentRecord | None] = {}  # job dir -> its run.json
         self._changed: set[str] = set()
         self.bytes_fetched = 0  # what travelled, overlap included (bench and tests read it)
 
@@ -112,8 +113,8 @@ class LogdirTail:
             return f"{self._root_name}/{directory}"
         return self._label + directory
 
-    def run_path(self, directory: str) -> Path:
-        return Path(posixpath.normpath(posixpath.join(self._path_base, directory)))
+    def run_path(self, directory: str) -> RunLocation:
+        return self._base.joinpath(directory)
 
     def plan(self, listing: Mapping[str, FileMeta], limit: int = FETCH_LIMIT) -> list[Fetch]:
         """Take a fresh listing; return the ranges to fetch (none for unchanged files). Per
@@ -221,7 +222,7 @@ class LogdirTail:
     def run_json_signature(self, rel: str) -> str:
         return self._json.get(rel, ("", None))[0]
 
-    def agent_records(self) -> dict[Path, AgentRecord | None]:
+    def agent_records(self) -> dict[RunLocation, AgentRecord | None]:
         """Job directory (as the index computes it from a run's path) -> its run.json."""
         return self._records
 
@@ -255,7 +256,7 @@ class LogdirTail:
             self._store.set_files(
                 name, self.run_path(_directory(rels[0])), len(rels), max(mtimes, default=None)
             )
-        records: dict[Path, AgentRecord | None] = {}
+        records: dict[RunLocation, AgentRecord | None] = {}
         for name, job_dir in self._job_dirs().items():
             rel = posixpath.normpath(posixpath.join(job_dir, names.RUN_JSON))
             record = self._json.get(rel, ("", None))[1]

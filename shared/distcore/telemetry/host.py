@@ -49,8 +49,10 @@ def _load_avg() -> tuple[float, float, float] | None:
     return (one, five, fifteen)
 
 
-class HostSource:
-    """Samples the host; `pids` are processes to follow (e.g. the training job)."""
+class PsutilHostReader:
+    """Samples this machine's CPU, memory and `pids` (processes to follow, e.g. the training
+    job) through psutil: the host half of a TelemetrySource. Not to be confused with
+    `distcore.jobs.model.HostSource`, the protocol of producers of whole `Host`s (remote GPUs)."""
 
     def __init__(
         self,

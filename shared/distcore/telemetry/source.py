@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from distcore.telemetry.host import HostSource
+from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.model import GpuDevice, GpuSource, GpuStatus, TelemetrySnapshot
 from distcore.telemetry.nvml import NvmlGpuSource
 from distcore.telemetry.simulated import SimulatedGpuSource
@@ -33,7 +33,7 @@ class TelemetrySource:
     def __init__(
         self,
         gpus: GpuSource,
-        host: HostSource | None,
+        host: PsutilHostReader | None,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -69,4 +69,4 @@ def make_source(
         gpus = DisabledGpuSource()
     else:
         gpus = NvmlGpuSource(nvml)
-    return TelemetrySource(gpus, HostSource(pids) if host else None)
+    return TelemetrySource(gpus, PsutilHostReader(pids) if host else None)
