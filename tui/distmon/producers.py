@@ -51,7 +51,9 @@ class Producers:
     telemetry: Telemetry | None = None
     hosts: Sequence[HostSource] = ()
     extra: Sequence[Producer] = field(default_factory=tuple)
-    # Two of `extra` by their types, for `--once`'s one pass (it asks each once, no thread).
+    # The remote readers (one of `extra`), for `--once`'s one pass (it asks each once, no
+    # thread); the scheduler's states, which the index hands to the jobs (started and closed
+    # with the extras).
     remote: RemoteProducers | None = None
     slurm: SlurmStates | None = None
 
@@ -71,7 +73,7 @@ def make_producers(options: Options) -> Producers:
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
     if not options.remotes:
-        return Producers(store, watcher, sampler, extra=(slurm,), slurm=slurm)
+        return Producers(store, watcher, sampler, slurm=slurm)
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -79,7 +81,7 @@ def make_producers(options: Options) -> Producers:
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
-    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm),
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,),
                      remote=remote, slurm=slurm)
 
 
@@ -119,6 +121,7 @@ class ProducerSet:
             logdirs=self._logdirs,
             telemetry=made.telemetry,
             hosts=made.hosts,
+            scheduler=made.slurm,
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
             interval=self._options.refresh,
             clock=self._clock,
@@ -165,7 +168,7 @@ class ProducerSet:
         index = self.build()
         made = self.made
         assert made is not None
-        for producer in (made.telemetry, *made.hosts, *made.extra, index):
+        for producer in (made.telemetry, *made.hosts, *made.extra, made.slurm, index):
             if producer is not None and not self._start(producer):
                 return False
         return True
