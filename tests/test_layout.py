@@ -274,7 +274,8 @@ def test_layers_in_a_fresh_interpreter(module: str, banned: tuple[str, ...]) -> 
 # The snapshot types every front end imports, and the packages' own names, stay cheap: the
 # decoder's numpy/protobuf/TensorBoard and the watcher's watchdog come only with their users.
 @pytest.mark.parametrize(
-    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord"]
+    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord",
+               "distcore.histograms", "distcore.histograms.model"]
 )
 def test_model_and_package_imports_are_light(module: str) -> None:
     heavy = {"numpy", "google", "tensorboard", "watchdog"}
