@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distcore.jobs.model import HostSource, JobsSnapshot
+from distcore.jobs.scheduler import SlurmStates
 from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options
 
@@ -21,8 +23,6 @@ __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Wa
 
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
     from distcore.jobs.index import JobIndex
-    from distcore.jobs.model import HostSource, JobsSnapshot
-    from distcore.jobs.scheduler import SlurmStates
     from distcore.remote import RemoteProducers
 
 
@@ -62,7 +62,6 @@ def make_producers(options: Options) -> Producers:
     """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
-    from distcore.jobs.scheduler import SlurmStates
     from distcore.telemetry import make_source
     from distcore.telemetry.sampler import TelemetrySampler
 

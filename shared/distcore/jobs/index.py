@@ -23,9 +23,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from distcore.alerts import Alert, keep_since, sort_alerts
+from distcore.events.model import RunSnapshot
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import (
@@ -42,9 +43,6 @@ from distcore.jobs.scheduler import SchedulerState, slurm_job_ids
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry
-
-if TYPE_CHECKING:
-    from distcore.events.model import RunSnapshot
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
