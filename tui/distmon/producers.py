@@ -121,6 +121,7 @@ class ProducerSet:
             telemetry=made.telemetry,
             hosts=made.hosts,
             scheduler=made.slurm,
+            records=() if made.remote is None else (made.remote,),
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
             interval=self._options.refresh,
             clock=self._clock,

@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.events.model import RunSnapshot
@@ -51,7 +51,6 @@ AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 
 AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 
 
-@runtime_checkable
 class AgentRecordSource(Protocol):
     """A producer that reads run.json itself (a remote reader): its job directories' records."""
 
@@ -91,14 +90,18 @@ class JobIndex:
         telemetry: Telemetry | None = None,
         hosts: Sequence[HostSource] = (),
         scheduler: SchedulerSource | None = None,
+        records: Sequence[AgentRecordSource] = (),
         producers: Sequence[Producer] = (),
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`scheduler`: its states reach the jobs, its errors the snapshot (not also among
-        `producers`); `producers`: others whose errors and problems the snapshot carries."""
+        `producers`); `records`: producers that read run.json themselves (the remote readers,
+        also among `producers`); `producers`: those whose errors and problems the snapshot
+        carries."""
         self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
+        self._record_sources = tuple(records)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
         self._remote_records: dict[RunLocation, AgentRecord | None] = {}
@@ -224,11 +227,10 @@ class JobIndex:
         return self._records.get(local)
 
     def _gather_remote_records(self) -> dict[RunLocation, AgentRecord | None]:
-        """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
+        """The run.json records that remote readers read themselves."""
         found: dict[RunLocation, AgentRecord | None] = {}
-        for producer in self._producers:
-            if isinstance(producer, AgentRecordSource):
-                found.update(producer.agent_records())
+        for source in self._record_sources:
+            found.update(source.agent_records())
         return found
 
     def _group(self, runs: tuple[RunSnapshot, ...]) -> set[str]:
