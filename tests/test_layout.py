@@ -272,12 +272,15 @@ def test_layers_in_a_fresh_interpreter(module: str, banned: tuple[str, ...]) -> 
 
 
 # The snapshot types every front end imports, and the packages' own names, stay cheap: the
-# decoder's numpy/protobuf/TensorBoard and the watcher's watchdog come only with their users.
+# decoder's numpy/protobuf/TensorBoard, the watcher's watchdog and the host sampler's psutil come
+# only with their users (the dashboard's module loads none of them before its first screen).
 @pytest.mark.parametrize(
-    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord"]
+    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord",
+               "distcore.histograms", "distcore.histograms.model", "distcore.telemetry.model",
+               "distcore.jobs.model", "distmon.app"]
 )
 def test_model_and_package_imports_are_light(module: str) -> None:
-    heavy = {"numpy", "google", "tensorboard", "watchdog"}
+    heavy = {"numpy", "google", "tensorboard", "watchdog", "psutil"}
     assert not heavy & _top_level(_loaded_modules(f"import {module}"))
 
 

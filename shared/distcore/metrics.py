@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, get_args
+from typing import get_args
 
 from prometheus_client.core import GaugeMetricFamily, Metric, StateSetMetricFamily
 from prometheus_client.registry import Collector
 
 from distcore import __version__
-from distcore.jobs.model import JobStatus
+from distcore.jobs.model import Host, Job, JobsSnapshot, JobStatus
+from distcore.telemetry.model import GpuDevice
 from distcore.textsafe import elide, json_text
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Host, Job, JobsSnapshot
-    from distcore.telemetry.model import GpuDevice
 
 LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one
 DEFAULT_MAX_SERIES = 10_000

@@ -22,14 +22,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from distcore.alerts import SEVERITY_ORDER, Alert, AlertKey
 from distcore.errors import DistmonError
+from distcore.jobs.model import JobsSnapshot
 from distcore.textsafe import json_safe
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import JobsSnapshot
 
 log = logging.getLogger(__name__)
 LEVELS: Final = ("info", "warning", "critical")

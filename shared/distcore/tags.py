@@ -56,6 +56,3 @@ def pick_tag(tags: Iterable[str], kind: Kind) -> str | None:
     candidates = [t for t in tags if tag_kind(t) == kind]
     return min(candidates, key=_rank) if candidates else None
 
-
-def is_held_out(tag: str) -> bool:
-    return bool(set(words(tag)) & _HELD_OUT)

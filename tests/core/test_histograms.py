@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distcore.events import load_once
-from distcore.histograms import BAND_KEYS, Buckets, compress
+from distcore.histograms import BAND_KEYS, Buckets
+from distcore.histograms.compress import compress
 
 WILD = Path(__file__).resolve().parents[2].parent / "shared" / "wild"
 

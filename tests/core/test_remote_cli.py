@@ -211,6 +211,26 @@ def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path
 
 
 @pytest.mark.slow
+def test_the_producer_sets_index_reads_a_remote_jobs_run_json(sshd: Sshd, tmp_path: Path) -> None:
+    """The remote reader's run.json reaches the job through the wiring the dashboard and
+    `--once` share (ProducerSet hands the remote readers to the index as record sources)."""
+    from distmon.options import Options
+    from distmon.producers import ProducerSet, make_producers
+
+    job = tmp_path / "runs" / "j"
+    (job / "train").mkdir(parents=True)
+    (job / "train" / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(4, 1.0)]))
+    (job / "run.json").write_text(json.dumps({"status": "failed", "replicas": 4}))
+    options = Options(
+        logdirs=(), no_gpu=True, ssh_config=sshd.config,
+        remotes=(SshSpec(HOST_ALIAS, None, str(tmp_path / "runs")),),
+    )  # fmt: skip
+    snap = ProducerSet(make_producers(options), options).read_once()
+    (found,) = [j for j in snap.jobs if j.name.endswith("j")]
+    assert found.status == "failed" and found.agent is not None and found.agent.replicas == 4
+
+
+@pytest.mark.slow
 def test_once_remote_gpus_in_hosts(sshd: Sshd, tmp_path: Path) -> None:
     result = distmon(
         "--once", "--json", "--ssh-config", str(sshd.config), f"{HOST_ALIAS}:{tmp_path}"

@@ -87,6 +87,7 @@ def read(kind: str, servers: Servers, tree: Path, rel: str) -> Read:
     store = RunStore()
     producers: tuple[Any, ...]
     hosts: tuple[Any, ...] = ()
+    records: tuple[Any, ...] = ()
     if kind == "local":
         watcher = LogdirWatcher([tree / rel], store)
         watcher.scan_once()
@@ -111,8 +112,10 @@ def read(kind: str, servers: Servers, tree: Path, rel: str) -> Read:
         remote = make_remote_producers([spec], store, ssh_config=config, gpus=False)
         remote.scan_once()
         producers, hosts, close = (remote,), remote.host_sources, remote.close
+        records = (remote,)
     try:
-        index = JobIndex(store, producers=producers, hosts=hosts, clock=lambda: NOW)
+        index = JobIndex(store, producers=producers, records=records, hosts=hosts,
+                         clock=lambda: NOW)
         snap = index.refresh()
         assert snap is not None
         received = sum(getattr(p, "connection", None).bytes_received  # type: ignore[union-attr]

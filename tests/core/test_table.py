@@ -26,7 +26,6 @@ from distcore.table import (
     sort_rows,
     top_rows,
 )
-from distcore.table.rows import RowCache
 from distcore.textsafe import terminal_text
 
 
@@ -94,15 +93,6 @@ def test_a_job_row_gathers_hparams_from_every_writer_and_its_metrics() -> None:
 def test_a_tag_named_like_an_hparam_keeps_its_last_value_as_tag_last() -> None:
     got = compare_row(job("j", {"": snapshot("j", series("lr", [0.1, 0.2]), hparams={"lr": 1})}))
     assert got.get("lr") == 1 and got.get("lr.last") == 0.2 and got.get("lr.max") == 0.2
-
-
-def test_the_row_cache_recomputes_only_changed_jobs() -> None:
-    cache = RowCache()
-    jobs = [job(f"j{i}", {"": snapshot(f"j{i}", series("loss", [i]))}) for i in range(3)]
-    first = cache.rows(jobs)
-    changed = Job("j1", None, jobs[1].parts, "live", None, (), (), version=5)
-    second = cache.rows([jobs[0], changed, jobs[2]])
-    assert second[0] is first[0] and second[2] is first[2] and second[1] is not first[1]
 
 
 @pytest.mark.parametrize(

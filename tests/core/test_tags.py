@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from distcore.tags import is_held_out, pick_tag, tag_kind
+from distcore.tags import pick_tag, tag_kind
 
 
 @pytest.mark.parametrize(
@@ -54,10 +54,3 @@ def test_tag_kind(tag: str, kind: str | None) -> None:
 )
 def test_pick_tag(tags: list[str], kind: str, expected: str | None) -> None:
     assert pick_tag(tags, kind) == expected  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("tag", "held_out"), [("val_loss", True), ("Loss/test", True), ("epoch_loss", False)]
-)
-def test_is_held_out(tag: str, held_out: bool) -> None:
-    assert is_held_out(tag) is held_out

@@ -10,7 +10,7 @@ import psutil
 import pynvml
 import pytest
 
-from distcore.telemetry.nvml import NvmlGpuSource, nvml_reason
+from distcore.telemetry.nvml import NvmlGpuSource, nvml_failure
 from tests.core.fake_pynvml import GIB, MIB, FakeGpu, FakeNvml
 
 
@@ -221,8 +221,8 @@ def test_pcie_can_be_skipped_because_nvml_samples_the_bus_for_it() -> None:
 
 def test_unknown_error_code_keeps_nvmls_words() -> None:
     err = pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
-    assert nvml_reason(pynvml, err) == "NVML timed out"
-    assert nvml_reason(pynvml, pynvml.NVMLError(pynvml.NVML_ERROR_IRQ_ISSUE)).startswith(
+    assert nvml_failure(pynvml, err)[1] == "NVML timed out"
+    assert nvml_failure(pynvml, pynvml.NVMLError(pynvml.NVML_ERROR_IRQ_ISSUE))[1].startswith(
         "NVML error: Interrupt"
     )
 

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from distcore.jobs.model import Job
 from distcore.smoothing import debiased_ema
-from distmon.widgets.braille import Axis, dot_scale, frame_of, render_chart, x_formatter
+from distmon.widgets.braille import (
+    Axis,
+    chart_frame,
+    dot_scale,
+    plottable,
+    render_chart,
+    x_formatter,
+)
 from distmon.widgets.hosts import sparkline
 from distmon.widgets.model import X_MODES, Curve, XMode, curves
 from tests.tui.fixed import run, series
@@ -87,7 +94,7 @@ def test_overlay_of_every_case_counts_all_skipped_points(log_y: bool) -> None:
 def test_frame_covers_the_plottable_points(
     xs: list[float], ys: list[float], frame: tuple[tuple[float, float], tuple[float, float]]
 ) -> None:
-    found = frame_of([Curve("c", tuple(xs), tuple(ys), 0)], log_y=False)
+    found = chart_frame([plottable(Curve("c", tuple(xs), tuple(ys), 0), False)])
     assert found is not None
     assert ((found.x.low, found.x.high), (found.y.low, found.y.high)) == frame
 

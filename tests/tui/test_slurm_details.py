@@ -45,7 +45,7 @@ def job_dir(tmp_path: Path, status: str) -> Path:
 def test_scheduler_state_reaches_the_job_and_its_detail(tmp_path: Path) -> None:
     job_dir(tmp_path, "running")
     slurm = squeue_says("RUNNING")
-    index, _ = index_over(tmp_path / "runs", producers=[slurm])
+    index, _ = index_over(tmp_path / "runs", scheduler=slurm)
     first = snapshot(index)
     assert first.jobs[0].scheduler_state is None  # never waits for the scheduler
     assert slurm.query_once()
@@ -64,7 +64,7 @@ def test_slurm_ended_while_run_json_says_running_is_critical(
     """Once the end is 30 s old: before, a shared filesystem may not show run.json's end yet."""
     job_dir(tmp_path, "running")
     slurm = squeue_says("NODE_FAIL", ended_ago)
-    index, _ = index_over(tmp_path / "runs", producers=[slurm])
+    index, _ = index_over(tmp_path / "runs", scheduler=slurm)
     snapshot(index)
     slurm.query_once()
     snap = snapshot(index)
@@ -78,7 +78,7 @@ def test_slurm_ended_while_run_json_says_running_is_critical(
 def test_a_job_that_wrote_its_end_raises_nothing(tmp_path: Path) -> None:
     job_dir(tmp_path, "finished")
     slurm = squeue_says("COMPLETED")
-    index, _ = index_over(tmp_path / "runs", producers=[slurm])
+    index, _ = index_over(tmp_path / "runs", scheduler=slurm)
     snapshot(index)
     slurm.query_once()
     assert not [a for a in snapshot(index).alerts if a.kind == "agent_died"]
@@ -101,7 +101,7 @@ async def test_the_dashboard_names_the_slurm_job_and_its_end(tmp_path: Path) -> 
 
     def producers() -> Producers:
         store = RunStore()
-        return Producers(store, LogdirWatcher([logdir], store), extra=(slurm,))
+        return Producers(store, LogdirWatcher([logdir], store), slurm=slurm)
 
     app = DistmonApp(Options(logdirs=(logdir,), refresh=0.2, no_gpu=True), producers=producers)
     async with app.run_test(size=(120, 30)) as pilot:

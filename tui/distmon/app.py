@@ -23,6 +23,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
+from distcore.jobs.model import JobsSnapshot
 from distmon import view as views
 from distmon.board import Board, board_widgets
 from distmon.filter_keys import FilterKeys
@@ -39,7 +40,6 @@ from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 
 if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first screen
     from distcore.jobs.index import JobIndex
-    from distcore.jobs.model import JobsSnapshot
 
 WIDE = 120  # columns from which runs and charts sit side by side
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input
 
+from distcore.jobs.model import Job, JobsSnapshot
 from distmon import view as views
+from distmon.view import ViewState
 from distmon.widgets.charts import LineChart
 from distmon.widgets.compare_view import (
     READING,
@@ -31,9 +33,6 @@ from distmon.widgets.runs import RunsTable
 if TYPE_CHECKING:
     from textual.app import ComposeResult
     from textual.screen import Screen
-
-    from distcore.jobs.model import Job, JobsSnapshot
-    from distmon.view import ViewState
 
 
 def board_widgets() -> ComposeResult:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.model import Host
+from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
 from distcore.textsafe import terminal_text
 from distmon.formats import age_text, measured
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Host
-    from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
 
 NAME_LIMIT = 400  # characters of any one outside string (a reason, a note) before the line's own
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-if TYPE_CHECKING:
-    from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.model import JobsSnapshot
 
 
 @dataclass

@@ -11,19 +11,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
+from distcore.alerts import Alert
+from distcore.events.model import RunSnapshot
+from distcore.jobs.model import Job, JobsSnapshot
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
 from distcore.textsafe import terminal_text as t
 from distmon.formats import number, step_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
 from distmon.report import collect
-
-if TYPE_CHECKING:
-    from distcore.alerts import Alert
-    from distcore.events.model import RunSnapshot
-    from distcore.jobs.model import Job, JobsSnapshot
 
 CRITICAL_EXIT = 1
 # Characters of any one string in the text report; the renderer elides names further (a run's

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distcore.jobs.model import HostSource, JobsSnapshot
+from distcore.jobs.scheduler import SlurmStates
 from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options
 
@@ -21,8 +23,6 @@ __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Wa
 
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
     from distcore.jobs.index import JobIndex
-    from distcore.jobs.model import HostSource, JobsSnapshot
-    from distcore.jobs.scheduler import SlurmStates
     from distcore.remote import RemoteProducers
 
 
@@ -51,7 +51,9 @@ class Producers:
     telemetry: Telemetry | None = None
     hosts: Sequence[HostSource] = ()
     extra: Sequence[Producer] = field(default_factory=tuple)
-    # Two of `extra` by their types, for `--once`'s one pass (it asks each once, no thread).
+    # The remote readers (one of `extra`), for `--once`'s one pass (it asks each once, no
+    # thread); the scheduler's states, which the index hands to the jobs (started and closed
+    # with the extras).
     remote: RemoteProducers | None = None
     slurm: SlurmStates | None = None
 
@@ -60,7 +62,6 @@ def make_producers(options: Options) -> Producers:
     """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
-    from distcore.jobs.scheduler import SlurmStates
     from distcore.telemetry import make_source
     from distcore.telemetry.sampler import TelemetrySampler
 
@@ -71,7 +72,7 @@ def make_producers(options: Options) -> Producers:
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
     if not options.remotes:
-        return Producers(store, watcher, sampler, extra=(slurm,), slurm=slurm)
+        return Producers(store, watcher, sampler, slurm=slurm)
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -79,7 +80,7 @@ def make_producers(options: Options) -> Producers:
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
-    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote, slurm),
+    return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,),
                      remote=remote, slurm=slurm)
 
 
@@ -119,6 +120,8 @@ class ProducerSet:
             logdirs=self._logdirs,
             telemetry=made.telemetry,
             hosts=made.hosts,
+            scheduler=made.slurm,
+            records=() if made.remote is None else (made.remote,),
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
             interval=self._options.refresh,
             clock=self._clock,
@@ -165,7 +168,7 @@ class ProducerSet:
         index = self.build()
         made = self.made
         assert made is not None
-        for producer in (made.telemetry, *made.hosts, *made.extra, index):
+        for producer in (made.telemetry, *made.hosts, *made.extra, made.slurm, index):
             if producer is not None and not self._start(producer):
                 return False
         return True

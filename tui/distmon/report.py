@@ -8,10 +8,10 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from distcore.errors import DistmonError
+from distcore.jobs.model import JobsSnapshot
 from distmon.options import Options
 
 if TYPE_CHECKING:
-    from distcore.jobs.model import JobsSnapshot
     from distcore.remote.spec import SshSpec, UrlSpec
 
 

@@ -19,15 +19,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from distcore.errors import DistmonError
+from distcore.jobs.model import JobsSnapshot
+from distcore.notify import Notifier
 from distcore.textsafe import terminal_text
 from distmon.options import Options
 from distmon.producers import ProducerSet, make_producers
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
-
-    from distcore.jobs.model import JobsSnapshot
-    from distcore.notify import Notifier
 
 
 def parse_listen(text: str) -> tuple[str, int]:

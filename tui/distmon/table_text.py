@@ -14,9 +14,11 @@ import csv
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from distcore.errors import DistmonError
+from distcore.events.model import Series
+from distcore.jobs.model import JobsSnapshot
 from distcore.table import (
     CompareRow,
     ComparisonTable,
@@ -29,10 +31,6 @@ from distcore.table import (
 )
 from distcore.textsafe import terminal_text
 from distmon.options import Options
-
-if TYPE_CHECKING:
-    from distcore.events.model import Series
-    from distcore.jobs.model import JobsSnapshot
 
 NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
 CELL_WIDTH = 24  # of any other cell

@@ -10,16 +10,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from distcore.jobs.model import Job, JobsSnapshot
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
 from distmon.widgets.compare_view import TableView
 from distmon.widgets.curve import X_MODES, XMode
 from distmon.widgets.model import shown_jobs, status_line
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Job, JobsSnapshot
 
 DEFAULT_SECOND = "accuracy"  # the second chart's tag: each run's own accuracy tag
 

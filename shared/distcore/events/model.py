@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
+from distcore.histograms.model import HistogramSeries
 from distcore.location import RunLocation
-
-if TYPE_CHECKING:
-    from distcore.histograms.model import HistogramSeries
 
 RunStatus = Literal["live", "idle", "gone"]
 T = TypeVar("T", int, float)

@@ -1,11 +1,42 @@
 """Histograms from TensorBoard events: decoded from any writer, compressed to TensorBoard's
-distribution bands, kept per run within a bound (see decode.py, compress.py, store.py)."""
+distribution bands, kept per run within a bound (see decode.py, compress.py, store.py).
 
-from distcore.histograms.compress import BAND_KEYS, BASIS_POINTS, compress
-from distcore.histograms.decode import HISTOGRAMS_PLUGIN, from_histo_proto, from_tensor
-from distcore.histograms.model import Buckets, HistogramPoint, HistogramSeries
+The names below load lazily, as distcore.events's do: `import distcore.histograms.model` (which
+the run snapshots name) costs the standard library only; the decoder's numpy, protobuf and
+TensorBoard come with what uses them. The compressor is `distcore.histograms.compress.compress`:
+a lazy name cannot share its module's name (the submodule, once imported, is the attribute).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from distcore.histograms.buckets import Buckets
+    from distcore.histograms.compress import BAND_KEYS, BASIS_POINTS
+    from distcore.histograms.decode import HISTOGRAMS_PLUGIN, from_histo_proto, from_tensor
+    from distcore.histograms.model import HistogramPoint, HistogramSeries
+
+_LAZY = {
+    "BAND_KEYS": "compress",
+    "BASIS_POINTS": "compress",
+    "Buckets": "buckets",
+    "HISTOGRAMS_PLUGIN": "decode",
+    "HistogramPoint": "model",
+    "HistogramSeries": "model",
+    "from_histo_proto": "decode",
+    "from_tensor": "decode",
+}
 
 __all__ = [
     "BAND_KEYS", "BASIS_POINTS", "HISTOGRAMS_PLUGIN", "Buckets", "HistogramPoint",
-    "HistogramSeries", "compress", "from_histo_proto", "from_tensor",
+    "HistogramSeries", "from_histo_proto", "from_tensor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

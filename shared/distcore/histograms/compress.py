@@ -15,7 +15,7 @@ from typing import Final
 
 import numpy as np
 
-from distcore.histograms.model import Buckets
+from distcore.histograms.buckets import Buckets
 
 BASIS_POINTS: Final = (0, 668, 1587, 3085, 5000, 6915, 8413, 9332, 10000)
 BAND_KEYS: Final = tuple(f"{bp / 100:g}" for bp in BASIS_POINTS)

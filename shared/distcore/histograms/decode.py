@@ -17,7 +17,7 @@ from typing import Final
 import numpy as np
 from tensorboard.compat.proto import summary_pb2, tensor_pb2
 
-from distcore.histograms.model import Buckets
+from distcore.histograms.buckets import Buckets
 from distcore.tensors import FLOATS, tensor_values
 
 HISTOGRAMS_PLUGIN: Final = "histograms"

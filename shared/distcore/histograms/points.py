@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from distcore.histograms.buckets import Buckets
 from distcore.histograms.compress import compress
-from distcore.histograms.model import Buckets, HistogramPoint
+from distcore.histograms.model import HistogramPoint
 
 
 def histogram_point(step: int, wall_time: float, buckets: Buckets) -> HistogramPoint:

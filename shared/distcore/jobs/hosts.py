@@ -10,16 +10,13 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from distcore import names
+from distcore.events.model import RunSnapshot
 from distcore.jobs.model import Host
 from distcore.jobs.parts import worker_of
-from distcore.telemetry.model import GpuDevice
-
-if TYPE_CHECKING:
-    from distcore.events.model import RunSnapshot
-    from distcore.telemetry.model import TelemetrySnapshot
+from distcore.telemetry.model import GpuDevice, TelemetrySnapshot
 
 _GPU_TAG = re.compile(r"gpu/(\d{1,4})/([a-z_]+)")
 # names.GPU_FIELDS -> GpuDevice attribute (the recorder writes these four).

@@ -1,10 +1,11 @@
 """JobIndex: the headless producer both front ends render. Runs, run.json, GPUs -> JobsSnapshot.
 
 Inputs: a run store (the reader's snapshots and its change notifications), run.json files (read
-here, cached by mtime, never on a UI thread), the local telemetry sampler, extra host sources
-(remote GPUs) and extra producers whose `errors()` it gathers. Output: an immutable
-`JobsSnapshot`, from `latest()` and to subscribers, recomputed on its own thread when the store
-says something changed (at most once per `interval`) and every `interval` as time passes.
+here, cached by mtime, never on a UI thread), the local telemetry sampler, the scheduler's
+states (Slurm), extra host sources (remote GPUs) and extra producers whose `errors()` it
+gathers. Output: an immutable `JobsSnapshot`, from `latest()` and to subscribers, recomputed
+on its own thread when the store says something changed (at most once per `interval`) and every
+`interval` as time passes.
 
 Incremental: a refresh costs what changed, not every job (a sweep has 10,000). The store hands
 out the same run objects while a run is unchanged, so only jobs with a changed run are grouped
@@ -21,10 +22,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from distcore.alerts import Alert, keep_since, sort_alerts
+from distcore.events.model import RunSnapshot
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import (
@@ -37,13 +39,10 @@ from distcore.jobs.judge import (
 )
 from distcore.jobs.model import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.jobs.parts import job_dir_of, split_run
-from distcore.jobs.scheduler import SchedulerState, SlurmStates, slurm_job_ids
+from distcore.jobs.scheduler import SchedulerState, slurm_job_ids
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry
-
-if TYPE_CHECKING:
-    from distcore.events.model import RunSnapshot
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
@@ -52,11 +51,18 @@ AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 
 AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 
 
-@runtime_checkable
 class AgentRecordSource(Protocol):
     """A producer that reads run.json itself (a remote reader): its job directories' records."""
 
     def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
+
+
+class SchedulerSource(Producer, Protocol):
+    """The scheduler's producer (distcore.jobs.scheduler.SlurmStates): told which jobs the
+    logdirs name, it answers with its cached states (never waiting for the scheduler)."""
+
+    def track(self, job_ids: Iterable[str]) -> None: ...
+    def states(self) -> Mapping[str, SchedulerState]: ...
 
 
 def _errors_of(producer: Producer) -> tuple[ProducerError, ...]:
@@ -83,12 +89,19 @@ class JobIndex:
         logdirs: Sequence[str] = (),
         telemetry: Telemetry | None = None,
         hosts: Sequence[HostSource] = (),
+        scheduler: SchedulerSource | None = None,
+        records: Sequence[AgentRecordSource] = (),
         producers: Sequence[Producer] = (),
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store, self._telemetry = store, telemetry
+        """`scheduler`: its states reach the jobs, its errors the snapshot (not also among
+        `producers`); `records`: producers that read run.json themselves (the remote readers,
+        also among `producers`); `producers`: those whose errors and problems the snapshot
+        carries."""
+        self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
+        self._record_sources = tuple(records)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
         self._remote_records: dict[RunLocation, AgentRecord | None] = {}
@@ -214,11 +227,10 @@ class JobIndex:
         return self._records.get(local)
 
     def _gather_remote_records(self) -> dict[RunLocation, AgentRecord | None]:
-        """Producers that read run.json themselves (remote readers) offer `agent_records()`."""
+        """The run.json records that remote readers read themselves."""
         found: dict[RunLocation, AgentRecord | None] = {}
-        for producer in self._producers:
-            if isinstance(producer, AgentRecordSource):
-                found.update(producer.agent_records())
+        for source in self._record_sources:
+            found.update(source.agent_records())
         return found
 
     def _group(self, runs: tuple[RunSnapshot, ...]) -> set[str]:
@@ -353,20 +365,25 @@ class JobIndex:
             hosts=hosts,
             alerts=sort_alerts(keep_since(previous, found)),
             errors=self._gather_errors(),
-            problems=tuple(p for producer in self._producers for p in _problems_of(producer)),
+            problems=tuple(p for producer in self._others() for p in _problems_of(producer)),
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
             local_telemetry=telemetry,
         )
 
     def _scheduler_states(self) -> Mapping[str, SchedulerState]:
-        """Tell the scheduler producer (distcore.jobs.scheduler, among `producers`) which Slurm
-        jobs the logdirs name; take its cached states. Never waits for the scheduler."""
-        wanted = slurm_job_ids(f.agent.scheduler for f in self._facts.values() if f.agent)
-        for producer in self._producers:
-            if isinstance(producer, SlurmStates):
-                producer.track(wanted)
-                return producer.states()
-        return {}
+        """Tell the scheduler which Slurm jobs the logdirs name; take its cached states. Never
+        waits for the scheduler."""
+        if self._scheduler is None:
+            return {}
+        self._scheduler.track(
+            slurm_job_ids(f.agent.scheduler for f in self._facts.values() if f.agent)
+        )
+        return self._scheduler.states()
+
+    def _others(self) -> tuple[Producer, ...]:
+        """The producers whose errors and problems the snapshot carries, in order."""
+        scheduler = () if self._scheduler is None else (self._scheduler,)
+        return (*self._producers, *scheduler)
 
     def _remote_hosts(self) -> list[Host]:
         out: list[Host] = []
@@ -380,7 +397,7 @@ class JobIndex:
 
     def _gather_errors(self) -> tuple[ProducerError, ...]:
         found = [*self.errors()]
-        for producer in (self._telemetry, *self._producers):
+        for producer in (self._telemetry, *self._others()):
             if producer is not None:
                 found += _errors_of(producer)
         return tuple(found)

@@ -50,9 +50,11 @@ class RemoteReader(Protocol):
 
 
 class RemoteHostSource(HostSource, Protocol):
-    """A remote host's GPUs (SshGpuSource): a HostSource whose own failures are errors."""
+    """A remote host's GPUs (SshGpuSource): a HostSource whose own failures are errors, and
+    that `--once` samples once on the caller's thread."""
 
     def errors(self) -> tuple[ProducerError, ...]: ...
+    def sample_once(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ def scan_remote_once(remote: RemoteProducers) -> None:
     (one unreachable host costs its timeout once, not once per source). For `--once` with a
     job index: scan, then hand `remote.host_sources` and `remote` (its errors()) to the index."""
     jobs: list[Callable[[], object]] = [p.scan_once for p in remote.producers]
-    jobs += [s.sample_once for s in remote.host_sources if hasattr(s, "sample_once")]
+    jobs += [s.sample_once for s in remote.host_sources]
     # Handshakes are bounded by the connections themselves (MAX_HANDSHAKES); the pool only
     # keeps a slow host from holding up the commands of hosts already connected.
     with ThreadPoolExecutor(max_workers=min(32, max(1, len(jobs)))) as pool:

@@ -17,13 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from distcore import names
+from distcore.jobs.model import Job
 from distcore.jobs.parts import is_system_part
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Job
 
 Value = int | float | str
 FIXED_COLUMNS: Final = ("job", "status", "step")
@@ -144,21 +142,3 @@ def build_table(rows: Iterable[CompareRow]) -> ComparisonTable:
         metrics=tuple(sorted(metrics, key=_metric_order)),
         rows=rows,
     )
-
-
-class RowCache:
-    """compare_row per job, computed again only when its version or status changed: a refresh
-    of 10,000 jobs costs a dictionary look-up for each unchanged one."""
-
-    def __init__(self) -> None:
-        self._rows: dict[str, CompareRow] = {}
-
-    def rows(self, jobs: Iterable[Job]) -> tuple[CompareRow, ...]:
-        fresh: dict[str, CompareRow] = {}
-        for job in jobs:
-            row = self._rows.get(job.name)
-            if row is None or row.version != job.version or row.status != job.status:
-                row = compare_row(job)
-            fresh[job.name] = row
-        self._rows = fresh
-        return tuple(fresh.values())

@@ -1,21 +1,45 @@
 """GPU and host telemetry: NVML (or simulated) GPUs and psutil host samples, a fixed-rate
 sampler with ring-buffer history, JSON for `distmon --once --json`, and a recorder that writes
-samples as TensorBoard scalars. Free of tensorflow and textual at import time."""
+samples as TensorBoard scalars. Free of tensorflow and textual at import time.
+
+The names below load lazily, as distcore.events's do: `import distcore.telemetry.model` (the
+snapshot types the jobs and the front ends name) costs the standard library only; psutil and
+NVML come with the sources that use them.
+"""
 
 from __future__ import annotations
 
-from distcore.telemetry.model import (
-    GpuDevice,
-    GpuProcess,
-    GpuSource,
-    GpuStatus,
-    HostSample,
-    ProcessSample,
-    Source,
-    StatusKind,
-    TelemetrySnapshot,
-)
-from distcore.telemetry.source import DisabledGpuSource, TelemetrySource, make_source
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers
+    from distcore.telemetry.model import (
+        GpuDevice,
+        GpuProcess,
+        GpuSource,
+        GpuStatus,
+        HostSample,
+        ProcessSample,
+        Source,
+        StatusKind,
+        TelemetrySnapshot,
+    )
+    from distcore.telemetry.source import DisabledGpuSource, TelemetrySource, make_source
+
+_LAZY = {
+    "DisabledGpuSource": "source",
+    "GpuDevice": "model",
+    "GpuProcess": "model",
+    "GpuSource": "model",
+    "GpuStatus": "model",
+    "HostSample": "model",
+    "ProcessSample": "model",
+    "Source": "model",
+    "StatusKind": "model",
+    "TelemetrySnapshot": "model",
+    "TelemetrySource": "source",
+    "make_source": "source",
+}
 
 __all__ = [
     "DisabledGpuSource",
@@ -31,3 +55,10 @@ __all__ = [
     "TelemetrySource",
     "make_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

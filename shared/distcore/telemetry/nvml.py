@@ -59,10 +59,6 @@ def nvml_failure(nvml: Any, err: BaseException) -> tuple[StatusKind, str]:
     return "error", f"NVML error: {err}"
 
 
-def nvml_reason(nvml: Any, err: BaseException) -> str:
-    return nvml_failure(nvml, err)[1]
-
-
 def failed(kind: StatusKind, reason: str) -> GpuStatus:
     return GpuStatus(False, reason, False, kind)
 

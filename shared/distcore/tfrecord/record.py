@@ -16,7 +16,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 import distcore.tfrecord.schema as s
 from distcore.histograms import decode as histo
-from distcore.histograms.model import Buckets
+from distcore.histograms.buckets import Buckets
 from distcore.tensors import DTYPES, tensor_values
 from distcore.tfrecord.wire import (
     WireError,

@@ -63,11 +63,8 @@ def _flat(value: float) -> Axis:
     return Axis(low, high) if math.isfinite(low) and math.isfinite(high) else Axis(value, value)
 
 
-def frame_of(curves: Sequence[Curve], log_y: bool) -> Frame | None:
-    return _frame([plottable(c, log_y) for c in curves])
-
-
-def _frame(prepared: Sequence[Sequence[tuple[float, float] | None]]) -> Frame | None:
+def chart_frame(prepared: Sequence[Sequence[tuple[float, float] | None]]) -> Frame | None:
+    """The axes around every plottable point (`plottable`'s output per curve); None: none."""
     points = [p for curve in prepared for p in curve if p is not None]
     if not points:
         return None
@@ -166,7 +163,7 @@ def render_chart(
     counts the points that could not be plotted."""
     cols, rows = width - Y_LABEL_WIDTH, height - 1
     prepared = [plottable(c, log_y) for c in curves]
-    frame = _frame(prepared)
+    frame = chart_frame(prepared)
     missing = sum(p is None for points in prepared for p in points)
     if frame is None or cols < 4 or rows < 1:
         return Text(_no_plot(missing, log_y) if frame is None else "", style="dim")

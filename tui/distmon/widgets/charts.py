@@ -8,20 +8,16 @@ cells are drawn again only when the curves or the size changed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.content import Content
 from textual.widget import Widget
 
+from distcore.jobs.model import Job
 from distcore.textsafe import terminal_text
-from distmon.view import chart_title
+from distmon.view import ViewState, chart_title
 from distmon.widgets.braille import PALETTE, render_chart
 from distmon.widgets.model import Curve, XMode, curves, split_run
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Job
-    from distmon.view import ViewState
 
 TITLE_LIMIT = 120  # characters of a chart title (it names a tag); the border crops it further
 

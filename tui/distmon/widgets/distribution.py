@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
+from distcore.histograms.model import HistogramSeries
+from distcore.jobs.model import Job
 from distcore.textsafe import terminal_text
-
-if TYPE_CHECKING:
-    from distcore.histograms.model import HistogramSeries
-    from distcore.jobs.model import Job
-    from distmon.widgets.curve import Curve, XMode
+from distmon.widgets.curve import Curve, XMode
 
 HISTOGRAM_PREFIX = "histogram: "
 MEDIAN = 4  # the band at 50%

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from distcore import names
 from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.model import Host
+from distcore.telemetry.model import GpuDevice
 from distcore.textsafe import terminal_text
 from distmon.formats import age_text
-
-if TYPE_CHECKING:
-    from distcore.jobs.model import Host
-    from distcore.telemetry.model import GpuDevice
 
 SPARK = "▁▂▃▄▅▆▇█"
 History = Callable[[str], Sequence[float | None]]

@@ -10,9 +10,10 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from distcore import names
+from distcore.events.model import RunSnapshot, Series
+from distcore.jobs.model import Job
 from distcore.jobs.parts import split_run
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
@@ -20,10 +21,6 @@ from distcore.textsafe import shown_names, terminal_text
 from distmon.formats import number, share, step_text
 from distmon.widgets.curve import X_MODES, Curve, XMode
 from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
-
-if TYPE_CHECKING:  # the reader's package imports numpy: not before the first screen
-    from distcore.events.model import RunSnapshot, Series
-    from distcore.jobs.model import Job
 
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",

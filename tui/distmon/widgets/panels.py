@@ -9,7 +9,7 @@ when that did not change: the app hands every snapshot to every panel.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -17,13 +17,11 @@ from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Static
 
+from distcore.alerts import Alert
+from distcore.jobs.model import Job, JobsSnapshot, ProducerError
 from distcore.textsafe import terminal_text
 from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.model import main_run
-
-if TYPE_CHECKING:
-    from distcore.alerts import Alert
-    from distcore.jobs.model import Job, JobsSnapshot, ProducerError
 
 _NOTHING = object()  # what a panel showed before its first draw: equal to no key
 
