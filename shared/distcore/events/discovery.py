@@ -87,13 +87,18 @@ def discover(roots: Sequence[Path], problems: list[str] | None = None) -> dict[s
     """Every run under the roots; what could not be looked at is added to `problems`."""
     found: list[str] = []
     runs: dict[str, RunDir] = {}
-    cwd = os.getcwd()  # what Path.absolute() prefixes (one Path parsed per run, not two)
+    cwd = os.getcwd()  # what Path.absolute() prefixes
     for prefix, root in zip(root_prefixes(roots), roots, strict=True):
         for directory, rel, names in _walk(root, found):
             if names:
-                name = _prefixed(prefix, rel)
-                files = tuple(Path(directory, n) for n in names)
-                runs[name] = RunDir(name, Path(cwd, directory), files)
+                # A child of a Path parses only its name; the files keep the root's spelling
+                base = Path(directory)
+                run = RunDir(
+                    _prefixed(prefix, rel),
+                    base if base.is_absolute() else Path(cwd, directory),
+                    tuple(base / n for n in names),
+                )
+                runs[run.name] = run
     if problems is not None:
         problems.extend(found)
     return runs
