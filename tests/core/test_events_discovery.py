@@ -119,13 +119,16 @@ def _same(roots: Sequence[Path]) -> tuple[dict[str, RunDir], list[str]]:
 
 
 @pytest.mark.parametrize("tree", TREES)
-@pytest.mark.parametrize("spelling", ["absolute", ".", "./logs", "logs/", "sub/../logs"])
+@pytest.mark.parametrize(
+    "spelling", ["absolute", ".", "./logs", "logs/", "sub/../logs", "link", "link/"]
+)
 def test_the_same_runs_and_problems_as_the_pathlib_walk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tree: str, spelling: str
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(logs)  # a root that is a link: its runs named below it
     TREES[tree](logs)
     monkeypatch.chdir(logs if spelling == "." else tmp_path)
     root = logs if spelling == "absolute" else Path(spelling)
