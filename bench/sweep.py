@@ -234,6 +234,7 @@ def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
     term = dash.Terminal(dash.distmon_command(root))
     try:
         first = term.wait_for(lambda s: "lr-sweep-" in s, timeout)
+        first_cpu = thread_cpu(term.pid()) if first is not None else None
         listed = term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, timeout)
         threads = thread_cpu(term.pid())
         sample = dash.sample_process(term.pid(), idle) if listed is not None else None
@@ -241,6 +242,9 @@ def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
         term.close()
     print(f"\n== dashboard on {jobs:,} jobs: first row {dash.fmt(first)}, all listed "
           f"{dash.fmt(listed)} (targets 1 s, 10 s); load average {os.getloadavg()[0]:.1f}")
+    if first_cpu:  # the first row's wall time is mostly the machine's load
+        print(f"   CPU s until the first row: {first_cpu['process']:.2f} in all, UI thread "
+              f"{first_cpu['ui']:.2f}")
     if threads:  # CPU, not wall time, is what a loaded machine does not distort
         print(f"   CPU s until listed: {threads['process']:.1f} in all, UI thread "
               f"{threads['ui']:.1f}, readers, index and the rest "

@@ -12,9 +12,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from distcore.events.store import RunStore
 from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
 from distcore.location import RunLocation
 from distcore.remote.spec import (
@@ -26,6 +25,10 @@ from distcore.remote.spec import (
     parse_sources,
     parse_storage_options,
 )
+
+if TYPE_CHECKING:  # annotations only: the CLI parses sources through this package, and the
+    # store would import the whole reader (numpy, protobuf, watchdog) before the first screen
+    from distcore.events.store import RunStore
 
 __all__ = [
     "LocalSpec",

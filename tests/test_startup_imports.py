@@ -1,0 +1,39 @@
+"""The dashboard's way to its first screen: parsing the command line loads no reader.
+
+The event reader (numpy, protobuf, watchdog) is imported by the producers, off the UI thread,
+while Textual draws the first frame; imported while the CLI parses its sources (distcore.remote
+did, for a type annotation), it cost the main thread about 0.2 s before Textual even loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+READER = {"numpy", "google", "watchdog", "tensorboard", "textual", "fsspec"}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["LOGDIR"],
+        ["--poll", "--sort", "-lr", "--filter", "lr<0.01", "LOGDIR"],
+        ["--once", "--json", "LOGDIR", "LOGDIR"],
+    ],
+)
+def test_parsing_the_command_line_loads_no_reader(tmp_path: Path, argv: list[str]) -> None:
+    args = [str(tmp_path) if a == "LOGDIR" else a for a in argv]
+    probe = (
+        "import json, sys\nfrom distmon.cli import parse_options\n"
+        f"options = parse_options({args!r})\n"
+        "print(json.dumps([sorted(sys.modules), [str(p) for p in options.logdirs]]))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                         text=True).stdout
+    modules, logdirs = json.loads(out.strip().splitlines()[-1])
+    assert logdirs == [str(tmp_path)] * argv.count("LOGDIR")  # it did parse them
+    assert not READER & {m.split(".")[0] for m in modules}
