@@ -24,6 +24,10 @@ hosts each login runs its own rc files on its own CPU, while 100 aliases of this
 all run this account's (here `pyenv init`, which waits on one shared lock: ~10 s a login on a
 loaded 2-core machine). `--rc account` measures that case too.
 
+`--idle-only` measures the dashboard over ssh only, `--rounds` times (no handshake table, no
+`--once`, no `--serve`, no anchor): for before/after runs of two checkouts, alternating, with
+PYTHONPATH naming the one under test.
+
 Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20] [--rc clean]
 """
 
@@ -235,6 +239,26 @@ def serve_idle(argv: list[str], expected: int, window: float, sshd: Sshd) -> tup
     return listed, (b[0] - a[0]) / span, (b[1] - a[1]) / span, (far1 - far0) / span
 
 
+def idle_rounds(sshd: Sshd, tmp: Path, args: argparse.Namespace) -> None:
+    """The dashboard over the ssh hosts, `args.rounds` times: when all are listed, and the
+    idle share split into distmon's process, its ssh clients and the sshd side."""
+    import distcore
+
+    config = aliases_config(sshd, args.hosts, args.kex)
+    dirs = make_logdirs(tmp / "logs", args.hosts)
+    argv = ["--no-gpu", "--ssh-config", str(config)]
+    argv += [f"h{i:03d}:{d}" for i, d in enumerate(dirs)]
+    print(f"{args.hosts} ssh hosts, key exchange {args.kex or 'ssh default'}, distcore from"
+          f" {Path(distcore.__file__).parents[1]}; load average {os.getloadavg()[0]:.1f}")
+    for round_ in range(args.rounds):
+        listed, own, clients, far = asyncio.run(dashboard(argv, args.hosts, args.window, sshd))
+        core = (own + clients) * 100
+        print(f"  round {round_ + 1}: all listed after {listed:5.2f} s; {core:4.1f}%"
+              f" of a core between refreshes (distmon {own * 100:.1f}%, its ssh clients"
+              f" {clients * 100:.1f}%; sshd side {far * 100:.1f}%); load average"
+              f" {os.getloadavg()[0]:.1f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
@@ -259,6 +283,10 @@ def main() -> None:
         "--rc", choices=("clean", "account"), default="clean",
         help="the sessions' rc files: an empty $HOME's (default) or this account's",
     )  # fmt: skip
+    parser.add_argument(
+        "--idle-only", action="store_true",
+        help="only the dashboard over ssh, --rounds times: listed after, idle share (A/B runs)",
+    )  # fmt: skip
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="distmon-bench-hosts-") as name:
         tmp = Path(name)
@@ -267,6 +295,9 @@ def main() -> None:
         sshd = Sshd(tmp / "sshd", home=tmp / "home" if args.rc == "clean" else None)
         sshd.start()
         try:
+            if args.idle_only:
+                idle_rounds(sshd, tmp, args)
+                return
             if args.handshakes > 0:
                 print(f"one login's CPU (median of {args.handshakes - 1}, the first not counted;"
                       f" load average {os.getloadavg()[0]:.1f}):")  # fmt: skip

@@ -175,7 +175,10 @@ class ProducerSet:
 
     def scan(self, *, start_watching: bool = True) -> None:
         """Read the logdirs once on the calling thread (it may take a while), then watch them;
-        the index shows what the scan read in its next snapshot."""
+        the index shows what the scan read in its next snapshot. A reload (`start_watching`
+        False) also has every remote host refreshed now, however quiet it was."""
+        if not start_watching and self.made is not None and self.made.remote is not None:
+            self.made.remote.wake()  # on their own threads, beside the local scan below
         watcher = self.made.watcher if self.made is not None else None
         if watcher is None:
             return

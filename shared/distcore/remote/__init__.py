@@ -87,6 +87,14 @@ class RemoteProducers:
         for close in self.closers:
             close()
 
+    def wake(self) -> None:
+        """Every reader that paces itself refreshes now, at its interval again (a reload: `r`
+        in the dashboard, however long a quiet host's wait had grown)."""
+        for producer in self.producers:
+            wake = getattr(producer, "wake", None)
+            if wake is not None:
+                wake()
+
     def scan_once(self) -> frozenset[str]:
         changed: set[str] = set()
         for producer in self.producers:

@@ -7,6 +7,12 @@ machine watched by distmon barely notices). Files that grew, new files and chang
 then read by a second command: per file a header and the bytes appended since the last read
 (`tail -c +N | head -c M`, which seeks), checked by a second `stat` after them. Only appended
 bytes travel.
+
+An idle host is asked less often: each refresh that finds every listing as it was doubles the
+wait before the next one, from the refresh interval up to `QUIET_CAP` (10 s); any change (a
+listing that differs, an error that starts or ends, a lost connection) and `wake()` (the
+dashboard's `r`) bring it back to the interval at once. A change on a quiet host is seen within
+`QUIET_CAP` seconds plus one refresh; on a host that writes, within one interval, as before.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ MAX_ROUNDS: Final = 64  # catch-up reads per refresh (x FETCH_LIMIT per file)
 PIECE: Final = 256 << 10  # where a read may stop before a stretch of zeros (at most this crosses)
 NO_DIR: Final = 3
 DENIED: Final = 4
+# The longest wait between refreshes of a host whose listings stay the same: 100 idle hosts cost
+# about a tenth of the round trips a second, and a change there still shows within ~10 s.
+QUIET_CAP: Final = 10.0
 
 _CD: Final = r"""
 if ! cd -- "$1" 2>/dev/null; then
@@ -108,6 +117,16 @@ class _Logdir:
     last_listing: bytes | None = None  # the last listing, when everything in it was read
 
 
+def quiet_wait(previous: float, changed: bool, *, interval: float, cap: float) -> float:
+    """Seconds before a host's next refresh: `interval` after a refresh that saw a change (or
+    when the last wait was shorter than it: a first refresh, a wake); otherwise the last wait
+    doubled, at most `cap` (never below `interval`: a refresh slower than the cap keeps its
+    own pace)."""
+    if changed or previous < interval:
+        return interval
+    return max(interval, min(cap, previous * 2.0))
+
+
 def remote_path(path: str) -> str:
     """`~/x` and `~` are relative to the home directory, where ssh sessions start."""
     if path == "~":
@@ -154,9 +173,14 @@ class SshLogdirReader:
         store: RunStore,
         *,
         interval: float = 1.0,
+        quiet_cap: float = QUIET_CAP,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._conn = connection
+        self._interval, self._quiet_cap = interval, quiet_cap
+        self.wait = 0.0  # seconds until the next refresh, as the last one chose (quiet_wait)
+        self.due = 0.0  # when (time.monotonic) that next refresh comes, unless woken first
+        self._active = False  # what the current scan saw: a change, an error's change, a loss
         self._label = label
         self._store = store
         self._clock = clock
@@ -199,6 +223,11 @@ class SshLogdirReader:
         if not self._loop.started:
             self._loop.start()
 
+    def wake(self) -> None:
+        """Refresh now and at the interval again (a reload: `r` in the dashboard)."""
+        self.wait = 0.0
+        self._loop.wake()
+
     def close(self) -> None:
         self._loop.stop()
         self._conn.interrupt()  # a handshake with a host that does not answer ends now
@@ -219,8 +248,15 @@ class SshLogdirReader:
         return (*found, *self._failing.errors())
 
     def _tick(self) -> None:
-        self.scan_once()
+        with self._scan_lock:
+            self._scan()
+            changed = self._active
         self._failing.ok()
+        self.wait = quiet_wait(
+            self.wait, changed, interval=self._interval, cap=self._quiet_cap
+        )
+        self.due = time.monotonic() + self.wait
+        self._loop.next_in(self.wait)
 
     def _failed(self, err: Exception) -> None:
         line = terminal_text(f"{type(err).__name__}: {err}", 200)
@@ -234,14 +270,19 @@ class SshLogdirReader:
 
     def _scan(self) -> frozenset[str]:
         changed: set[str] = set()
+        self._active = False
         for logdir in self._logdirs:
             if self._loop.stopping:
                 break
             try:
                 changed |= self._refresh(logdir)
             except SshUnreachable:
-                break  # errors() says so; what was read stays
+                # errors() says so; what was read stays. The connection paces its reconnects
+                # (asking before its next try costs nothing), so a host back is read at once.
+                self._active = True
+                break
             except Exception as err:  # never die silently: one line, and try again next time
+                self._active = True
                 with self._lock:
                     if logdir.error is None:
                         logdir.error_since = self._clock()
@@ -258,14 +299,17 @@ class SshLogdirReader:
         if error is None and listed.returncode != 0:
             error = f"listing failed (exit {listed.returncode})"
         with self._lock:
-            if error is not None and error != logdir.error:
-                logdir.error_since = self._clock()
+            if error != logdir.error:
+                self._active = True  # a failure that starts or ends is a change
+                if error is not None:
+                    logdir.error_since = self._clock()
             logdir.error = error
         if error is not None:
             return frozenset()
         logdir.read_once = True
         if listed.stdout == logdir.last_listing:
             return frozenset()  # nothing changed there: the usual refresh costs no parsing
+        self._active = True
         logdir.last_listing = None
         listing = parse_listing(listed.stdout)
         fetches = tail.plan(listing)
