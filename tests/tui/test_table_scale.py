@@ -166,3 +166,17 @@ def test_distinct_names_are_shown_names(names: list[str]) -> None:
         assert distinct_names(names, plain) == shown_names(names, NAME_LIMIT)
     grown = [*names, "new-job"]
     assert distinct_names(grown, plain) == shown_names(grown, NAME_LIMIT)
+
+
+@pytest.mark.parametrize("text", ["", "0.1235", "1,234", "–", "lr-sweep-00001", "a\\x1b", "é 🙂",
+                                  "bell\a", "cr\r", "tab\t"])  # fmt: skip
+def test_cells_are_what_rich_s_text_makes(text: str) -> None:
+    from rich.text import Text
+
+    from distmon.widgets import runs
+
+    assert runs._text is runs._fast_text  # the fast one, on the rich we install
+    ours, theirs = runs._text(text), Text(text)
+    slots = Text.__slots__
+    assert [getattr(ours, n) for n in slots] == [getattr(theirs, n) for n in slots]
+    assert ours == theirs and ours.plain == theirs.plain and ours.cell_len == theirs.cell_len
