@@ -44,11 +44,15 @@ def _key(runs: tuple[RunSnapshot, ...]) -> list[object]:
     ]
 
 
-def _read(root: Path, batched: bool, monkeypatch: pytest.MonkeyPatch) -> RunStore:
+def _read(
+    root: Path, batched: bool, monkeypatch: pytest.MonkeyPatch, batch_bytes: int | None = None
+) -> RunStore:
     store = RunStore()
     with monkeypatch.context() as m:
         if not batched:
             m.setattr(many, "SMALL_FILE", -1)  # no file is small: every run read alone
+        if batch_bytes is not None:  # small groups: each reads into the last one's buffer
+            m.setattr(many, "BATCH_BYTES", batch_bytes)
         watcher = LogdirWatcher([root], store, poll=True)
         watcher.scan_once()
     return store
@@ -79,6 +83,39 @@ def test_batched_reads_equal_lone_reads(
         batched = _read(root, True, monkeypatch).snapshot()
         alone = _read(root, False, monkeypatch).snapshot()
         assert _key(batched) == _key(alone)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(runs=st.lists(st.lists(_FILE, min_size=1, max_size=3), min_size=2, max_size=8),
+       batch_bytes=st.sampled_from([1, 64, 300]))
+def test_groups_that_reuse_one_buffer_equal_lone_reads(
+    runs: list[list[bytes]], batch_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group reads into the bytes the last one left there (a longer group's, a run given
+    up half-read): none of them reaches the next group's decode."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _write_logdir(root, runs)
+        batched = _read(root, True, monkeypatch, batch_bytes).snapshot()
+        alone = _read(root, False, monkeypatch).snapshot()
+        assert _key(batched) == _key(alone)
+
+
+def test_a_run_given_up_half_read_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its small file is read into the buffer, then its big one refuses the run: the next
+    run's bytes take their place, and the first run is read alone, whole."""
+    big = scalar_records("loss", [(s, float(s)) for s in range(30_000)])  # over SMALL_FILE
+    small = scalar_records("acc", [(1, 1.0), (2, 2.0)])
+    _write_logdir(tmp_path, [[small, big], [scalar_records("acc", [(3, 0.5)])]])
+    batched = _read(tmp_path, True, monkeypatch).snapshot()
+    assert _key(batched) == _key(_read(tmp_path, False, monkeypatch).snapshot())
+    runs = {r.name: r for r in batched}
+    assert runs["run0"].scalars["loss"].count == 30_000 and runs["run0"].scalars["acc"].count == 2
+    assert runs["run1"].scalars["acc"].count == 1
+    assert not runs["run0"].problems and not runs["run1"].problems
 
 
 def test_what_is_appended_after_a_batched_read_is_read_on(tmp_path: Path) -> None:

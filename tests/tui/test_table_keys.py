@@ -215,3 +215,23 @@ async def test_sort_and_filter_options_set_where_the_dashboard_starts(sweep: Pat
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, lambda: keys(app) == ["s1", "s4"], "the sgd jobs, largest lr first")
         assert app.query_one("#expr", Input).display and app.query_one(RunsTable).has_focus
+
+
+@pytest.mark.parametrize("placed", [True, False])
+async def test_rows_placed_in_their_order_show_as_a_sort_shows_them(
+    sweep: Path, placed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RunsTable._place sets the table's order without sorting; Textual's own sort (the
+    fallback) gives the same screen: rows, names and the cursor's row."""
+    if not placed:
+        monkeypatch.setattr(RunsTable, "_place", lambda self, keys: False)
+    app = app_over(sweep)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, app)
+        await pick(pilot, app, "s", "lr")
+        by_lr = ["s3", "agent", "s2", "s4", "s1"]
+        await until(pilot, lambda: keys(app) == by_lr, "the jobs by lr")
+        table = app.query_one(RunsTable)
+        names = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
+        assert names == by_lr
+        assert table.current_key == by_lr[table.cursor_row]

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from distcore.events import watch
+from distcore.textsafe import shown_names
 from distmon.pace import MAX_WAIT, Pacer, next_draw
-from distmon.widgets.compare_view import reading_note
+from distmon.widgets.compare_view import distinct_names, reading_note
+from distmon.widgets.model import NAME_LIMIT
 from distmon.widgets.runs import RunsTable
 from tests.tui.test_table_keys import TIMEOUT, app_over, keys, until
 
@@ -144,3 +146,37 @@ async def test_the_header_says_how_far_the_first_read_is(
         await until(pilot, lambda: table.virtual_size.height == 24 + 1, "24 rows and a header")
         widths = sum(c.get_render_width(table) for c in table.columns.values())
         assert table.virtual_size.width == widths
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        [],
+        ["lr-sweep-00001", "lr-sweep-00000", "a"],
+        ["t\udcff", "t\\xff", "t\\xff #2"],  # print alike: the one rule's suffixes
+        ["a" * 200, "a" * 199 + "b"],  # elided alike
+        ["tab\there", "plain"],  # escaped
+        ["x #2", "x"],
+        ["ok", "\x1b[31mred"],
+    ],
+)
+def test_distinct_names_are_shown_names(names: list[str]) -> None:
+    plain: dict[str, bool] = {}
+    for _ in range(2):  # the cache of plain names, cold then warm
+        assert distinct_names(names, plain) == shown_names(names, NAME_LIMIT)
+    grown = [*names, "new-job"]
+    assert distinct_names(grown, plain) == shown_names(grown, NAME_LIMIT)
+
+
+@pytest.mark.parametrize("text", ["", "0.1235", "1,234", "–", "lr-sweep-00001", "a\\x1b", "é 🙂",
+                                  "bell\a", "cr\r", "tab\t"])  # fmt: skip
+def test_cells_are_what_rich_s_text_makes(text: str) -> None:
+    from rich.text import Text
+
+    from distmon.widgets import runs
+
+    assert runs._text is runs._fast_text  # the fast one, on the rich we install
+    ours, theirs = runs._text(text), Text(text)
+    slots = Text.__slots__
+    assert [getattr(ours, n) for n in slots] == [getattr(theirs, n) for n in slots]
+    assert ours == theirs and ours.plain == theirs.plain and ours.cell_len == theirs.cell_len

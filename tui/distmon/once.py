@@ -8,7 +8,6 @@ jobs, statuses, hosts and alerts, its figures read as the panels read them (dist
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
@@ -125,10 +124,10 @@ def run_once(options: Options, out: TextIO | None = None) -> int:
         return run_table(options, out)
     snap = collect(options)
     if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
+        from distcore import jsonout  # json.dump's text, without its slow indenting
         from distcore.jobs.jsonify import to_json
 
-        json.dump(json_safe(to_json(snap)), out, indent=2, allow_nan=False)
-        out.write("\n")
+        out.write(jsonout.dumps(json_safe(to_json(snap))) + "\n")
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(snap, out)
     return CRITICAL_EXIT if options.check and has_critical(snap) else 0

@@ -22,6 +22,7 @@ from distcore.tfrecord.many import decode_files
 
 SMALL_FILE: Final = 1 << 20  # larger files are read on their own (and in chunks)
 BATCH_BYTES: Final = 4 << 20  # bytes decoded together (its transient arrays are ~10x that)
+_ROOM: Final = BATCH_BYTES + SMALL_FILE  # the most a group holds before it is decoded
 _MARK: Final = 32  # as reader._MARK: bytes remembered at the start and before the offset
 
 Apply = Callable[[RunDir, Path, Batch], None]
@@ -44,9 +45,13 @@ class _Run:
 class _Group:
     """Runs whose files are read into one buffer."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw: bytearray | None = None) -> None:
         self.runs: list[_Run] = []
-        self.raw = bytearray(PADDING)
+        # Files are read straight into `raw`, which read_fresh_runs hands from one group to
+        # the next: growing a buffer file by file (zero bytes made, copied in, the buffer
+        # copied as it grew) and faulting in fresh memory for each group was ~7% of a
+        # 10,000-run read. Only the PADDING bytes after `size` need be zero (see buffer()).
+        self.raw = bytearray(PADDING) if raw is None else raw
         self.size = 0
 
     def add(self, run: RunDir) -> bool:
@@ -55,14 +60,20 @@ class _Group:
         entry, start = _Run(run), self.size
         for path in run.files:
             loaded = self._load(path)
-            if loaded is None:
-                del self.raw[start : self.size]
-                self.raw[start:] = bytes(PADDING)
+            if loaded is None:  # its files' bytes are left past `size`, as if never read
                 self.size = start
                 return False
             entry.files.append(loaded)
         self.runs.append(entry)
         return True
+
+    def buffer(self) -> bytearray:
+        """The group's bytes and then PADDING zero bytes, exactly (the decoder bounds its
+        reads by the buffer's length)."""
+        end = self.size + PADDING
+        del self.raw[end:]  # a bytearray keeps its memory when shrunk a little
+        self.raw[self.size : end] = bytes(PADDING)
+        return self.raw
 
     def _load(self, path: Path) -> _File | None:
         try:
@@ -74,14 +85,19 @@ class _Group:
             if not stat.S_ISREG(st.st_mode) or st.st_size > SMALL_FILE:
                 return None
             base = self.size
-            self.raw[base:] = bytes(st.st_size + PADDING)
-            got = os.preadv(fd, [memoryview(self.raw)[base : base + st.st_size]], 0)
+            short = base + st.st_size + PADDING - len(self.raw)
+            if short > 0:  # only a group made without room for it
+                self.raw.extend(bytes(short))
+            try:
+                got = os.preadv(fd, [memoryview(self.raw)[base : base + st.st_size]], 0)
+            except OSError:
+                got = -1
         except OSError:
             return None
         finally:
             os.close(fd)
-        if got != st.st_size:
-            return None  # truncated while read: the ordinary reader sorts it out
+        if got != st.st_size:  # failed or truncated while read: the ordinary reader's
+            return None
         self.size += got
         state = FileState(path, identity=(st.st_dev, st.st_ino), size=st.st_size,
                           mtime=st.st_mtime)  # fmt: skip
@@ -97,13 +113,13 @@ def read_fresh_runs(
     ordinary reader). `apply` gets each file's batch in order, as a lone read emits it."""
     states: dict[str, list[FileState]] = {}
     left: list[RunDir] = []
-    group = _Group()
+    group = _Group(bytearray(_ROOM + PADDING))
     for run in runs:
         if not group.add(run):
             left.append(run)
         if group.size >= BATCH_BYTES:
             left += _decode_group(group, plugins, apply, states)
-            group = _Group()
+            group = _Group(_reused(group.raw))
     if group.runs:
         left += _decode_group(group, plugins, apply, states)
     return states, left
@@ -114,7 +130,7 @@ def _decode_group(
     states: dict[str, list[FileState]],
 ) -> list[RunDir]:
     spans = [[(f.base, f.size) for f in entry.files] for entry in group.runs]
-    decoded = decode_files(group.raw, group.size, spans,
+    decoded = decode_files(group.buffer(), group.size, spans,
                            lambda g: plugins(group.runs[g].run.name))  # fmt: skip
     left = []
     for entry, batches in zip(group.runs, decoded, strict=True):
@@ -127,6 +143,17 @@ def _decode_group(
                 apply(entry.run, f.path, batch)
         states[entry.run.name] = [f.state for f in entry.files]
     return left
+
+
+def _reused(raw: bytearray) -> bytearray:
+    """The last group's buffer, with room for the next, if nothing decoded from it still
+    looks into it (numpy views hold it: then it cannot be resized); else a new one."""
+    try:
+        raw.append(0)  # any change of size, never one to the same size, finds a view
+    except BufferError:
+        return bytearray(_ROOM + PADDING)
+    raw.extend(bytes(max(0, _ROOM + PADDING - len(raw))))
+    return raw
 
 
 def _consumed(f: _File, raw: bytearray) -> None:

@@ -86,6 +86,7 @@ class ViewRows:
         self._entries: dict[str, Entry] = {}
         self._names_key: tuple[str, ...] = ()
         self._names: dict[str, str] = {}
+        self._plain: dict[str, bool] = {}  # name -> shown as it is (see distinct_names)
         self._last: tuple[Entry, ...] = ()
         self._jobs_seen: tuple[Job, ...] | None = None
         self._arranged: tuple[tuple[tuple[Entry, ...], str, TableView], Arranged] | None = None
@@ -120,7 +121,7 @@ class ViewRows:
         again only when the set of names changed."""
         key = tuple(j.name for j in jobs)
         if key != self._names_key:
-            self._names_key, self._names = key, shown_names(key, NAME_LIMIT)
+            self._names_key, self._names = key, distinct_names(key, self._plain)
         return self._names
 
     def arrange(self, jobs: Iterable[Job], pattern: str, view: TableView) -> Arranged:
@@ -139,6 +140,22 @@ class ViewRows:
         arranged = arrange(named, view)
         self._arranged = ((entries, pattern, view), arranged)
         return arranged
+
+
+def distinct_names(names: Sequence[str], plain: dict[str, bool]) -> dict[str, str]:
+    """`shown_names(names, NAME_LIMIT)`, without its sort and escaping of every name while a
+    sweep's first read adds jobs each draw: names that show as they are (nothing escaped,
+    nothing elided: `plain` remembers which) cannot print alike, so each shows as itself.
+    Any other name: shown_names, the one rule, over them all."""
+    if len(plain) > 2 * len(names) + 1000:  # jobs gone long since: forget them
+        plain.clear()
+    for name in names:
+        shown = plain.get(name)
+        if shown is None:
+            shown = plain[name] = terminal_text(name, NAME_LIMIT) == name == terminal_text(name)
+        if not shown:
+            return shown_names(names, NAME_LIMIT)
+    return {name: name for name in names}
 
 
 def default_columns(hparams: Sequence[str], metrics: Sequence[str]) -> tuple[str, ...]:

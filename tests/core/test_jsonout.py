@@ -1,0 +1,130 @@
+"""distcore.jsonout: `--once --json`'s text, byte for byte json's, and json_safe's fast paths."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import numbers
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distcore import jsonout
+from distcore.textsafe import _distinct_keys, json_float, json_safe, json_text
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Status(enum.StrEnum):
+    LIVE = "live"
+
+
+def _json(doc: Any) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        [],
+        (),
+        "",
+        0,
+        -0.0,
+        0.1,
+        1e300,
+        2**70,
+        True,
+        None,
+        {"a": {}, "b": [], "c": [{}], "d": [[]]},
+        {"version": 1, "runs": [{"name": "r", "scalars": {"loss": {"min": 0.5, "count": 3}}}]},
+        [1, [2, [3, {"x": (4, 5)}]], "s", None, False],
+        {"naïve \u2028 \x00 \"q\" \\": "émoji 🙂 \udc80"},
+        {"status": Status.LIVE, Status.LIVE: 1},
+        {"level": Level.HIGH},  # an int subclass: json's rule (its int text), via json
+        {1: "a", None: "b", False: "c", 1.5: "d"},  # keys json turns into strings
+        OrderedDict(a=1),
+        {"nested": OrderedDict(b=[1.25])},
+    ],
+)
+def test_dumps_is_json_byte_for_byte(doc: Any) -> None:
+    assert jsonout.dumps(doc) == _json(doc)
+
+
+@pytest.mark.parametrize("doc", [math.nan, {"a": [math.inf]}, {"a": -math.inf}, {"a": object()}])
+def test_what_json_refuses_raises_json_s_error(doc: Any) -> None:
+    with pytest.raises((ValueError, TypeError)) as ours:
+        jsonout.dumps(doc)
+    with pytest.raises((ValueError, TypeError)) as theirs:
+        _json(doc)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+def test_a_cycle_raises_json_s_error() -> None:
+    doc: dict[str, Any] = {"a": []}
+    doc["a"].append(doc)
+    with pytest.raises(ValueError, match="Circular reference"):
+        jsonout.dumps(doc)
+
+
+_SCALARS = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+_DOCS = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                                 max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DOCS)
+def test_any_json_ready_document_dumps_as_json_does(doc: Any) -> None:
+    assert jsonout.dumps(doc) == _json(doc)
+
+
+def _reference_json_safe(value: Any) -> Any:
+    """json_safe before its fast paths: every value through the abstract checks."""
+    if isinstance(value, str):
+        return json_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return json_float(float(value))
+    if isinstance(value, Mapping):
+        return _distinct_keys(value, json_text, _reference_json_safe)
+    if isinstance(value, list | tuple):
+        return [_reference_json_safe(v) for v in value]
+    return json_text(str(value))
+
+
+_ANY_SCALARS = _SCALARS | st.floats() | st.binary(max_size=6).map(
+    lambda raw: raw.decode("utf-8", "surrogateescape")
+) | st.integers(-(2**63), 2**63 - 1).map(np.int64) | st.floats(width=32).map(np.float32)
+_ANY_DOCS = st.recursive(
+    _ANY_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.text(max_size=4) | st.integers(0, 3) | _ANY_SCALARS, inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_DOCS)
+def test_json_safe_fast_paths_change_nothing(doc: Any) -> None:
+    ours, reference = json_safe(doc), _reference_json_safe(doc)
+    assert jsonout.dumps(ours) == _json(reference)
+    assert type(ours) is type(reference)
