@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from distcore.events import LogdirWatcher, RunStore, load_once
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.tfrecord.crc import masked_crc
 
 TAGS = ("loss", "accuracy", "lr", "train/grad_norm")

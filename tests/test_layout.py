@@ -244,10 +244,10 @@ def test_layers_import_downwards_only() -> None:
 @pytest.mark.parametrize(
     ("graph", "expected"),
     [
-        ({"distcore.tfrecord.batch": {"distcore.events.model"}},
-         {("distcore.tfrecord.batch", "distcore.events.model")}),
-        ({"distcore.events.watch": {"distcore.jobs.model", "distcore.tfrecord"}},
-         {("distcore.events.watch", "distcore.jobs.model")}),
+        ({"distcore.tfrecord.batch": {"distcore.events.snapshots"}},
+         {("distcore.tfrecord.batch", "distcore.events.snapshots")}),
+        ({"distcore.events.watch": {"distcore.jobs.snapshots", "distcore.tfrecord"}},
+         {("distcore.events.watch", "distcore.jobs.snapshots")}),
         ({"distcore.jobs.index": {"distcore.events.store", "distcore.tfrecord"}}, set()),
         ({"distcore.jobs.index": {"distmon.app"}}, {("distcore.jobs.index", "distmon.app")}),
         ({"distcore.eventsx": {"distcore.jobs"}}, set()),  # a name prefix is not the package
@@ -275,9 +275,9 @@ def test_layers_in_a_fresh_interpreter(module: str, banned: tuple[str, ...]) -> 
 # decoder's numpy/protobuf/TensorBoard, the watcher's watchdog and the host sampler's psutil come
 # only with their users (the dashboard's module loads none of them before its first screen).
 @pytest.mark.parametrize(
-    "module", ["distcore.events", "distcore.events.model", "distcore.tfrecord",
-               "distcore.histograms", "distcore.histograms.model", "distcore.telemetry.model",
-               "distcore.jobs.model", "distmon.app"]
+    "module", ["distcore.events", "distcore.events.snapshots", "distcore.tfrecord",
+               "distcore.histograms", "distcore.histograms.records", "distcore.telemetry.samples",
+               "distcore.jobs.snapshots", "distmon.app"]
 )
 def test_model_and_package_imports_are_light(module: str) -> None:
     heavy = {"numpy", "google", "tensorboard", "watchdog", "psutil"}

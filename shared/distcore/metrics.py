@@ -25,8 +25,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric, StateSetMetricFami
 from prometheus_client.registry import Collector
 
 from distcore import __version__
-from distcore.jobs.model import Host, Job, JobsSnapshot, JobStatus
-from distcore.telemetry.model import GpuDevice
+from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
+from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import elide, json_text
 
 LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from distcore.alerts import SEVERITY_ORDER, Alert, AlertKey
 from distcore.errors import DistmonError
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.textsafe import json_safe
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # only for the protocols' types: this module stays a leaf at run time
-    from distcore.events.model import RunSnapshot
-    from distcore.telemetry.model import TelemetrySnapshot
+    from distcore.events.snapshots import RunSnapshot
+    from distcore.telemetry.samples import TelemetrySnapshot
 
 log = logging.getLogger(__name__)
 

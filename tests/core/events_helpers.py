@@ -10,7 +10,7 @@ import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from distcore.events import RunStore, load_once
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.tfrecord import decode
 from distcore.tfrecord.batch import Batch
 from distcore.tfrecord.crc import masked_crc

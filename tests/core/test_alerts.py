@@ -9,9 +9,9 @@ import pytest
 
 from distcore import alerts, names
 from distcore.alerts import Alert, RunLike, keep_since, sort_alerts
-from distcore.events.model import Series
+from distcore.events.snapshots import Series
 from distcore.jobs.judge import host_alerts, job_facts, judge_job
-from distcore.jobs.model import AgentRecord, Host
+from distcore.jobs.snapshots import AgentRecord, Host
 from tests.tui import fixed
 
 NOW = 10_000.0

@@ -12,7 +12,7 @@ import pytest
 from distcore import alerts, names
 from distcore.jobs.agent import agent_record_from, recoveries_from
 from distcore.jobs.judge import job_facts
-from distcore.jobs.model import RecoveryNote
+from distcore.jobs.snapshots import RecoveryNote
 from tests.tui import fixed
 
 NOW = 10_000.0

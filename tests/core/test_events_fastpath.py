@@ -12,8 +12,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 
 from distcore.tfrecord.batch import decode_frames
 from distcore.tfrecord.buffers import PADDING
+from distcore.tfrecord.fields import SCALARS_METADATA
 from distcore.tfrecord.framing import frame
-from distcore.tfrecord.schema import SCALARS_METADATA
 from tests.core.events_helpers import record
 
 # Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).

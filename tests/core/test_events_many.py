@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distcore.events import LogdirWatcher, RunStore, many
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from tests.core.events_helpers import scalar_records
 from tests.core.test_events_wiretypes import mixed_file
 from tests.core.wire_builder import event_file, run_file

@@ -12,9 +12,9 @@ from pathlib import Path
 from distcore.alerts import Alert
 from distcore.events import load_once
 from distcore.events.jsonify import run_to_json
-from distcore.events.model import RunSnapshot, Series
-from distcore.jobs.model import Job, JobsSnapshot
-from distcore.telemetry.model import GpuStatus, TelemetrySnapshot
+from distcore.events.snapshots import RunSnapshot, Series
+from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.telemetry.samples import GpuStatus, TelemetrySnapshot
 from distmon.once import render_text
 
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.schema as s
+import distcore.tfrecord.fields as s
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.jsonify import run_to_json
 from distcore.events.reader import CHUNK, FileState, read_new

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from distcore.events import load_once
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from tests.core.events_helpers import assert_files_decode_alike, only_run, steps_values
 
 

@@ -13,7 +13,7 @@ import pytest
 from distcore import names
 from distcore.events import load_once
 from distcore.jobs.hosts import host_from_system_run, is_stale
-from distcore.jobs.model import Host
+from distcore.jobs.snapshots import Host
 from distcore.telemetry import TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.record import SystemRecorder

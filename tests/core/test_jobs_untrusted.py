@@ -21,8 +21,8 @@ from distcore.jobs.agent import agent_record_from
 from distcore.jobs.index import JobIndex
 from distcore.jobs.jsonify import index_to_json
 from distcore.telemetry import DisabledGpuSource, TelemetrySource
-from distcore.telemetry.model import TelemetrySnapshot
 from distcore.telemetry.sampler import TelemetrySampler
+from distcore.telemetry.samples import TelemetrySnapshot
 from distmon.once import render_text
 from distmon.widgets.panels import render_alerts, render_details
 

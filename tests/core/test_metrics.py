@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.index import JobIndex
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.metrics import LABEL_LIMIT, SnapshotCollector, label_text
 from tests.tui.fixed import (
     NOW,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from distcore.alerts import Alert, AlertKey
 from distcore.errors import DistmonError
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.notify import Notifier, check_url, new_alerts, payload, redact_url
 
 SECRET = "T000/B000/XXXXsecretXXXX"

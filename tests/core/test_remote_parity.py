@@ -16,7 +16,7 @@ import pytest
 from distcore.events.store import RunStore
 from distcore.events.watch import LogdirWatcher
 from distcore.jobs.index import JobIndex
-from distcore.jobs.model import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.remote import make_remote_producers, parse_source
 from distcore.remote.spec import SshSpec
 from tests.core.events_helpers import record, scalar_event

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distcore.events import load_once
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.events.store import RunStore
 from distcore.location import RunLocation
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail

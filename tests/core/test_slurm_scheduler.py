@@ -21,7 +21,6 @@ from distcore.alerts import agent_died
 from distcore.jobs.agent import agent_record_from
 from distcore.jobs.jsonify import scheduler_to_json
 from distcore.jobs.judge import job_facts, judge_job
-from distcore.jobs.model import Job
 from distcore.jobs.scheduler import (
     SchedulerRef,
     SchedulerState,
@@ -37,6 +36,7 @@ from distcore.jobs.scheduler import (
     slurm_time,
     step_gone,
 )
+from distcore.jobs.snapshots import Job
 from distcore.textsafe import json_safe
 
 SQUEUE = """4|CANCELLED|Priority|2026-12-01T11:48:41

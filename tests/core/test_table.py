@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distcore.errors import DistmonError
-from distcore.events.model import RunSnapshot, Series
-from distcore.jobs.model import AgentRecord, Job
+from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.parts import group_runs, split_run
+from distcore.jobs.snapshots import AgentRecord, Job
 from distcore.table import (
     CompareRow,
     build_table,

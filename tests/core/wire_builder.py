@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-import distcore.tfrecord.schema as s
+import distcore.tfrecord.fields as s
 from tests.core.events_helpers import record
 
 

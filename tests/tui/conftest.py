@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from distcore.events.model import RunSnapshot
-from distcore.telemetry.model import TelemetrySnapshot
+from distcore.events.snapshots import RunSnapshot
+from distcore.telemetry.samples import TelemetrySnapshot
 from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.producers import Producers

@@ -12,15 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from distcore import names
-from distcore.events.model import RunSnapshot, Series
+from distcore.events.snapshots import RunSnapshot, Series
 from distcore.location import RunLocation
-from distcore.telemetry.model import (
+from distcore.telemetry.sampler import TelemetrySampler
+from distcore.telemetry.samples import (
     GpuDevice,
     GpuStatus,
     HostSample,
     TelemetrySnapshot,
 )
-from distcore.telemetry.sampler import TelemetrySampler
 
 NOW = 1_760_000_000.0
 

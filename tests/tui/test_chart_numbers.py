@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from distcore.jobs.model import Job
+from distcore.jobs.snapshots import Job
 from distcore.smoothing import debiased_ema
 from distmon.widgets.braille import (
     Axis,
@@ -23,7 +23,7 @@ from distmon.widgets.braille import (
     x_formatter,
 )
 from distmon.widgets.hosts import sparkline
-from distmon.widgets.model import X_MODES, Curve, XMode, curves
+from distmon.widgets.view_model import X_MODES, Curve, XMode, curves
 from tests.tui.fixed import run, series
 
 NAN, INF = math.nan, math.inf

@@ -8,12 +8,12 @@ from types import MappingProxyType
 
 from textual.widgets import OptionList
 
-from distcore.events.model import RunSnapshot
-from distcore.histograms.model import HistogramPoint, HistogramSeries
+from distcore.events.snapshots import RunSnapshot
+from distcore.histograms.records import HistogramPoint, HistogramSeries
 from distmon.widgets.charts import LineChart
 from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves
-from distmon.widgets.model import all_tags
 from distmon.widgets.screens import TagPicker
+from distmon.widgets.view_model import all_tags
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import keras_job
 
@@ -55,7 +55,7 @@ async def test_t_shows_a_histogram_tag_as_distribution_bands(make_app: MakeApp) 
 
 
 def test_band_curves_follow_the_x_mode_and_skip_runs_without_the_tag() -> None:
-    from distcore.jobs.model import Job
+    from distcore.jobs.snapshots import Job
 
     run = with_histogram(keras_job("job")[0])
     job = Job(name="job", directory=None, parts={"train": run, "validation": keras_job("job")[1]},

@@ -7,7 +7,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 from distcore import names
-from distcore.jobs.model import Host, JobsSnapshot
+from distcore.jobs.snapshots import Host, JobsSnapshot
 from distmon.widgets.hosts import _memory
 from distmon.widgets.panels import AlertsPanel, GpusPanel
 from tests.tui.fixed import NOW, gpu

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.producers import Producers, ProducerSet, make_producers

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from distcore.jobs.model import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distmon import view as views
 from distmon.view import ViewState

@@ -23,7 +23,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distmon import view as views
 from distmon.board import Board, board_widgets
 from distmon.filter_keys import FilterKeys
@@ -34,9 +34,9 @@ from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.view import ViewState
 from distmon.widgets.compare_view import READING, Arranged, TableView
-from distmon.widgets.model import all_tags
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
+from distmon.widgets.view_model import all_tags
 
 if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first screen
     from distcore.jobs.index import JobIndex

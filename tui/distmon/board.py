@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input
 
-from distcore.jobs.model import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distmon import view as views
 from distmon.view import ViewState
 from distmon.widgets.charts import LineChart

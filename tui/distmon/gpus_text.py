@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from distcore.jobs.hosts import host_age, is_stale
-from distcore.jobs.model import Host
-from distcore.telemetry.model import GpuDevice, HostSample, TelemetrySnapshot
+from distcore.jobs.snapshots import Host
+from distcore.telemetry.samples import GpuDevice, HostSample, TelemetrySnapshot
 from distcore.textsafe import terminal_text
 from distmon.formats import age_text, measured
 

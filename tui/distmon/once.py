@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from distcore.alerts import Alert
-from distcore.events.model import RunSnapshot
-from distcore.jobs.model import Job, JobsSnapshot
+from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
 from distcore.textsafe import terminal_text as t
 from distmon.formats import number, step_text

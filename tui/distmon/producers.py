@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from distcore.jobs.model import HostSource, JobsSnapshot
 from distcore.jobs.scheduler import SlurmStates
+from distcore.jobs.snapshots import HostSource, JobsSnapshot
 from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options
 

@@ -8,7 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from distcore.errors import DistmonError
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distmon.options import Options
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
 from distcore.errors import DistmonError
-from distcore.jobs.model import JobsSnapshot
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.notify import Notifier
 from distcore.textsafe import terminal_text
 from distmon.options import Options

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 from distcore.errors import DistmonError
-from distcore.events.model import Series
-from distcore.jobs.model import JobsSnapshot
+from distcore.events.snapshots import Series
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.table import (
     CompareRow,
     ComparisonTable,

@@ -11,12 +11,12 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from distcore.jobs.model import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
 from distmon.widgets.compare_view import TableView
 from distmon.widgets.curve import X_MODES, XMode
-from distmon.widgets.model import shown_jobs, status_line
+from distmon.widgets.view_model import shown_jobs, status_line
 
 DEFAULT_SECOND = "accuracy"  # the second chart's tag: each run's own accuracy tag
 

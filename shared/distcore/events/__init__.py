@@ -2,7 +2,7 @@
 
 `load_once()` reads everything once; `LogdirWatcher` + `RunStore` keep reading as files grow.
 The bytes are decoded by the leaf package distcore.tfrecord. The names below load lazily, so
-that `import distcore.events.model` (the snapshots every front end types against) costs no
+that `import distcore.events.snapshots` (the snapshots every front end types against) costs no
 more than that module: the watcher's watchdog and the decoder's numpy, protobuf and TensorBoard
 come only with what uses them.
 """
@@ -13,16 +13,16 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
-    from distcore.events.model import RunSnapshot, Series
     from distcore.events.once import load_once
+    from distcore.events.snapshots import RunSnapshot, Series
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
 
 _LAZY = {
     "LogdirWatcher": "watch",
-    "RunSnapshot": "model",
+    "RunSnapshot": "snapshots",
     "RunStore": "store",
-    "Series": "model",
+    "Series": "snapshots",
     "load_once": "once",
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from distcore.events.model import RunSnapshot, Series
+from distcore.events.snapshots import RunSnapshot, Series
 from distcore.histograms.jsonify import histograms_to_json
 from distcore.snapshot import json_float
 from distcore.textsafe import json_names, json_text

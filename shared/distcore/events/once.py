@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.events.store import RunStore
 from distcore.events.watch import LogdirWatcher
 

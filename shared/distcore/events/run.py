@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Final
 
-from distcore.events.model import RunSnapshot, RunStatus
 from distcore.events.series import SeriesBuffer
+from distcore.events.snapshots import RunSnapshot, RunStatus
 from distcore.histograms.store import HistogramStore
 from distcore.location import RunLocation
 from distcore.tfrecord.batch import Batch

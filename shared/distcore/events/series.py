@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distcore.events.decimate import keep_indices
-from distcore.events.model import Column, Series
+from distcore.events.snapshots import Column, Series
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]

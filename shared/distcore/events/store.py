@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from distcore.events.model import RunSnapshot
 from distcore.events.run import RunState
+from distcore.events.snapshots import RunSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
 from distcore.tfrecord.batch import Batch

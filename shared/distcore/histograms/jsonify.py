@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distcore.histograms.compress import BAND_KEYS
-from distcore.histograms.model import HistogramSeries
+from distcore.histograms.records import HistogramSeries
 from distcore.snapshot import json_float
 from distcore.textsafe import json_names
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from distcore.histograms.buckets import Buckets
 from distcore.histograms.compress import compress
-from distcore.histograms.model import HistogramPoint
+from distcore.histograms.records import HistogramPoint
 
 
 def histogram_point(step: int, wall_time: float, buckets: Buckets) -> HistogramPoint:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from distcore.histograms.model import HistogramPoint, HistogramSeries
+from distcore.histograms.records import HistogramPoint, HistogramSeries
 
 
 class HistogramStore:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore import names
-from distcore.jobs.model import AgentRecord, RecoveryNote
 from distcore.jobs.scheduler import scheduler_ref_from
+from distcore.jobs.snapshots import AgentRecord, RecoveryNote
 from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this

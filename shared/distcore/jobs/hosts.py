@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from distcore import names
-from distcore.events.model import RunSnapshot
-from distcore.jobs.model import Host
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.parts import worker_of
-from distcore.telemetry.model import GpuDevice, TelemetrySnapshot
+from distcore.jobs.snapshots import Host
+from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 _GPU_TAG = re.compile(r"gpu/(\d{1,4})/([a-z_]+)")
 # names.GPU_FIELDS -> GpuDevice attribute (the recorder writes these four).

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from distcore.alerts import Alert, keep_since, sort_alerts
-from distcore.events.model import RunSnapshot
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import (
@@ -37,9 +37,9 @@ from distcore.jobs.judge import (
     job_facts,
     judge_job,
 )
-from distcore.jobs.model import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.jobs.parts import job_dir_of, split_run
 from distcore.jobs.scheduler import SchedulerState, slurm_job_ids
+from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry

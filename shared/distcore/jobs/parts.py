@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from distcore import names
-from distcore.jobs.model import AgentRecord, JobStatus
+from distcore.jobs.snapshots import AgentRecord, JobStatus
 from distcore.location import RunLocation
 
 if TYPE_CHECKING:
-    from distcore.events.model import RunSnapshot
+    from distcore.events.snapshots import RunSnapshot
 
 TRAINING_PARTS: Final = (names.TRAIN_DIR, names.VALIDATION_DIR)
 _WORKER = re.compile(r"worker-(\d{1,6})")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from distcore.jobs.model import AgentRecord, Host, HostSource, ProducerError
+from distcore.jobs.snapshots import AgentRecord, Host, HostSource, ProducerError
 from distcore.location import RunLocation
 from distcore.remote.spec import (
     LocalSpec,

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
-from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.jobs.snapshots import AgentRecord, ProducerError
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop
 from distcore.remote.spec import UrlSpec

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import IO, Final
 
-from distcore.jobs.model import Host, ProducerError
+from distcore.jobs.snapshots import Host, ProducerError
 from distcore.producer import Failing, Loop
 from distcore.remote.ssh import SshConnection, SshUnreachable
-from distcore.telemetry.model import GpuDevice
+from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
 
 QUERY: Final = (

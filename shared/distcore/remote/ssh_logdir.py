@@ -27,7 +27,7 @@ from typing import Final
 from distcore.events.reader import CHUNK
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
-from distcore.jobs.model import AgentRecord, ProducerError
+from distcore.jobs.snapshots import AgentRecord, ProducerError
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop
 from distcore.remote.spec import SshSpec

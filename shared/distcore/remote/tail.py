@@ -30,8 +30,8 @@ from distcore import names
 from distcore.events.discovery import EVENT_MARKER
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES, agent_record_from
-from distcore.jobs.model import AgentRecord
 from distcore.jobs.parts import TRAINING_PARTS, job_dir_of, split_run
+from distcore.jobs.snapshots import AgentRecord
 from distcore.location import RunLocation
 from distcore.tfrecord import HEADER, ZERO_BYTES, Batch, decode, find_header
 

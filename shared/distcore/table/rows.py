@@ -20,8 +20,8 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from distcore import names
-from distcore.jobs.model import Job
 from distcore.jobs.parts import is_system_part
+from distcore.jobs.snapshots import Job
 
 Value = int | float | str
 FIXED_COLUMNS: Final = ("job", "status", "step")

@@ -2,7 +2,7 @@
 sampler with ring-buffer history, JSON for `distmon --once --json`, and a recorder that writes
 samples as TensorBoard scalars. Free of tensorflow and textual at import time.
 
-The names below load lazily, as distcore.events's do: `import distcore.telemetry.model` (the
+The names below load lazily, as distcore.events's do: `import distcore.telemetry.samples` (the
 snapshot types the jobs and the front ends name) costs the standard library only; psutil and
 NVML come with the sources that use them.
 """
@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
-    from distcore.telemetry.model import (
+    from distcore.telemetry.samples import (
         GpuDevice,
         GpuProcess,
         GpuSource,
@@ -28,15 +28,15 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
 
 _LAZY = {
     "DisabledGpuSource": "source",
-    "GpuDevice": "model",
-    "GpuProcess": "model",
-    "GpuSource": "model",
-    "GpuStatus": "model",
-    "HostSample": "model",
-    "ProcessSample": "model",
-    "Source": "model",
-    "StatusKind": "model",
-    "TelemetrySnapshot": "model",
+    "GpuDevice": "samples",
+    "GpuProcess": "samples",
+    "GpuSource": "samples",
+    "GpuStatus": "samples",
+    "HostSample": "samples",
+    "ProcessSample": "samples",
+    "Source": "samples",
+    "StatusKind": "samples",
+    "TelemetrySnapshot": "samples",
     "TelemetrySource": "source",
     "make_source": "source",
 }

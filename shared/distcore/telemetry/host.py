@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from distcore.telemetry.model import HostSample, ProcessSample
+from distcore.telemetry.samples import HostSample, ProcessSample
 
 MIB = 1024 * 1024
 # CPU-time fields that are already counted in user/nice (Linux), so not added twice.
@@ -52,7 +52,8 @@ def _load_avg() -> tuple[float, float, float] | None:
 class PsutilHostReader:
     """Samples this machine's CPU, memory and `pids` (processes to follow, e.g. the training
     job) through psutil: the host half of a TelemetrySource. Not to be confused with
-    `distcore.jobs.model.HostSource`, the protocol of producers of whole `Host`s (remote GPUs)."""
+    `distcore.jobs.snapshots.HostSource`, the protocol of producers of whole `Host`s (remote
+    GPUs)."""
 
     def __init__(
         self,

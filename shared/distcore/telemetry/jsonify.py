@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from distcore.snapshot import json_float
-from distcore.telemetry.model import GpuDevice, HostSample, ProcessSample, TelemetrySnapshot
+from distcore.telemetry.samples import GpuDevice, HostSample, ProcessSample, TelemetrySnapshot
 
 # Every measurement of a device, in the order the JSON lists them.
 DEVICE_MEASUREMENTS = (

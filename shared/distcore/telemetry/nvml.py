@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 
-from distcore.telemetry.model import GpuDevice, GpuProcess, GpuStatus, StatusKind
+from distcore.telemetry.samples import GpuDevice, GpuProcess, GpuStatus, StatusKind
 
 MIB = 1024 * 1024
 # NVML's "value not available" sentinels (NVML_VALUE_NOT_AVAILABLE for uint / ulonglong).

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from distcore import names
-from distcore.telemetry.model import Source, TelemetrySnapshot
 from distcore.telemetry.sampler import TelemetrySampler, snapshot_metrics
+from distcore.telemetry.samples import Source, TelemetrySnapshot
 from distcore.telemetry.source import make_source
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from distcore import names
 from distcore.producer import Failing, Loop, ProducerError
 from distcore.producer import next_deadline as next_deadline
-from distcore.telemetry.model import GpuStatus, Source, TelemetrySnapshot
+from distcore.telemetry.samples import GpuStatus, Source, TelemetrySnapshot
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import math
 import time
 from collections.abc import Callable
 
-from distcore.telemetry.model import GpuDevice, GpuStatus
+from distcore.telemetry.samples import GpuDevice, GpuStatus
 
 MODEL = "NVIDIA A100-SXM4-80GB"
 MEMORY_TOTAL_MIB = 81920.0

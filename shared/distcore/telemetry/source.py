@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from distcore.telemetry.host import PsutilHostReader
-from distcore.telemetry.model import GpuDevice, GpuSource, GpuStatus, TelemetrySnapshot
 from distcore.telemetry.nvml import NvmlGpuSource
+from distcore.telemetry.samples import GpuDevice, GpuSource, GpuStatus, TelemetrySnapshot
 from distcore.telemetry.simulated import SimulatedGpuSource
 
 NO_GPU_REASON = "GPU sampling disabled (--no-gpu)"

@@ -234,7 +234,7 @@ fail_b:
 
 /* --- scalars ---------------------------------------------------------------------------- */
 
-/* The schema's one-byte keys, in this order (fastpath.py passes them from schema.py). */
+/* The schema's one-byte keys, in this order (fastpath.py passes them from fields.py). */
 enum { K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_SIMPLE, K_TENSOR, K_METADATA, N_KEYS };
 
 typedef struct {

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from distcore.histograms.model import HistogramPoint
 from distcore.histograms.points import histogram_point
+from distcore.histograms.records import HistogramPoint
 from distcore.tfrecord.buffers import I64, U8
 from distcore.tfrecord.fastpath import FastScalars, decode_scalars
+from distcore.tfrecord.fields import SCALARS_PLUGIN
 from distcore.tfrecord.framing import Frames
 from distcore.tfrecord.groups import decode_grouped
 from distcore.tfrecord.record import Decoded, UndecodableError, decode_event
-from distcore.tfrecord.schema import SCALARS_PLUGIN
 
 F64 = npt.NDArray[np.float64]
 UNDECODABLE = "undecodable record"

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-# numpy array aliases (the protobuf wire types are schema.WIRE_*).
+# numpy array aliases (the protobuf wire types are fields.WIRE_*).
 U8 = npt.NDArray[np.uint8]
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]

@@ -19,8 +19,8 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+import distcore.tfrecord.fields as s
 import distcore.tfrecord.kernel as kernel
-import distcore.tfrecord.schema as s
 from distcore.tfrecord.buffers import I64, U8, Bools
 from distcore.tfrecord.fastpath import FastScalars, decode_scalars
 

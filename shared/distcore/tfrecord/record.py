@@ -14,7 +14,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-import distcore.tfrecord.schema as s
+import distcore.tfrecord.fields as s
 from distcore.histograms import decode as histo
 from distcore.histograms.buckets import Buckets
 from distcore.tensors import DTYPES, tensor_values

@@ -18,7 +18,7 @@ from typing import Final
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 import distcore.tfrecord.kernel as kernel
-from distcore.tfrecord.schema import (
+from distcore.tfrecord.fields import (
     WIRE_END_GROUP,
     WIRE_FIXED32,
     WIRE_FIXED64,

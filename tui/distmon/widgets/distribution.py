@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from distcore.histograms.model import HistogramSeries
-from distcore.jobs.model import Job
+from distcore.histograms.records import HistogramSeries
+from distcore.jobs.snapshots import Job
 from distcore.textsafe import terminal_text
 from distmon.widgets.curve import Curve, XMode
 

@@ -14,8 +14,8 @@ from rich.text import Text
 
 from distcore import names
 from distcore.jobs.hosts import host_age, is_stale
-from distcore.jobs.model import Host
-from distcore.telemetry.model import GpuDevice
+from distcore.jobs.snapshots import Host
+from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
 from distmon.formats import age_text
 

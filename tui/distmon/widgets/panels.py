@@ -18,10 +18,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from distcore.alerts import Alert
-from distcore.jobs.model import Job, JobsSnapshot, ProducerError
+from distcore.jobs.snapshots import Job, JobsSnapshot, ProducerError
 from distcore.textsafe import terminal_text
 from distmon.widgets.hosts import gpus_title, render_hosts
-from distmon.widgets.model import main_run
+from distmon.widgets.view_model import main_run
 
 _NOTHING = object()  # what a panel showed before its first draw: equal to no key
 

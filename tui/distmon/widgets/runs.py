@@ -23,7 +23,7 @@ from textual.widgets.data_table import RowKey
 
 from distcore.textsafe import terminal_text
 from distmon.widgets.compare_view import Arranged, Entry, Header, cell_text
-from distmon.widgets.model import ROW_COLUMNS, JobRow
+from distmon.widgets.view_model import ROW_COLUMNS, JobRow
 
 # Fixed widths for the columns that change in place: re-measuring every column on each update
 # was the biggest cost of a live table. The name takes what the width leaves (the input-wait

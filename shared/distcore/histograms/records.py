@@ -1,5 +1,5 @@
 """What a histogram is once kept: the compressed points a run keeps per tag. Standard library
-only, so that `distcore.events.model` (every front end's snapshot types) can name it cheaply;
+only, so that `distcore.events.snapshots` (every front end's snapshot types) can name it cheaply;
 the writer's buckets, numpy arrays, are distcore.histograms.buckets."""
 
 from __future__ import annotations

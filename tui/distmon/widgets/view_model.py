@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from distcore import names
-from distcore.events.model import RunSnapshot, Series
-from distcore.jobs.model import Job
+from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.parts import split_run
+from distcore.jobs.snapshots import Job
 from distcore.smoothing import debiased_ema
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, overload
 
-from distcore.histograms.model import HistogramSeries
+from distcore.histograms.records import HistogramSeries
 from distcore.location import RunLocation
 
 RunStatus = Literal["live", "idle", "gone"]
@@ -21,7 +21,7 @@ class Column(Sequence[T]):
     items, slices are columns); `np.asarray(column)` is the array itself, without a copy.
 
     The store never writes an array it has handed out (it builds new ones), so sharing is
-    safe. Defined without importing numpy: `import distcore.events.model` stays cheap."""
+    safe. Defined without importing numpy: `import distcore.events.snapshots` stays cheap."""
 
     __slots__ = ("_array",)
 
