@@ -118,10 +118,6 @@ class RunStore:
         with self._lock:
             self._run(name, path).set_files(count, last_modified)
 
-    def names(self) -> frozenset[str]:
-        with self._lock:
-            return frozenset(self._runs)
-
     def notify(self, changed: frozenset[str]) -> None:
         """Tell the listeners; outside the lock, so a listener may call snapshot()."""
         if not changed:

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distcore import alerts, names
 from distcore.alerts import Alert
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
-from distcore.jobs.scheduler import ended_long_enough, step_gone
+from distcore.jobs.scheduler import SchedulerState, ended_long_enough, step_gone
 from distcore.jobs.snapshots import AgentRecord, Host, Job
-
-if TYPE_CHECKING:
-    from distcore.events.snapshots import RunSnapshot
-    from distcore.jobs.scheduler import SchedulerState
-    from distcore.location import RunLocation
-    from distcore.telemetry.samples import GpuDevice
+from distcore.location import RunLocation
+from distcore.telemetry.samples import GpuDevice
 
 FactsKey = tuple[Any, ...]
 

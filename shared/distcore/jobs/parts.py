@@ -13,14 +13,12 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from distcore import names
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.snapshots import AgentRecord, JobStatus
 from distcore.location import RunLocation
-
-if TYPE_CHECKING:
-    from distcore.events.snapshots import RunSnapshot
 
 TRAINING_PARTS: Final = (names.TRAIN_DIR, names.VALIDATION_DIR)
 _WORKER = re.compile(r"worker-(\d{1,6})")

@@ -133,10 +133,6 @@ class SshConnection:
     def down_since(self) -> float | None:
         return self._down_since
 
-    def connected(self) -> bool:
-        with self._lock:
-            return self._alive()
-
     # --- commands ------------------------------------------------------------------------------
     def run(self, command: str, timeout: float = 60.0) -> Result:
         """Run `command` on the connection's shell session (in a subshell, stdin and stderr

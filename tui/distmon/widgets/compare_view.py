@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from distcore.errors import DistmonError
+from distcore.jobs.snapshots import Job
 from distcore.table import (
     CompareRow,
     Condition,
@@ -29,9 +29,6 @@ from distcore.table import (
 from distcore.table.rows import BEST_SUFFIXES
 from distcore.textsafe import shown_names, terminal_text
 from distmon.widgets.view_model import NAME_LIMIT, JobRow, filter_jobs, fmt, job_row
-
-if TYPE_CHECKING:
-    from distcore.jobs.snapshots import Job
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
 CELL_LIMIT = 16  # characters of a comparison cell
