@@ -201,7 +201,7 @@ def test_the_dashboards_producers_read_remote_logdirs(sshd: Sshd, tmp_path: Path
         remotes=(SshSpec(HOST_ALIAS, None, str(tmp_path)),),
     )  # fmt: skip
     made = make_producers(options)
-    remote = made.extra[0]  # the remote readers fill the dashboard's store (then Slurm's states)
+    remote = made.extra[0]  # the remote readers fill the dashboard's store
     try:
         assert remote.scan_once() == {f"{HOST_ALIAS}:r"}  # type: ignore[attr-defined]
         (run,) = [r for r in made.store.snapshot() if r.name == f"{HOST_ALIAS}:r"]
