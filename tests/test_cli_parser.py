@@ -34,8 +34,8 @@ def single_value_options(parser: argparse.ArgumentParser,
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
                 found += single_value_options(sub, (*prefix, name))
-        elif (isinstance(action, argparse._StoreAction) and action.option_strings
-              and action.nargs in (None, "?")):
+        elif (isinstance(action, argparse._StoreAction | argparse._AppendAction)
+              and action.option_strings and action.nargs in (None, "?")):
             found.append((*prefix, action.option_strings[-1]))
     return found
 
@@ -47,6 +47,7 @@ AGENT = single_value_options(agent_parser())
 def test_the_tables_hold_the_options_users_type() -> None:
     assert ("--filter",) in DISTMON and ("--refresh",) in DISTMON
     assert ("scale", "--replicas") in AGENT and ("scale", "--steps") in AGENT
+    assert ("--storage-option",) in DISTMON and ("start", "--set") in AGENT  # repeatable ones
 
 
 @pytest.mark.parametrize("option", DISTMON, ids="-".join)
