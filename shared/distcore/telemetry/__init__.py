@@ -9,8 +9,9 @@ NVML come with the sources that use them.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from distcore.lazy import lazy_names
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from distcore.telemetry.samples import (
@@ -57,8 +58,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _LAZY)
