@@ -1,12 +1,16 @@
-"""Smoothing matches TensorBoard's debiased EMA, checked against its closed form."""
+"""Smoothing matches TensorBoard's debiased EMA, checked against its closed form; the array form
+the chart uses is checked against the list form."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from distcore.smoothing import adjust_weight, debiased_ema
+from distcore.smoothing import adjust_weight, debiased_ema, debiased_ema_array
 
 
 def closed_form(values: list[float], weight: float) -> list[float]:
@@ -64,3 +68,75 @@ def test_rejects_weights_outside_zero_to_one(weight: float) -> None:
 )
 def test_adjust_weight_clamps(weight: float, delta: float, expected: float) -> None:
     assert adjust_weight(weight, delta) == expected
+
+
+# The chart smooths whole series with the array form; the list form above is its oracle.
+MAX = 1.7976931348623157e308
+ROUNDING = 1e-13  # of the largest finite value so far; measured worst 4e-15 (tree-order sums)
+
+awkward = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [MAX, -MAX, 1e300, -1e300, 5e-324, 0.0, -0.0, 1.0]
+)
+
+
+def assert_same_smoothing(values: list[float], weight: float) -> None:
+    oracle = debiased_ema(values, weight)
+    got = debiased_ema_array(np.array(values, dtype=np.float64), weight)
+    assert got.dtype == np.float64 and len(got) == len(values)
+    largest = 0.0
+    for raw, want, out in zip(values, oracle, got.tolist(), strict=True):
+        if not math.isfinite(raw):  # passed through, exactly
+            assert out == raw or (math.isnan(raw) and math.isnan(out))
+            continue
+        largest = max(largest, abs(raw))
+        assert math.isfinite(out) and abs(out - want) <= ROUNDING * largest, (want, out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(awkward, max_size=60), st.floats(0.0, 0.99))
+@example(values=[MAX, MAX, MAX * 0.999], weight=0.9)  # the list form's overflow, bounded
+@example(values=[5e-324, 0.0], weight=0.5)
+def test_array_form_equals_the_list_form_within_rounding(
+    values: list[float], weight: float
+) -> None:
+    assert_same_smoothing(values, weight)
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.6, 0.9, 0.99])
+@pytest.mark.parametrize("values", SERIES)
+def test_array_form_matches_the_closed_form(values: list[float], weight: float) -> None:
+    got = debiased_ema_array(np.array(values), weight).tolist()
+    assert got == pytest.approx(closed_form(values, weight), rel=1e-9)
+
+
+def test_array_form_over_a_long_series() -> None:
+    """Long enough that the doubling passes outlast weight**shift underflowing (0.6) and the
+    series (0.99)."""
+    values = [math.sin(i / 50) + (i % 7) * 0.01 for i in range(5000)]
+    for weight in (0.6, 0.99):
+        assert_same_smoothing(values, weight)
+
+
+@pytest.mark.parametrize("values", [[3.0, 3.0, 3.0], [MAX, MAX], [], [7.5]])
+def test_array_form_returns_what_needs_no_smoothing_as_is(values: list[float]) -> None:
+    array = np.array(values, dtype=np.float64)
+    array.flags.writeable = False  # the store's arrays are read-only views: never written
+    assert debiased_ema_array(array, 0.6) is array
+    assert debiased_ema_array(array, 0.0) is array
+
+
+def test_array_form_reads_a_store_column_without_writing_it() -> None:
+    from distcore.events.series import SeriesBuffer
+
+    buffer = SeriesBuffer("loss", 100)
+    buffer.extend(np.arange(3, dtype=np.int64), np.zeros(3), np.array([4.0, 8.0, math.nan]))
+    column = buffer.snapshot().values
+    smoothed = debiased_ema_array(column, 0.5)
+    assert smoothed[:2].tolist() == pytest.approx([4.0, (0.5 * 0.5 * 4 + 0.5 * 8) / 0.75])
+    assert math.isnan(smoothed[2]) and column.tolist()[:2] == [4.0, 8.0]
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.0])
+def test_array_form_rejects_weights_outside_zero_to_one(weight: float) -> None:
+    with pytest.raises(ValueError):
+        debiased_ema_array(np.array([1.0, 2.0]), weight)
