@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -41,19 +42,53 @@ class Frame:
     y: Axis
 
 
-def plottable(curve: Curve, log_y: bool) -> list[tuple[float, float] | None]:
-    """The curve's points as plot coordinates; None for a point that cannot be plotted (a
-    non-finite x or y, a y <= 0 on a log scale), which leaves a gap as TensorBoard does."""
-    isfinite, log10 = math.isfinite, math.log10  # a hot loop: 2,000 points per curve
+@dataclass(frozen=True)
+class Points:
+    """A curve's points as plot coordinates, numpy arrays: `x` and `y` of the points that can
+    be plotted, and `at`, their places in the curve (a point between two that are not next to
+    each other left a gap)."""
+
+    x: Any
+    y: Any
+    at: Any
+    total: int  # points in the curve, plotted or not
+
+    @property
+    def missing(self) -> int:
+        return self.total - len(self.at)
+
+
+def _numbers(values: Sequence[float]) -> Any:
+    """The values as an array: a `Column`'s own (no copy), a tuple's converted."""
+    import numpy as np
+
+    array = np.asarray(values)
+    return array if array.dtype.kind in "iuf" else np.asarray(values, dtype=np.float64)
+
+
+def plottable(curve: Curve, log_y: bool) -> Points:
+    """The curve's points that can be plotted; a point that cannot (a non-finite x or y, a
+    y <= 0 on a log scale) leaves a gap, as TensorBoard does. Steps stay integers: they become
+    floats in the arithmetic that places them, as float(step) would make them."""
+    import numpy as np
+
+    xs, ys = _numbers(curve.xs), _numbers(curve.ys)
+    total = min(len(xs), len(ys))
+    xs, ys = xs[:total], ys[:total]
+    ok = np.isfinite(xs) & np.isfinite(ys)
     if log_y:
-        return [
-            (x, log10(y)) if isfinite(x) and isfinite(y) and y > 0 else None
-            for x, y in zip(curve.xs, curve.ys, strict=False)
-        ]
-    return [
-        (x, y) if isfinite(x) and isfinite(y) else None
-        for x, y in zip(curve.xs, curve.ys, strict=False)
-    ]
+        ok &= ys > 0
+    at = np.flatnonzero(ok)
+    return Points(xs[at], _log10(ys[at]) if log_y else ys[at], at, total)
+
+
+def _log10(values: Any) -> Any:
+    """math.log10 of each value, the one per-point Python step left (log scale only): numpy's
+    log10 may differ from the C library's in the last bit (SIMD builds), and a flat line's
+    points sit exactly halfway between two dot rows, so one bit would move them."""
+    import numpy as np
+
+    return np.fromiter(map(math.log10, values.tolist()), dtype=np.float64, count=len(values))
 
 
 def _flat(value: float) -> Axis:
@@ -63,14 +98,23 @@ def _flat(value: float) -> Axis:
     return Axis(low, high) if math.isfinite(low) and math.isfinite(high) else Axis(value, value)
 
 
-def chart_frame(prepared: Sequence[Sequence[tuple[float, float] | None]]) -> Frame | None:
+def chart_frame(prepared: Sequence[Points]) -> Frame | None:
     """The axes around every plottable point (`plottable`'s output per curve); None: none."""
-    points = [p for curve in prepared for p in curve if p is not None]
-    if not points:
+    import numpy as np
+
+    if not any(len(p.at) for p in prepared):
         return None
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    y0, y1 = min(ys), max(ys)
-    return Frame(Axis(min(xs), max(xs)), Axis(y0, y1) if y0 < y1 else _flat(y0))
+    xs = np.concatenate([p.x for p in prepared if len(p.at)])
+    ys = np.concatenate([p.y for p in prepared if len(p.at)])
+    y0, y1 = _first_extreme(ys, np.argmin), _first_extreme(ys, np.argmax)
+    frame_x = Axis(_first_extreme(xs, np.argmin), _first_extreme(xs, np.argmax))
+    return Frame(frame_x, Axis(y0, y1) if y0 < y1 else _flat(y0))
+
+
+def _first_extreme(values: Any, arg: Callable[[Any], Any]) -> float:
+    """min() or max() as Python's builtins find it: the first of the values that tie (0.0 and
+    -0.0 tie, and the sign shows in a label)."""
+    return float(values[arg(values)])
 
 
 def dot_scale(axis: Axis, cells: int) -> tuple[float, float, float, int]:
@@ -86,36 +130,49 @@ def dot_scale(axis: Axis, cells: int) -> tuple[float, float, float, int]:
     return 0.0, 0.0, 0.0, round(0.5 * top)
 
 
-def _plot(
-    points: Sequence[tuple[float, float] | None], frame: Frame, w: int, h: int
-) -> set[tuple[int, int]]:
-    """The dots (px, py) that draw one curve's `points`, joined column by column."""
-    dots: set[tuple[int, int]] = set()
-    prev: tuple[int, int] | None = None
+def _plot(points: Points, frame: Frame, w: int, h: int) -> Any:
+    """The dots that draw one curve's `points`, joined column by column: a (w, h) boolean
+    array, computed over arrays (no Python object per point)."""
+    import numpy as np
+
     xa, xb, xk, xc = dot_scale(frame.x, w)
     ya, yb, yk, yc = dot_scale(frame.y, h)
-    bottom = h - 1 - yc
-    for xy in points:  # inlined: this loop runs for every point at every redraw
-        if xy is None:
-            prev = None  # a gap, as TensorBoard leaves one
-            continue
-        point = (round((xy[0] * xa - xb) * xk) + xc, bottom - round((xy[1] * ya - yb) * yk))
-        if prev is not None:
-            _join(prev, point, dots)
-        dots.add(point)
-        prev = point
-    return dots
+    # round() is half-to-even, as np.rint; the same float operations in the same order.
+    px = np.rint((points.x * xa - xb) * xk).astype(np.int64) + xc
+    py = (h - 1 - yc) - np.rint((points.y * ya - yb) * yk).astype(np.int64)
+    joined = np.flatnonzero(np.diff(points.at) == 1)  # next to each other in the curve: a line
+    cols, lows, highs = _joins(px[joined], py[joined], px[joined + 1], py[joined + 1])
+    cols, lows, highs = (np.concatenate(p) for p in ((px, cols), (py, lows), (py, highs)))
+    return _fill(cols, lows, highs, w, h)
 
 
-def _join(a: tuple[int, int], b: tuple[int, int], dots: set[tuple[int, int]]) -> None:
-    (ax, ay), (bx, by) = a, b
-    span = max(abs(bx - ax), 1)
-    for i in range(1, span + 1):
-        x = ax + (bx - ax) * i // span
-        y_from = ay + (by - ay) * (i - 1) // span
-        y_to = ay + (by - ay) * i // span
-        for y in range(min(y_from, y_to), max(y_from, y_to) + 1):
-            dots.add((x, y))
+def _joins(ax: Any, ay: Any, bx: Any, by: Any) -> tuple[Any, Any, Any]:
+    """The column intervals (x, y from, y to) that join each a to its b: in each of the
+    columns from a's next to b's, the rows the line passes through there (floor division,
+    as the integer line steps)."""
+    import numpy as np
+
+    dx, dy = bx - ax, by - ay
+    span = np.maximum(np.abs(dx), 1)
+    segment = np.repeat(np.arange(len(span)), span)
+    i = np.arange(len(segment)) - np.repeat(np.cumsum(span) - span, span) + 1
+    dx, dy, span, ax, ay = dx[segment], dy[segment], span[segment], ax[segment], ay[segment]
+    x = ax + dx * i // span
+    y_from, y_to = ay + dy * (i - 1) // span, ay + dy * i // span
+    return x, np.minimum(y_from, y_to), np.maximum(y_from, y_to)
+
+
+def _fill(cols: Any, lows: Any, highs: Any, w: int, h: int) -> Any:
+    """The union of the column intervals [low, high] as dots: +1 where one starts, -1 past
+    where it ends, summed down each column (a dot outside the plot is dropped, as before)."""
+    import numpy as np
+
+    inside = (cols >= 0) & (cols < w)
+    cols, lows, highs = cols[inside], np.clip(lows[inside], 0, h), np.clip(highs[inside] + 1, 0, h)
+    size = w * (h + 1)
+    edges = np.bincount(cols * (h + 1) + lows, minlength=size)
+    edges -= np.bincount(cols * (h + 1) + highs, minlength=size)
+    return np.cumsum(edges.reshape(w, h + 1), axis=1)[:, :h] > 0
 
 
 def x_formatter(mode: XMode) -> Callable[[float], str]:
@@ -164,25 +221,38 @@ def render_chart(
     cols, rows = width - Y_LABEL_WIDTH, height - 1
     prepared = [plottable(c, log_y) for c in curves]
     frame = chart_frame(prepared)
-    missing = sum(p is None for points in prepared for p in points)
+    missing = sum(p.missing for p in prepared)
     if frame is None or cols < 4 or rows < 1:
         return Text(_no_plot(missing, log_y) if frame is None else "", style="dim")
-    cells: dict[tuple[int, int], list[int]] = {}  # (row, col) -> [bits, curve index]
-    for index, points in enumerate(prepared):
-        for px, py in _plot(points, frame, cols * 2, rows * 4):
-            cell = cells.setdefault((py // 4, px // 2), [0, index])
-            cell[0] |= _DOTS[px % 2][py % 4]
-            cell[1] = index
+    bits, owner = _cells(prepared, frame, cols, rows)
     styles = [_style(c) for c in curves]
     out = Text(no_wrap=True, overflow="crop")
     labels = {0: frame.y.high, rows - 1: frame.y.low, rows // 2: frame.y.middle}
     for row in range(rows):
         label = _y_label(labels[row], log_y) if row in labels else " " * (Y_LABEL_WIDTH - 1) + "│"
         out.append(label, style="dim")
-        _append_row(out, [cells.get((row, col)) for col in range(cols)], styles)
+        _append_row(out, bits[row].tolist(), owner[row].tolist(), styles)
         out.append("\n")
     out.append(_x_axis(frame, cols, mode, missing), style="dim")
     return out
+
+
+def _cells(prepared: Sequence[Points], frame: Frame, cols: int, rows: int) -> tuple[Any, Any]:
+    """Per (row, col) cell: its braille dot bits (0: empty) and the index of the last curve
+    with a dot in it, whose colour it takes."""
+    import numpy as np
+
+    bits = np.zeros((rows, cols), dtype=np.int64)
+    owner = np.full((rows, cols), -1, dtype=np.int64)
+    weights = np.array(_DOTS, dtype=np.int64)  # [x % 2][y % 4]
+    for index, points in enumerate(prepared):
+        if not len(points.at):
+            continue
+        dots = _plot(points, frame, cols * 2, rows * 4).reshape(cols, 2, rows, 4)
+        mine = np.einsum("cxry,xy->rc", dots.astype(np.int64), weights)
+        bits |= mine
+        owner[mine > 0] = index
+    return bits, owner
 
 
 def not_plotted(missing: int) -> str:
@@ -196,20 +266,18 @@ def _no_plot(missing: int, log_y: bool) -> str:
     return f"no data to plot: {not_plotted(missing)} ({why})"
 
 
-def _append_row(out: Text, row: list[list[int] | None], styles: list[Style]) -> None:
+_CHARS = (" ", *(chr(0x2800 + bits) for bits in range(1, 256)))  # an empty cell is a space
+
+
+def _append_row(out: Text, bits: list[int], owner: list[int], styles: list[Style]) -> None:
     """One chart row as runs of equally styled characters: a span per run, not per cell
     (Textual's cost of drawing a Text grows with its spans)."""
-    run: list[str] = []
-    run_style: Style | None = None
-    for cell in row:
-        char, style = (" ", None) if cell is None else (chr(0x2800 + cell[0]), styles[cell[1]])
-        if style is not run_style and run:
-            out.append("".join(run), style=run_style)
-            run = []
-        run.append(char)
-        run_style = style
-    if run:
-        out.append("".join(run), style=run_style)
+    line = "".join([_CHARS[b] for b in bits])
+    start = 0
+    for end in range(1, len(owner) + 1):
+        if end == len(owner) or owner[end] != owner[start]:
+            out.append(line[start:end], style=styles[owner[start]] if owner[start] >= 0 else None)
+            start = end
 
 
 def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
