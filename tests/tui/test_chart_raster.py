@@ -10,6 +10,9 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from distcore.events.snapshots import Column
+from distcore.jobs.snapshots import Job
+from distmon.widgets import view_model
 from distmon.widgets.braille import (
     _DOTS,
     Axis,
@@ -133,3 +136,41 @@ def test_a_store_column_is_read_in_place() -> None:
     text = render_chart([Curve("c", series.steps, series.values, 0)], 40, 6).plain
     same = render_chart([Curve("c", tuple(map(float, series.steps)), (1.0, 2.0, 3.0), 0)], 40, 6)
     assert text == same.plain
+
+
+def _store_job() -> Job:
+    from distcore.events.series import SeriesBuffer
+    from tests.tui.fixed import run
+
+    buffer = SeriesBuffer("loss", 1000)
+    buffer.extend(np.arange(5, dtype=np.int64) * 10, 100.0 + np.arange(5.0), np.arange(5.0))
+    snapshot = run("r", buffer.snapshot())
+    return Job(snapshot.name, snapshot.path, {"": snapshot}, "idle", None, (), ())
+
+
+def test_curves_hand_the_chart_the_snapshot_columns() -> None:
+    """Nothing between the store and the chart copies a point: the raw values, steps and wall
+    times are the snapshot's own columns, and what is computed (smoothing, relative times) is a
+    read-only column over one new array."""
+    job = _store_job()
+    series = job.parts[""].scalars["loss"]
+    (raw,) = view_model.curves([job], "loss", "step", 0.0)
+    assert raw.xs is series.steps and raw.ys is series.values
+    (wall,) = view_model.curves([job], "loss", "wall", 0.0)
+    assert wall.xs is series.wall_times
+    (smoothed,) = view_model.curves([job], "loss", "relative", 0.6)
+    assert isinstance(smoothed.xs, Column) and isinstance(smoothed.ys, Column)
+    assert smoothed.xs == (0.0, 1.0, 2.0, 3.0, 4.0) and smoothed.ys[0] == 0.0
+    for column in (smoothed.xs, smoothed.ys):
+        assert not np.asarray(column).flags.writeable
+
+
+def test_curves_compare_as_the_tuples_they_replace() -> None:
+    """LineChart skips a redraw of equal curves: equal value by value, as tuples were."""
+    job = _store_job()
+    (curve,) = view_model.curves([job], "loss", "step", 0.0)
+    same = Curve(curve.label, (0.0, 10.0, 20.0, 30.0, 40.0), (0.0, 1.0, 2.0, 3.0, 4.0), 0)
+    assert curve == same and hash(curve) == hash(same)
+    assert curve != Curve(curve.label, same.xs, (0.0, 1.0, 2.0, 3.0, 5.0), 0)
+    assert curve != Curve(curve.label, same.xs, same.ys, 1)
+    assert Curve("c", (1.0,), (math.nan,), 0) != Curve("c", (1.0,), (math.nan,), 0)

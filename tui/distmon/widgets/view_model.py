@@ -6,16 +6,16 @@ off the UI thread. Rows are jobs; a job's curves are its parts (train, validatio
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distcore import names
-from distcore.events.snapshots import RunSnapshot, Series
+from distcore.events.snapshots import Column, RunSnapshot, Series
 from distcore.jobs.parts import split_run
 from distcore.jobs.snapshots import Job
-from distcore.smoothing import debiased_ema
+from distcore.smoothing import debiased_ema_array
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
 from distmon.formats import number, share, step_text
@@ -120,14 +120,29 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
     )
 
 
-def x_values(series: Series, mode: XMode) -> tuple[float, ...]:
+def x_values(series: Series, mode: XMode) -> Sequence[float]:
+    """The x of each point: the snapshot's own steps or wall times (the store's arrays, shared),
+    or, relative, the wall times from the first finite one, computed over the array."""
     if mode == "step":
-        return tuple(float(s) for s in series.steps)
-    if mode == "relative":
-        # From the first finite wall time: one NaN first point must not blank the whole curve.
-        start = next((w for w in series.wall_times if math.isfinite(w)), 0.0)
-        return tuple(w - start for w in series.wall_times)
-    return tuple(series.wall_times)
+        return series.steps  # integers: the chart places them as float(step) would
+    if mode == "wall":
+        return series.wall_times
+    import numpy as np
+
+    walls = np.asarray(series.wall_times, dtype=np.float64)
+    finite = np.isfinite(walls)
+    # From the first finite wall time: one NaN first point must not blank the whole curve.
+    start = walls[np.argmax(finite)] if finite.any() else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e300 - -1e300: inf, as in Python
+        return _column(walls - start)
+
+
+def _column(array: Any) -> Column[float]:
+    """A computed array, read-only like the store's, in the Column the chart reads (a view:
+    the flag never changes an array someone else holds)."""
+    view = array.view()
+    view.flags.writeable = False
+    return Column(view)
 
 
 def resolve_tag(run: RunSnapshot, wanted: str) -> str | None:
@@ -149,7 +164,9 @@ def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> t
             if tag is None or not run.scalars[tag].values:
                 continue
             series = run.scalars[tag]
-            ys = tuple(debiased_ema(series.values, smoothing) if smoothing else series.values)
+            ys = series.values  # the store's own column, unless smoothed (a computed array)
+            if smoothing:
+                ys = _column(debiased_ema_array(ys, smoothing))
             label = labels[_label(job.name, part)]
             out.append(Curve(label, x_values(series, mode), ys, color, part == "validation"))
     return tuple(out)
