@@ -115,7 +115,12 @@ def _debiased(values: F64, weight: float, scale: float) -> F64:
     import numpy as np
 
     terms = (1.0 - weight) * (values * scale if scale != 1.0 else values)
-    return _scan(terms, weight) / (1.0 - weight ** np.arange(1, len(values) + 1, dtype=np.float64))
+    summed = _scan(terms, weight)
+    # Past n where weight**n < 2**-54, 1 - weight**n rounds to 1.0: the bias is only divided
+    # out before that (at most ~4,100 powers at weight 0.99), the same quotients for less.
+    biased = min(len(values), math.ceil(54 * math.log(2) / -math.log(weight)) + 2)
+    summed[:biased] /= 1.0 - weight ** np.arange(1, biased + 1, dtype=np.float64)
+    return summed
 
 
 def _scan(terms: F64, weight: float) -> F64:

@@ -153,6 +153,8 @@ def _joins(ax: Any, ay: Any, bx: Any, by: Any) -> tuple[Any, Any, Any]:
     import numpy as np
 
     dx, dy = bx - ax, by - ay
+    if not len(dx) or np.abs(dx).max() <= 1:  # the common case, many points a column: b's own
+        return bx, np.minimum(ay, by), np.maximum(ay, by)
     span = np.maximum(np.abs(dx), 1)
     segment = np.repeat(np.arange(len(span)), span)
     i = np.arange(len(segment)) - np.repeat(np.cumsum(span) - span, span) + 1
@@ -168,7 +170,8 @@ def _fill(cols: Any, lows: Any, highs: Any, w: int, h: int) -> Any:
     import numpy as np
 
     inside = (cols >= 0) & (cols < w)
-    cols, lows, highs = cols[inside], np.clip(lows[inside], 0, h), np.clip(highs[inside] + 1, 0, h)
+    cols, lows = cols[inside], np.maximum(lows[inside], 0)
+    highs = np.minimum(highs[inside] + 1, h)
     size = w * (h + 1)
     edges = np.bincount(cols * (h + 1) + lows, minlength=size)
     edges -= np.bincount(cols * (h + 1) + highs, minlength=size)
@@ -231,7 +234,7 @@ def render_chart(
     for row in range(rows):
         label = _y_label(labels[row], log_y) if row in labels else " " * (Y_LABEL_WIDTH - 1) + "│"
         out.append(label, style="dim")
-        _append_row(out, bits[row].tolist(), owner[row].tolist(), styles)
+        _append_row(out, bits[row], owner[row], styles)
         out.append("\n")
     out.append(_x_axis(frame, cols, mode, missing), style="dim")
     return out
@@ -269,15 +272,18 @@ def _no_plot(missing: int, log_y: bool) -> str:
 _CHARS = (" ", *(chr(0x2800 + bits) for bits in range(1, 256)))  # an empty cell is a space
 
 
-def _append_row(out: Text, bits: list[int], owner: list[int], styles: list[Style]) -> None:
+def _append_row(out: Text, bits: Any, owner: Any, styles: list[Style]) -> None:
     """One chart row as runs of equally styled characters: a span per run, not per cell
     (Textual's cost of drawing a Text grows with its spans)."""
-    line = "".join([_CHARS[b] for b in bits])
+    import numpy as np
+
+    line = "".join([_CHARS[b] for b in bits.tolist()])
+    ends = [*(np.flatnonzero(owner[1:] != owner[:-1]) + 1).tolist(), len(line)]
     start = 0
-    for end in range(1, len(owner) + 1):
-        if end == len(owner) or owner[end] != owner[start]:
-            out.append(line[start:end], style=styles[owner[start]] if owner[start] >= 0 else None)
-            start = end
+    for end in ends:
+        index = int(owner[start])
+        out.append(line[start:end], style=styles[index] if index >= 0 else None)
+        start = end
 
 
 def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
