@@ -84,6 +84,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         # Snapshot redraws paced by their cost (a 10,000-job redraw holds the GIL the readers
         # need); key presses redraw at once.
         self._pacer = Pacer(self, self._draw_snapshot)
+        self._footer_mounted = False
 
     @property
     def view(self) -> TableView:
@@ -102,8 +103,18 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     # --- layout and life ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield from board_widgets()
-        yield Footer()
+        yield from board_widgets()  # the footer follows the first rows (_mount_footer)
+
+    async def _mount_footer(self) -> None:
+        """The key bar, once the first rows are on screen or the first read ended: mounted with
+        the board, its key widgets were styled twice over (Textual's FooterKey), 0.1-0.2 s of
+        the UI thread's CPU while the readers waited for the GIL to bring the first rows."""
+        if self._footer_mounted or not self.is_running or not self.screen_stack:
+            return
+        self._footer_mounted = True
+        main = self._main
+        await main.mount(Footer())
+        main.refresh_bindings()  # a footer shows its keys when told of the bindings
 
     def on_mount(self) -> None:
         for widget_id, title in (("runs", "runs"), ("gpus", "GPUs"), ("alerts", "alerts")):
@@ -156,10 +167,13 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     def _draw_snapshot(self) -> None:
         if self.is_running:  # the index runs until on_unmount: not once the screen is gone
             self.render_jobs()
+            if self.jobs is not None and self.jobs.jobs and not self._footer_mounted:
+                self.call_after_refresh(self._mount_footer)
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         note = f"scan failed: {message.error}" if message.error else ""
         self.state = views.with_note(self.state, note)  # the last rows of the read, not paced
+        self.call_after_refresh(self._mount_footer)  # a read without rows: now
 
     def watch_state(self) -> None:
         self.render_jobs()
