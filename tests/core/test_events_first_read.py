@@ -6,6 +6,7 @@ tensorboardX files, the real watcher and store."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,39 @@ def test_a_head_start_reads_what_a_read_without_one_reads(
     LogdirWatcher([tmp_path], headed, workers=2).scan_once()
     assert _state(headed) == _state(plain)
     assert {r.name for r in headed.snapshot()} == {f"run{i}" for i in range(RUNS)}
+
+
+def test_the_rest_is_read_once_the_first_rows_are_drawn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rest's reader threads would take the GIL that the front end's first draw needs."""
+    _sweep(tmp_path)
+    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
+    monkeypatch.setattr(watch, "FIRST_DRAW_WAIT", 120.0)  # only the draw ends the wait here
+    drawn = threading.Event()
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store, workers=2, first_drawn=drawn)
+    scan = threading.Thread(target=watcher.scan_once)
+    scan.start()
+    try:
+        deadline = time.monotonic() + 60  # bounds a failure only
+        while len(store.snapshot()) < 2:
+            assert time.monotonic() < deadline, "the newest runs never landed"
+            time.sleep(0.01)
+        scan.join(0.2)
+        assert scan.is_alive() and {r.name for r in store.snapshot()} == {"run5", "run4"}
+    finally:
+        drawn.set()
+        scan.join(60)
+    assert not scan.is_alive() and len(store.snapshot()) == RUNS
+
+
+def test_a_front_end_that_never_draws_holds_the_read_back_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _sweep(tmp_path)
+    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
+    monkeypatch.setattr(watch, "FIRST_DRAW_WAIT", 0.05)
+    store = RunStore()
+    LogdirWatcher([tmp_path], store, first_drawn=threading.Event()).scan_once()
+    assert len(store.snapshot()) == RUNS

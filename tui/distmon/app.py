@@ -11,6 +11,7 @@ as the scan reads them.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -75,7 +76,10 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         super().__init__()
         self.options = options
         # Starts and closes them with their index; owns the race of a quit during the start.
-        factory = producers or (lambda: make_producers(options))
+        # Set once the first rows are drawn: the watcher's first read waits for it (a bound)
+        # before its other threads take the GIL the draw needs.
+        self._first_drawn = threading.Event()
+        factory = producers or (lambda: make_producers(options, first_drawn=self._first_drawn))
         self.producers = ProducerSet(factory, options, clock=clock)
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
         self.board = Board([str(p) for p in options.logdirs], self.producers.read_progress)
@@ -143,6 +147,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         self.post_message(ScanFinished(seconds, error))  # the status line shows a failure
 
     def on_unmount(self) -> None:
+        self._first_drawn.set()  # a first read waiting for the draw: not any more
         self.producers.close()
 
     def on_resize(self) -> None:
@@ -168,7 +173,11 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         if self.is_running:  # the index runs until on_unmount: not once the screen is gone
             self.render_jobs()
             if self.jobs is not None and self.jobs.jobs and not self._footer_mounted:
-                self.call_after_refresh(self._mount_footer)
+                self.call_after_refresh(self._first_rows_drawn)
+
+    async def _first_rows_drawn(self) -> None:
+        self._first_drawn.set()
+        await self._mount_footer()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         note = f"scan failed: {message.error}" if message.error else ""
