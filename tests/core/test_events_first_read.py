@@ -109,3 +109,22 @@ def test_a_front_end_that_never_draws_holds_the_read_back_a_bounded_time(
     store = RunStore()
     LogdirWatcher([tmp_path], store, first_drawn=threading.Event()).scan_once()
     assert len(store.snapshot()) == RUNS
+
+
+def test_the_read_waits_for_a_draw_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's first read tells its newest runs twice (its head start, then the rest's own
+    newest): only the first waits for the draw."""
+    _sweep(tmp_path)
+    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
+    waits: list[bool] = []
+    wait = watch.LogdirWatcher._wait_for_the_draw
+
+    def counted(self: watch.LogdirWatcher) -> None:
+        waits.append(self._first_drawn is not None)
+        wait(self)
+
+    monkeypatch.setattr(watch.LogdirWatcher, "_wait_for_the_draw", counted)
+    drawn = threading.Event()
+    drawn.set()
+    LogdirWatcher([tmp_path], RunStore(), first_drawn=drawn).scan_once()
+    assert waits[:1] == [True] and not any(waits[1:])

@@ -420,7 +420,8 @@ class LogdirWatcher:
         return hits
 
     def _wait_for_the_draw(self) -> None:
-        drawn = self._first_drawn
+        """Once per watcher: the first rows are drawn once."""
+        drawn, self._first_drawn = self._first_drawn, None
         deadline = time.monotonic() + FIRST_DRAW_WAIT
         while drawn is not None and not drawn.is_set() and not self._stop.is_set():
             left = deadline - time.monotonic()
