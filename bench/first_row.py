@@ -9,7 +9,7 @@ from byte-code caches (bench/installed.py): in a cache folder of this benchmark'
 to. Medians over the rounds; CPU seconds are the fairer figure on a loaded machine, whose load
 average is printed with each round. Target (issue 20): first row within 1 s.
 
-    python bench/first_row.py [--runs 10000] [--rounds 4] CHECKOUT [CHECKOUT ...]
+    python bench/first_row.py [--runs 10000] [--rounds 4] [CHECKOUT ...]   (default: this one)
 """
 
 from __future__ import annotations
@@ -48,11 +48,13 @@ def first_row(checkout: Path, root: Path, cache: Path, timeout: float) -> dict[s
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkouts", nargs="+", type=Path, metavar="CHECKOUT")
+    parser.add_argument("checkouts", nargs="*", type=Path, metavar="CHECKOUT",
+                        help="checkouts to compare (default: this one)")
     parser.add_argument("--runs", type=int, default=10_000, help="the sweep's runs (2x1000)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
+    args.checkouts = args.checkouts or [Path(__file__).resolve().parents[1]]
     root = sweep.ensure_sweep(sweep.DEFAULT_CACHE, args.runs, 2, 1000)
     results: dict[Path, list[dict[str, float]]] = {c: [] for c in args.checkouts}
     with tempfile.TemporaryDirectory(prefix="distmon-first-row-pyc-") as cache:
