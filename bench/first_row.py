@@ -48,8 +48,13 @@ def first_row(checkout: Path, root: Path, cache: Path, timeout: float) -> dict[s
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("checkouts", nargs="*", type=Path, metavar="CHECKOUT",
-                        help="checkouts to compare (default: this one)")
+    parser.add_argument(
+        "checkouts",
+        nargs="*",
+        type=Path,
+        metavar="CHECKOUT",
+        help="checkouts to compare (default: this one)",
+    )
     parser.add_argument("--runs", type=int, default=10_000, help="the sweep's runs (2x1000)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=60.0)

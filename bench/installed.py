@@ -35,5 +35,9 @@ def warm_caches() -> None:
         if spec is not None and spec.submodule_search_locations:
             dirs.extend(spec.submodule_search_locations)
     if dirs:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], env=user_env(),
-                       stdout=subprocess.DEVNULL, check=False)
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", *dirs],
+            env=user_env(),
+            stdout=subprocess.DEVNULL,
+            check=False,
+        )
