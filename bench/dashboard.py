@@ -9,6 +9,7 @@
    80x24 and 160x48. `--long 10`: RSS at minute 1 and minute 10 of watching the writers.
 Targets: first screen < 1 s; <= 5% of one core while watching; memory flat.
 The job index's own cost per refresh: bench/dashboard_index.py.
+distmon runs as a user's install does, from byte-code caches (bench/installed.py).
 
     python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
                               [--only first|watch|idle] [--long MINUTES]
@@ -34,6 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import installed  # bench/ is not a package
 
 CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-dashboard"))
 TAGS = ("loss", "accuracy", "learning_rate", "perf/examples_per_second", "perf/step_time_ms")
@@ -150,7 +154,7 @@ class Terminal:
 
 
 def distmon_command(logdir: Path) -> str:
-    return f"{sys.executable} -m distmon --no-gpu {logdir}"
+    return f"{installed.UNSET} {sys.executable} -m distmon --no-gpu {logdir}"
 
 
 def first_screen(logdir: Path, jobs: int, timeout: float) -> dict[str, float | None]:
@@ -338,6 +342,7 @@ def main() -> int:
         return 0
     has_tb = shutil.which("tensorboard") is not None or _importable("tensorboard")
     logdir = ensure_logdir(args.runs, args.points)
+    installed.warm_caches()
     jobs = args.runs // 2  # train/validation pairs
 
     if args.only in (None, "first"):

@@ -11,6 +11,7 @@ Loaders, each in a fresh process (its own peak RSS, nothing cached in Python):
   event_accumulator, tbparse   the Python readers (slow: --slow-repeats times only)
 Rounds alternate the loaders (A B C A B C ...), so machine load hits them alike; each figure
 is the median of --repeats rounds, with its spread, and each loader's ratio to rustboard.
+distmon_once runs as a user's install does, from byte-code caches (bench/installed.py).
 
 Run: .venv/bin/python bench/ingest.py [--quick] [--repeats 3] [--cache DIR]
 """
@@ -32,6 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import installed  # bench/ is not a package
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-ingest"))
 LOADERS = ("rustboard", "distcore", "distmon_once", "event_accumulator", "tbparse")
@@ -190,7 +194,8 @@ def run_distmon_once(root: Path, *flags: str) -> dict[str, Any] | None:
     distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen([distmon, "--once", "--json", *flags, str(root)], stdout=out)
+        proc = subprocess.Popen([distmon, "--once", "--json", *flags, str(root)], stdout=out,
+                                env=installed.user_env())
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -346,6 +351,7 @@ def main() -> int:
         ensure_logdir(args.cache, "synthetic", runs, tags, big_steps)
         return 0
     loaders = args.loaders.split(",")
+    installed.warm_caches()
     for flavour in args.flavours.split(","):
         root = ensure_logdir(args.cache, flavour, runs, tags, steps)
         bench_logdir(flavour, root, runs * tags * steps, loaders, args.repeats, args.slow_repeats)

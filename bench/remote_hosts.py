@@ -28,6 +28,9 @@ loaded 2-core machine). `--rc account` measures that case too.
 `--once`, no `--serve`, no anchor): for before/after runs of two checkouts, alternating, with
 PYTHONPATH naming the one under test.
 
+The distmon processes (`--once`, `--serve`) run as a user's install does, from byte-code caches
+(bench/installed.py); the in-process dashboard is measured after its imports.
+
 Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20] [--rc clean]
 """
 
@@ -46,7 +49,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' server fixtures
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import installed
 import psutil
 
 from tests.core.events_helpers import scalar_records
@@ -92,7 +97,7 @@ def once(argv: list[str], sshd: Sshd) -> tuple[float, int, int, float, float]:
     t0 = time.perf_counter()
     done = subprocess.run(
         [*distmon_argv(), "--once", "--json", "--no-gpu", *argv],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True, text=True, timeout=600, env=installed.user_env(),
     )  # fmt: skip
     took = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -200,7 +205,8 @@ def serve_idle(argv: list[str], expected: int, window: float, sshd: Sshd) -> tup
 
     with tempfile.TemporaryFile() as err:
         proc = psutil.Popen([*distmon_argv(), "--serve", "--metrics", "0", "--no-gpu", *argv],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                            env=installed.user_env())
         try:
             t0, deadline, jobs = time.perf_counter(), time.perf_counter() + 180, 0.0
             port = None
@@ -288,6 +294,7 @@ def main() -> None:
         help="only the dashboard over ssh, --rounds times: listed after, idle share (A/B runs)",
     )  # fmt: skip
     args = parser.parse_args()
+    installed.warm_caches()
     with tempfile.TemporaryDirectory(prefix="distmon-bench-hosts-") as name:
         tmp = Path(name)
         (tmp / "sshd").mkdir()

@@ -40,6 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest  # bench/ is not a package: its helpers drive the same loaders
+import installed
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-sweep"))
 TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
@@ -170,7 +171,8 @@ def run_distmon_once(root: Path) -> dict[str, Any]:
     distmon = shutil.which("distmon", path=str(Path(sys.executable).parent)) or "distmon"
     with tempfile.TemporaryFile() as out:
         start = time.perf_counter()
-        proc = subprocess.Popen([distmon, "--once", "--json", "--no-gpu", str(root)], stdout=out)
+        proc = subprocess.Popen([distmon, "--once", "--json", "--no-gpu", str(root)], stdout=out,
+                                env=installed.user_env())
         _, status, usage = os.wait4(proc.pid, 0)
         seconds = time.perf_counter() - start
         out.seek(0)
@@ -274,6 +276,7 @@ def main() -> int:
     root = ensure_sweep(args.cache, args.runs, args.tags, args.steps)
     if args.generate_only:
         return 0
+    installed.warm_caches()
     if not args.skip_once:
         bench(root, args.runs * args.tags * args.steps, args.repeats)
     if args.dashboard:

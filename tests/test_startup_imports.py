@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 READER = {"numpy", "google", "watchdog", "tensorboard", "textual", "fsspec"}
+# --serve's webhook client (distcore.notify: urllib.request, http.client, email): 0.05-0.1 s of
+# CPU that a dashboard's start paid for nothing.
+SERVE_ONLY = {"distcore.notify", "distmon.serve", "urllib.request", "http.client", "email"}
 
 
 @pytest.mark.parametrize(
@@ -37,3 +40,4 @@ def test_parsing_the_command_line_loads_no_reader(tmp_path: Path, argv: list[str
     modules, logdirs = json.loads(out.strip().splitlines()[-1])
     assert logdirs == [str(tmp_path)] * argv.count("LOGDIR")  # it did parse them
     assert not READER & {m.split(".")[0] for m in modules}
+    assert not SERVE_ONLY & (set(modules) | {m.split(".")[0] for m in modules})

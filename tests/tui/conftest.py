@@ -87,4 +87,7 @@ async def settle(pilot: Any) -> None:
     while sampler_.samples <= HISTORY_TICKS:
         assert time.monotonic() < deadline, f"the sampler took {sampler_.samples} samples"
         await pilot.pause(0.02)
+    while not pilot.app.screen.query("FooterKey"):  # the key bar follows the first rows
+        assert time.monotonic() < deadline, "the key bar never showed its keys"
+        await pilot.pause(0.02)
     await fresh(pilot)

@@ -11,6 +11,7 @@ as the scan reads them.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -75,7 +76,10 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         super().__init__()
         self.options = options
         # Starts and closes them with their index; owns the race of a quit during the start.
-        factory = producers or (lambda: make_producers(options))
+        # Set once the first rows are drawn: the watcher's first read waits for it (a bound)
+        # before its other threads take the GIL the draw needs.
+        self._first_drawn = threading.Event()
+        factory = producers or (lambda: make_producers(options, first_drawn=self._first_drawn))
         self.producers = ProducerSet(factory, options, clock=clock)
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
         self.board = Board([str(p) for p in options.logdirs], self.producers.read_progress)
@@ -84,6 +88,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         # Snapshot redraws paced by their cost (a 10,000-job redraw holds the GIL the readers
         # need); key presses redraw at once.
         self._pacer = Pacer(self, self._draw_snapshot)
+        self._footer_mounted = False
 
     @property
     def view(self) -> TableView:
@@ -102,8 +107,18 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     # --- layout and life ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield from board_widgets()
-        yield Footer()
+        yield from board_widgets()  # the footer follows the first rows (_mount_footer)
+
+    async def _mount_footer(self) -> None:
+        """The key bar, once the first rows are on screen or the first read ended: mounted with
+        the board, its key widgets were styled twice over (Textual's FooterKey), 0.1-0.2 s of
+        the UI thread's CPU while the readers waited for the GIL to bring the first rows."""
+        if self._footer_mounted or not self.is_running or not self.screen_stack:
+            return
+        self._footer_mounted = True
+        main = self._main
+        await main.mount(Footer())
+        main.refresh_bindings()  # a footer shows its keys when told of the bindings
 
     def on_mount(self) -> None:
         for widget_id, title in (("runs", "runs"), ("gpus", "GPUs"), ("alerts", "alerts")):
@@ -132,6 +147,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         self.post_message(ScanFinished(seconds, error))  # the status line shows a failure
 
     def on_unmount(self) -> None:
+        self._first_drawn.set()  # a first read waiting for the draw: not any more
         self.producers.close()
 
     def on_resize(self) -> None:
@@ -156,10 +172,17 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     def _draw_snapshot(self) -> None:
         if self.is_running:  # the index runs until on_unmount: not once the screen is gone
             self.render_jobs()
+            if self.jobs is not None and self.jobs.jobs and not self._footer_mounted:
+                self.call_after_refresh(self._first_rows_drawn)
+
+    async def _first_rows_drawn(self) -> None:
+        self._first_drawn.set()
+        await self._mount_footer()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         note = f"scan failed: {message.error}" if message.error else ""
         self.state = views.with_note(self.state, note)  # the last rows of the read, not paced
+        self.call_after_refresh(self._mount_footer)  # a read without rows: now
 
     def watch_state(self) -> None:
         self.render_jobs()

@@ -58,15 +58,18 @@ class Producers:
     slurm: SlurmStates | None = None
 
 
-def make_producers(options: Options) -> Producers:
-    """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler."""
+def make_producers(options: Options, *, first_drawn: threading.Event | None = None) -> Producers:
+    """The real producers: a logdir watcher over a run store, and an NVML (or simulated) sampler.
+    `first_drawn`: the dashboard sets it once it drew the first rows (the watcher's first read
+    lets it draw them before reading the rest)."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
     from distcore.telemetry import make_source
     from distcore.telemetry.sampler import TelemetrySampler
 
     store = RunStore(max_points=options.max_points)
-    watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll)
+    watcher = LogdirWatcher(list(options.logdirs), store, poll=options.poll,
+                            first_drawn=first_drawn)
     source = make_source(no_gpu=options.no_gpu, simulate_gpus=options.simulate_gpus)
     sampler = TelemetrySampler(source, interval=options.refresh)
     # The Slurm state of each job whose run.json names one (squeue on its own thread).

@@ -41,7 +41,9 @@ def _prefixed(prefix: str, rel: str) -> str:
     return prefix if rel == "." else f"{prefix}/{rel}"
 
 
-def _walk(root: Path, problems: list[str]) -> Iterator[tuple[str, str, list[str]]]:
+def _walk(
+    root: Path, problems: list[str], mtimes: list[float] | None = None
+) -> Iterator[tuple[str, str, list[str]]]:
     """(directory, its name relative to root, its event files' names, sorted) below root;
     symlinks followed, each real directory once. What cannot be listed, and event-file names
     that are not regular files, go to `problems`.
@@ -50,6 +52,8 @@ def _walk(root: Path, problems: list[str]) -> Iterator[tuple[str, str, list[str]
     took most of discovery's time, which is on the way to the dashboard's first row); the
     walk yields the strings that Path would print (the root's own spelling, then "/" and
     the names scandir gives), and the caller makes Paths only of runs' directories and files.
+    With `mtimes`, each directory's newest event-file mtime is appended to it (0.0: none
+    could be stat'ed), from the DirEntry: no Path, no second lookup of the name.
     """
     seen: set[tuple[int, int]] = set()
     stack = [(str(root), ".")]
@@ -66,6 +70,7 @@ def _walk(root: Path, problems: list[str]) -> Iterator[tuple[str, str, list[str]
             problems.append(f"{directory}: cannot list: {err.strerror or err}")
             continue
         files = []
+        newest = 0.0
         for entry in entries:
             try:
                 if entry.is_dir():  # DirEntry's type: no system call unless it is a link
@@ -75,30 +80,67 @@ def _walk(root: Path, problems: list[str]) -> Iterator[tuple[str, str, list[str]
                 elif EVENT_MARKER in entry.name:
                     if entry.is_file():
                         files.append(entry.name)
+                        if mtimes is not None:
+                            newest = max(newest, _mtime(entry))
                     else:
                         problems.append(f"{entry.path}: not a regular file (or a broken link)")
             except OSError as err:
                 problems.append(f"{entry.path}: {err.strerror or err}")
         files.sort()  # by name: what sorting their Paths gave (one directory, names compared)
+        if mtimes is not None:
+            mtimes.append(newest)
         yield directory, rel, files
+
+
+def _mtime(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat().st_mtime  # followed, as os.stat(path) is
+    except OSError:  # gone since the listing: its read says so
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Found:
+    """A run as the walk found it, in strings: its RunDir is made when asked for. A first read
+    of a sweep reads its newest runs before it makes the other 10,000 runs' Paths (0.15 s of
+    CPU on the way to the first rows)."""
+
+    name: str
+    directory: str  # as the walk spelled it
+    names: tuple[str, ...]  # its event files' names, sorted
+    mtime: float  # the newest event file's mtime (0.0: unknown, or not asked for)
+    cwd: str  # what a relative directory is below
+
+    def run(self) -> RunDir:
+        # A child of a Path parses only its name; the files keep the root's spelling
+        base = Path(self.directory)
+        return RunDir(
+            self.name,
+            base if base.is_absolute() else Path(self.cwd, self.directory),
+            tuple(base / n for n in self.names),
+        )
+
+
+def walk_runs(
+    roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False
+) -> list[Found]:
+    """Every run under the roots, in discover()'s order, unmade; with `mtimes`, each one's
+    newest event file's mtime (one stat a file). What could not be looked at is added to
+    `problems`."""
+    found: list[str] = []
+    runs: dict[str, Found] = {}
+    cwd = os.getcwd()  # what Path.absolute() prefixes
+    for prefix, root in zip(root_prefixes(roots), roots, strict=True):
+        times: list[float] | None = [] if mtimes else None
+        for directory, rel, names in _walk(root, found, times):
+            if names:
+                name = _prefixed(prefix, rel)
+                runs[name] = Found(name, directory, tuple(names), times[-1] if times else 0.0, cwd)
+    if problems is not None:
+        problems.extend(found)
+    return list(runs.values())
 
 
 def discover(roots: Sequence[Path], problems: list[str] | None = None) -> dict[str, RunDir]:
     """Every run under the roots; what could not be looked at is added to `problems`."""
-    found: list[str] = []
-    runs: dict[str, RunDir] = {}
-    cwd = os.getcwd()  # what Path.absolute() prefixes
-    for prefix, root in zip(root_prefixes(roots), roots, strict=True):
-        for directory, rel, names in _walk(root, found):
-            if names:
-                # A child of a Path parses only its name; the files keep the root's spelling
-                base = Path(directory)
-                run = RunDir(
-                    _prefixed(prefix, rel),
-                    base if base.is_absolute() else Path(cwd, directory),
-                    tuple(base / n for n in names),
-                )
-                runs[run.name] = run
-    if problems is not None:
-        problems.extend(found)
-    return runs
+    return {found.name: found.run() for found in walk_runs(roots, problems)}
