@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 from distcore import names
-from distcore.smoothing import debiased_ema
+from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema
 from distcore.tags import pick_tag
 
 Severity = Literal["info", "warning", "critical"]
@@ -127,11 +127,37 @@ def _tail(values: Sequence[Any], n: int) -> Sequence[Any]:
     return values[-n:] if len(values) > n else values
 
 
+def _floats(values: Sequence[Any], n: int) -> list[Any]:
+    """The newest n items as a list of Python numbers, the items `_tail` holds: a store's
+    Column converts in one call (reading it item by item was most of the rules' time on a
+    sweep of 10,000 small runs)."""
+    tail = _tail(values, n)
+    tolist = getattr(tail, "tolist", None)
+    return tolist() if tolist is not None else list(tail)
+
+
+_LOSS_TAGS: dict[tuple[str, ...], str | None] = {}
+_LOSS_TAGS_KEPT: Final = 4096
+
+
+def _loss_tag(scalars: Mapping[str, Any]) -> str | None:
+    """`pick_tag(scalars, "loss")`, remembered per set of tags: a sweep's runs share theirs,
+    and three rules ask it of every run."""
+    key = tuple(scalars)
+    found = _LOSS_TAGS.get(key, "")
+    if found != "":
+        return found
+    if len(_LOSS_TAGS) >= _LOSS_TAGS_KEPT:
+        _LOSS_TAGS.clear()
+    found = _LOSS_TAGS[key] = pick_tag(key, "loss")
+    return found
+
+
 def _trailing_since(series: SeriesLike, holds: Any) -> float:
     """Wall time of the first point of the newest unbroken stretch where `holds(value)`, looked
     for in the tail (an older start is kept by `keep_since` while the alert persists)."""
     since = series.last_wall_time
-    values, walls = _tail(series.values, TAIL_POINTS), _tail(series.wall_times, TAIL_POINTS)
+    values, walls = _floats(series.values, TAIL_POINTS), _floats(series.wall_times, TAIL_POINTS)
     for value, wall in zip(reversed(values), reversed(walls), strict=False):
         if not holds(value):
             break
@@ -156,7 +182,7 @@ def input_stall(run: RunLike) -> Alert | None:
 
 
 def loss_nan(run: RunLike) -> Alert | None:
-    tag = pick_tag(run.scalars, "loss")
+    tag = _loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
@@ -168,20 +194,47 @@ def loss_nan(run: RunLike) -> Alert | None:
     return Alert("loss_nan", "critical", run.name, message, since)
 
 
+_EMA_WEIGHT: Final = DEFAULT_WEIGHT
+# 1 - weight**k for k = 1.. the tail's length: the debiasing divisors, computed as
+# smoothing._ema computes them (the same expression, so the same floats).
+_EMA_DIVISORS: Final = tuple(
+    1.0 - _EMA_WEIGHT**k for k in range(1, RISING_WINDOW + RISING_WARMUP + 1)
+)
+
+
+def _finite_ema(values: list[float]) -> list[float]:
+    """`debiased_ema(values)` for the tail loss_rising smooths (all finite, at most
+    RISING_WINDOW + RISING_WARMUP points), float for float the same: the same operations in the
+    same order, without the per-point finiteness test and power (every point is finite, so the
+    k-th divisor is 1 - weight**k). An overflow (values near 1.7e308) is left to debiased_ema,
+    which then takes its bounded path."""
+    if values.count(values[0]) == len(values) or len(values) > len(_EMA_DIVISORS):
+        return debiased_ema(values)  # constant (returned as is), or longer than the divisors
+    weight, rest = _EMA_WEIGHT, 1.0 - _EMA_WEIGHT
+    last = 0.0
+    smoothed = []
+    for value, divisor in zip(values, _EMA_DIVISORS, strict=False):
+        last = last * weight + rest * value
+        smoothed.append(last / divisor)
+    if math.inf in smoothed or -math.inf in smoothed:
+        return debiased_ema(values)
+    return smoothed
+
+
 def loss_rising(run: RunLike) -> Alert | None:
     """A smoothed loss that climbs steadily over its last RISING_WINDOW points.
 
     The EMA starts RISING_WARMUP points before the window: with the default weight 0.6 the
     start's influence is 0.6**40 ≈ 1e-9 by the window, so the tail gives the whole curve's
     smoothed values at a fixed cost."""
-    tag = pick_tag(run.scalars, "loss")
+    tag = _loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
-    values = _tail(series.values, RISING_WINDOW + RISING_WARMUP)
+    values = _floats(series.values, RISING_WINDOW + RISING_WARMUP)
     if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
         return None
-    window = debiased_ema(values)[-RISING_WINDOW:]
+    window = _finite_ema(values)[-RISING_WINDOW:]
     low = min(window)
     low_at = window.index(low)
     rise = window[-1] - low
@@ -238,6 +291,75 @@ def series_alerts(run: RunLike) -> list[Alert]:
     return [a for a in found if a is not None]
 
 
+BATCH_MIN: Final = 16  # fewer runs than this: one by one (an array's fixed costs dominate)
+
+
+def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
+    """`series_alerts` of each run, the same alerts, for many runs at once: distcore.tails
+    proves over all their loss tails in one array where loss_rising cannot fire, so its exact
+    EMA (a Python loop, ~60 points) runs only for the tails that may be rising."""
+    quiet = _quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
+    out = []
+    for i, run in enumerate(runs):
+        found = [input_stall(run), loss_nan(run),
+                 None if i in quiet else loss_rising(run), gradient_spike(run)]
+        out.append([a for a in found if a is not None])
+    return out
+
+
+def _quiet_losses(runs: Sequence[RunLike]) -> set[int]:
+    """The runs (by index) whose loss_rising is surely None (distcore.tails.RiseCheck)."""
+    from distcore import tails  # numpy: on first use, not when the dashboard imports alerts
+
+    global _RISE_CHECK
+    points = RISING_WINDOW + RISING_WARMUP
+    rows, at = [], []
+    for i, run in enumerate(runs):
+        tag = _loss_tag(run.scalars)
+        values = run.scalars[tag].values if tag is not None else ()
+        if len(values) >= points and (row := tails.float_tail(values, points)) is not None:
+            rows.append(row)
+            at.append(i)
+    if len(rows) < BATCH_MIN:
+        return set()
+    if _RISE_CHECK is None:
+        _RISE_CHECK = tails.RiseCheck(_EMA_WEIGHT, RISING_WINDOW, points, RISING_FRACTION,
+                                      RISING_STEADY)
+    quiet = _RISE_CHECK.quiet(tails.stack(rows)).tolist()
+    return {i for i, q in zip(at, quiet, strict=True) if q}
+
+
+_RISE_CHECK: Any = None  # a distcore.tails.RiseCheck, built on first use
+
+
+def usual_intervals(runs: Sequence[RunLike]) -> list[float | None]:
+    """`usual_interval` of each run, the same floats, for many runs at once: the tails of
+    their densest series in one array (distcore.tails.steady_cadences); the rare run it
+    leaves undecided (a burst writer, a clock that went back) one by one."""
+    from distcore import tails
+
+    out: list[float | None] = [None] * len(runs)
+    rows, at = [], []
+    for i, run in enumerate(runs):
+        best = _densest(run)
+        if best is None:
+            continue
+        walls = best.wall_times
+        if len(walls) >= TAIL_POINTS and (row := tails.float_tail(walls, TAIL_POINTS)) is not None:
+            rows.append(row)
+            at.append(i)
+        else:
+            out[i] = _cadence(best)
+    if len(rows) < BATCH_MIN:
+        for i in at:
+            out[i] = usual_interval(runs[i])
+        return out
+    for i, found in zip(at, tails.steady_cadences(tails.stack(rows), BURST_GAP_SECONDS),
+                        strict=True):
+        out[i] = found if found is not None else usual_interval(runs[i])
+    return out
+
+
 def usual_interval(run: RunLike) -> float | None:
     """The run's cadence in seconds: how often its densest series gets a point, or None when
     that is not meaningful (fewer than 3 points, or everything written within STALL_MIN_SECONDS:
@@ -246,12 +368,22 @@ def usual_interval(run: RunLike) -> float | None:
     It is the median gap between the tail's points; a writer that logs in bursts (many points at
     almost the same time, then a pause) has a median gap near zero, so there the cadence is the
     median of the pauses between bursts."""
+    best = _densest(run)
+    return None if best is None else _cadence(best)
+
+
+def _densest(run: RunLike) -> SeriesLike | None:
+    """The series usual_interval reads, or None when the run has no cadence to speak of."""
     best = max(run.scalars.values(), key=lambda s: s.count, default=None)
     if best is None or best.count < 3 or len(best.wall_times) < 3:
         return None
     if best.last_wall_time - best.wall_times[0] < STALL_MIN_SECONDS:
         return None
-    walls = _tail(best.wall_times, TAIL_POINTS)
+    return best
+
+
+def _cadence(best: SeriesLike) -> float | None:
+    walls = _floats(best.wall_times, TAIL_POINTS)
     gaps = [b - a for a, b in itertools.pairwise(walls) if math.isfinite(b - a) and b >= a]
     if not gaps:
         return None
@@ -315,7 +447,7 @@ def input_bound_suspected(
         Alert("input_bound_suspected", "warning", run.name, message, now)
         for run in runs
         if names.INPUT_WAIT_FRACTION not in run.scalars
-        and pick_tag(run.scalars, "loss") is not None
+        and _loss_tag(run.scalars) is not None
         and _is_advancing(run, now, cadence.get(run.name))
     ]
 
