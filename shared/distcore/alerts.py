@@ -295,9 +295,9 @@ BATCH_MIN: Final = 16  # fewer runs than this: one by one (an array's fixed cost
 
 
 def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
-    """`series_alerts` of each run, the same alerts, for many runs at once: distcore.tails
-    proves over all their loss tails in one array where loss_rising cannot fire, so its exact
-    EMA (a Python loop, ~60 points) runs only for the tails that may be rising."""
+    """`series_alerts` of each run, the same alerts, for many runs at once: loss_rising's EMA
+    runs over all their loss tails in one array (distcore.tails.quiet_rises, the same floats),
+    so its Python loop (~60 points a run) runs only for the tails that rise."""
     quiet = _quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
     out = []
     for i, run in enumerate(runs):
@@ -308,10 +308,10 @@ def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
 
 
 def _quiet_losses(runs: Sequence[RunLike]) -> set[int]:
-    """The runs (by index) whose loss_rising is surely None (distcore.tails.RiseCheck)."""
+    """The runs (by index) whose loss_rising is None, decided over all their tails at once
+    (distcore.tails.quiet_rises); the others' rule runs one by one."""
     from distcore import tails  # numpy: on first use, not when the dashboard imports alerts
 
-    global _RISE_CHECK
     points = RISING_WINDOW + RISING_WARMUP
     rows, at = [], []
     for i, run in enumerate(runs):
@@ -322,14 +322,9 @@ def _quiet_losses(runs: Sequence[RunLike]) -> set[int]:
             at.append(i)
     if len(rows) < BATCH_MIN:
         return set()
-    if _RISE_CHECK is None:
-        _RISE_CHECK = tails.RiseCheck(_EMA_WEIGHT, RISING_WINDOW, points, RISING_FRACTION,
-                                      RISING_STEADY)
-    quiet = _RISE_CHECK.quiet(tails.stack(rows)).tolist()
+    quiet = tails.quiet_rises(tails.stack(rows), _EMA_DIVISORS, _EMA_WEIGHT, RISING_WINDOW,
+                              RISING_FRACTION, RISING_STEADY).tolist()
     return {i for i, q in zip(at, quiet, strict=True) if q}
-
-
-_RISE_CHECK: Any = None  # a distcore.tails.RiseCheck, built on first use
 
 
 def usual_intervals(runs: Sequence[RunLike]) -> list[float | None]:

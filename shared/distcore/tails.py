@@ -4,9 +4,9 @@ distcore.alerts looks at the newest points of every run of a sweep (10,000 small
 item by item over the store's Columns, the cadence and the rising-loss rule were most of the job
 index's cost. Here the same arithmetic runs on the float64 arrays the Columns share:
 
-- `RiseCheck.quiet` is a proof, not an estimate: over many runs' tails at once, it says True
-  only where loss_rising's exact rule cannot fire (see its comment for the bound), so the exact
-  EMA, whose floats the alert's message shows, runs only for the few tails that may be rising.
+- `quiet_rises` runs loss_rising's EMA and decision over many runs' tails at once, exactly (the
+  same IEEE operations in the same order), so the rule's own Python loop runs only for the few
+  tails that rise (for its message) or overflow.
 - `steady_cadences` is usual_interval's gap median over many runs' tails at once, float for
   float the same (the same IEEE subtractions, statistics.median's formula), where it is plain.
 
@@ -19,72 +19,55 @@ Imported by the rules on first use, so that importing distcore.alerts stays free
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 F64 = npt.NDArray[np.float64]
 
-# |x| within these bounds: no overflow or underflow can break the relative error bound below.
-_SAFE_LOW: Final = 1e-200
-_SAFE_HIGH: Final = 1e200
-_TOLERANCE: Final = 1e-12  # relative to max |x|: ~100x the two computations' error bound
-
-
 def float_tail(values: Sequence[Any], n: int) -> F64 | None:
     """The newest n items as a float64 array (a store's Column: a view, no copy), or None when
     they are not float64 (a hand-built series of ints takes the rules' Python path)."""
-    tail = values[-n:] if len(values) > n else values
-    array = np.asarray(tail)
+    if hasattr(values, "__array__"):  # a Column: its array, sliced without a Column made
+        array = np.asarray(values)[-n:]
+    else:
+        array = np.asarray(values[-n:] if len(values) > n else values)
     return array if array.dtype == np.float64 and array.ndim == 1 else None
 
 
-def _weights(weight: float, points: int) -> F64:
-    """Row k: the debiased EMA's value after k+1 points as weights over those points."""
+def quiet_rises(tails: F64, divisors: Sequence[float], weight: float, window: int,
+                fraction: float, steady: float) -> npt.NDArray[np.bool_]:
+    """For each row of `tails` (the newest values of a loss each, all rows of one length):
+    True where loss_rising's rule surely says nothing (a NaN or an infinity, a constant tail,
+    or its smoothed window does not rise enough, or steadily enough), False where the rule
+    itself must run (it fires, or the EMA overflowed and takes smoothing's bounded path).
+
+    Exact, not an estimate: the EMA runs as smoothing._ema runs it, the same IEEE operations in
+    the same order (`last * weight + (1 - weight) * value`, then `/ divisors[k]`), only over
+    every row at once; numpy's elementwise float64 arithmetic rounds as Python's floats do. The
+    decision then uses the rule's own comparisons. (Its minimum may be -0.0 where the rule's is
+    0.0: a rise of zero either way, which never fires.)"""
+    rows, points = tails.shape
     rest = 1.0 - weight
-    lags = np.arange(points)[:, None] - np.arange(points)[None, :]
-    powers = np.where(lags >= 0, weight ** np.maximum(lags, 0).astype(np.float64), 0.0)
-    divisors = 1.0 - weight ** np.arange(1, points + 1, dtype=np.float64)
-    matrix: F64 = rest * powers / divisors[:, None]
-    return matrix
-
-
-class RiseCheck:
-    """`quiet`, for one weight and window; the weight matrix is built once."""
-
-    def __init__(self, weight: float, window: int, points: int, fraction: float,
-                 steady: float) -> None:
-        self.window, self.points, self.fraction, self.steady = window, points, fraction, steady
-        self._weights = _weights(weight, points)[points - window:].T.copy()  # (points, window)
-
-    def quiet(self, tails: F64) -> npt.NDArray[np.bool_]:
-        """For each row of `tails` (the newest `points` values of a loss each): True only when
-        loss_rising's rule, run exactly on it, cannot fire (a NaN or an infinity, too few rising
-        steps, too little rise). False: the exact rule decides.
-
-        Why it is safe: the rule's EMA (a recurrence in floats) and this one (each smoothed
-        value a weighted sum, the weights summing to 1) both stay within ~100 ulp of max|x| (M)
-        of the real-number EMA while M is within the safe bounds; so each of our smoothed
-        values is within tol = 1e-12 M of the rule's. A step that rises in the rule's window
-        is then a step above -2 tol here; the rule's rise (last minus lowest) is at most ours
-        plus 2 tol, and its lowest at least ours minus tol in size. The margins below (3 tol,
-        4 tol, 1e-9) also cover the rounding of these few operations. Outside the bounds the
-        answer is False."""
-        with np.errstate(all="ignore"):
-            finite = np.asarray(np.isfinite(tails).all(axis=1))
-            top = np.abs(np.where(finite[:, None], tails, 0.0)).max(axis=1)
-            safe = finite & (top > _SAFE_LOW) & (top < _SAFE_HIGH)
-            smoothed = np.where(safe[:, None], tails, 0.0) @ self._weights
-            tol = (_TOLERANCE * top)[:, None]
-            rises = smoothed[:, 1:] - smoothed[:, :-1]
-            few = np.count_nonzero(rises > -3 * tol, axis=1) < self.steady * (self.window - 1)
-            low = smoothed.min(axis=1)
-            rise = smoothed[:, -1] - low
-            floor = self.fraction * np.maximum(np.abs(low) - tol[:, 0], 1e-12) * (1 - 1e-9)
-            small = rise + 4 * tol[:, 0] < floor
-        quiet: npt.NDArray[np.bool_] = ~finite | (safe & (few | small))
-        return quiet
+    with np.errstate(all="ignore"):
+        finite = np.isfinite(tails).all(axis=1)
+        constant = (tails == tails[:, :1]).all(axis=1)
+        last = np.zeros(rows)
+        every = np.empty((rows, points))
+        for k in range(points):
+            last = last * weight + rest * tails[:, k]
+            every[:, k] = last / divisors[k]
+        # An infinity anywhere (a division can overflow where the sum did not), as the rule
+        # looks for it: there smoothing takes its bounded path, and the rule decides.
+        overflow = ~np.isfinite(every).all(axis=1)
+        smoothed = every[:, points - window:]
+        low = smoothed.min(axis=1)
+        rise = smoothed[:, -1] - low
+        ups = np.count_nonzero(smoothed[:, 1:] > smoothed[:, :-1], axis=1)
+        silent = (rise <= fraction * np.maximum(np.abs(low), 1e-12)) | (ups < steady * (window - 1))
+    quiet: npt.NDArray[np.bool_] = ~finite | constant | (~overflow & silent)
+    return quiet
 
 
 def steady_cadences(walls: F64, burst_gap: float) -> list[float | None]:
