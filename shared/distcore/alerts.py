@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from distcore import names
-from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema
+from distcore import names, tailema
 from distcore.tags import pick_tag
 
 Severity = Literal["info", "warning", "critical"]
@@ -140,7 +139,7 @@ _LOSS_TAGS: dict[tuple[str, ...], str | None] = {}
 _LOSS_TAGS_KEPT: Final = 4096
 
 
-def _loss_tag(scalars: Mapping[str, Any]) -> str | None:
+def loss_tag(scalars: Mapping[str, Any]) -> str | None:
     """`pick_tag(scalars, "loss")`, remembered per set of tags: a sweep's runs share theirs,
     and three rules ask it of every run."""
     key = tuple(scalars)
@@ -182,7 +181,7 @@ def input_stall(run: RunLike) -> Alert | None:
 
 
 def loss_nan(run: RunLike) -> Alert | None:
-    tag = _loss_tag(run.scalars)
+    tag = loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
@@ -194,31 +193,8 @@ def loss_nan(run: RunLike) -> Alert | None:
     return Alert("loss_nan", "critical", run.name, message, since)
 
 
-_EMA_WEIGHT: Final = DEFAULT_WEIGHT
-# 1 - weight**k for k = 1.. the tail's length: the debiasing divisors, computed as
-# smoothing._ema computes them (the same expression, so the same floats).
-_EMA_DIVISORS: Final = tuple(
-    1.0 - _EMA_WEIGHT**k for k in range(1, RISING_WINDOW + RISING_WARMUP + 1)
-)
-
-
-def _finite_ema(values: list[float]) -> list[float]:
-    """`debiased_ema(values)` for the tail loss_rising smooths (all finite, at most
-    RISING_WINDOW + RISING_WARMUP points), float for float the same: the same operations in the
-    same order, without the per-point finiteness test and power (every point is finite, so the
-    k-th divisor is 1 - weight**k). An overflow (values near 1.7e308) is left to debiased_ema,
-    which then takes its bounded path."""
-    if values.count(values[0]) == len(values) or len(values) > len(_EMA_DIVISORS):
-        return debiased_ema(values)  # constant (returned as is), or longer than the divisors
-    weight, rest = _EMA_WEIGHT, 1.0 - _EMA_WEIGHT
-    last = 0.0
-    smoothed = []
-    for value, divisor in zip(values, _EMA_DIVISORS, strict=False):
-        last = last * weight + rest * value
-        smoothed.append(last / divisor)
-    if math.inf in smoothed or -math.inf in smoothed:
-        return debiased_ema(values)
-    return smoothed
+EMA_WEIGHT: Final = tailema.WEIGHT
+EMA_DIVISORS: Final = tailema.divisors(RISING_WINDOW + RISING_WARMUP)
 
 
 def loss_rising(run: RunLike) -> Alert | None:
@@ -227,14 +203,14 @@ def loss_rising(run: RunLike) -> Alert | None:
     The EMA starts RISING_WARMUP points before the window: with the default weight 0.6 the
     start's influence is 0.6**40 ≈ 1e-9 by the window, so the tail gives the whole curve's
     smoothed values at a fixed cost."""
-    tag = _loss_tag(run.scalars)
+    tag = loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
     values = _floats(series.values, RISING_WINDOW + RISING_WARMUP)
     if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
         return None
-    window = _finite_ema(values)[-RISING_WINDOW:]
+    window = tailema.finite_ema(values, EMA_DIVISORS)[-RISING_WINDOW:]
     low = min(window)
     low_at = window.index(low)
     rise = window[-1] - low
@@ -291,70 +267,6 @@ def series_alerts(run: RunLike) -> list[Alert]:
     return [a for a in found if a is not None]
 
 
-BATCH_MIN: Final = 16  # fewer runs than this: one by one (an array's fixed costs dominate)
-
-
-def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
-    """`series_alerts` of each run, the same alerts, for many runs at once: loss_rising's EMA
-    runs over all their loss tails in one array (distcore.tails.quiet_rises, the same floats),
-    so its Python loop (~60 points a run) runs only for the tails that rise."""
-    quiet = _quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
-    out = []
-    for i, run in enumerate(runs):
-        found = [input_stall(run), loss_nan(run),
-                 None if i in quiet else loss_rising(run), gradient_spike(run)]
-        out.append([a for a in found if a is not None])
-    return out
-
-
-def _quiet_losses(runs: Sequence[RunLike]) -> set[int]:
-    """The runs (by index) whose loss_rising is None, decided over all their tails at once
-    (distcore.tails.quiet_rises); the others' rule runs one by one."""
-    from distcore import tails  # numpy: on first use, not when the dashboard imports alerts
-
-    points = RISING_WINDOW + RISING_WARMUP
-    rows, at = [], []
-    for i, run in enumerate(runs):
-        tag = _loss_tag(run.scalars)
-        values = run.scalars[tag].values if tag is not None else ()
-        if len(values) >= points and (row := tails.float_tail(values, points)) is not None:
-            rows.append(row)
-            at.append(i)
-    if len(rows) < BATCH_MIN:
-        return set()
-    quiet = tails.quiet_rises(tails.stack(rows), _EMA_DIVISORS, _EMA_WEIGHT, RISING_WINDOW,
-                              RISING_FRACTION, RISING_STEADY).tolist()
-    return {i for i, q in zip(at, quiet, strict=True) if q}
-
-
-def usual_intervals(runs: Sequence[RunLike]) -> list[float | None]:
-    """`usual_interval` of each run, the same floats, for many runs at once: the tails of
-    their densest series in one array (distcore.tails.steady_cadences); the rare run it
-    leaves undecided (a burst writer, a clock that went back) one by one."""
-    from distcore import tails
-
-    out: list[float | None] = [None] * len(runs)
-    rows, at = [], []
-    for i, run in enumerate(runs):
-        best = _densest(run)
-        if best is None:
-            continue
-        walls = best.wall_times
-        if len(walls) >= TAIL_POINTS and (row := tails.float_tail(walls, TAIL_POINTS)) is not None:
-            rows.append(row)
-            at.append(i)
-        else:
-            out[i] = _cadence(best)
-    if len(rows) < BATCH_MIN:
-        for i in at:
-            out[i] = usual_interval(runs[i])
-        return out
-    for i, found in zip(at, tails.steady_cadences(tails.stack(rows), BURST_GAP_SECONDS),
-                        strict=True):
-        out[i] = found if found is not None else usual_interval(runs[i])
-    return out
-
-
 def usual_interval(run: RunLike) -> float | None:
     """The run's cadence in seconds: how often its densest series gets a point, or None when
     that is not meaningful (fewer than 3 points, or everything written within STALL_MIN_SECONDS:
@@ -363,11 +275,11 @@ def usual_interval(run: RunLike) -> float | None:
     It is the median gap between the tail's points; a writer that logs in bursts (many points at
     almost the same time, then a pause) has a median gap near zero, so there the cadence is the
     median of the pauses between bursts."""
-    best = _densest(run)
-    return None if best is None else _cadence(best)
+    best = densest_series(run)
+    return None if best is None else series_cadence(best)
 
 
-def _densest(run: RunLike) -> SeriesLike | None:
+def densest_series(run: RunLike) -> SeriesLike | None:
     """The series usual_interval reads, or None when the run has no cadence to speak of."""
     best = max(run.scalars.values(), key=lambda s: s.count, default=None)
     if best is None or best.count < 3 or len(best.wall_times) < 3:
@@ -377,7 +289,7 @@ def _densest(run: RunLike) -> SeriesLike | None:
     return best
 
 
-def _cadence(best: SeriesLike) -> float | None:
+def series_cadence(best: SeriesLike) -> float | None:
     walls = _floats(best.wall_times, TAIL_POINTS)
     gaps = [b - a for a, b in itertools.pairwise(walls) if math.isfinite(b - a) and b >= a]
     if not gaps:
@@ -442,7 +354,7 @@ def input_bound_suspected(
         Alert("input_bound_suspected", "warning", run.name, message, now)
         for run in runs
         if names.INPUT_WAIT_FRACTION not in run.scalars
-        and _loss_tag(run.scalars) is not None
+        and loss_tag(run.scalars) is not None
         and _is_advancing(run, now, cadence.get(run.name))
     ]
 

@@ -13,16 +13,19 @@ index's cost. Here the same arithmetic runs on the float64 arrays the Columns sh
 One run's numpy calls cost about what its Python loop does (60 points); many runs' tails in one
 array are where numpy pays, so the job index asks for the facts of all changed jobs together.
 
-Imported by the rules on first use, so that importing distcore.alerts stays free of numpy.
+`series_alerts_many` and `usual_intervals` are the batch forms of the rules the job index
+calls (distcore.jobs.judge.job_facts_many); distcore.alerts itself stays free of numpy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+
+from distcore import alerts
 
 F64 = npt.NDArray[np.float64]
 
@@ -94,3 +97,64 @@ def steady_cadences(walls: F64, burst_gap: float) -> list[float | None]:
 def stack(rows: Sequence[F64]) -> F64:
     stacked: F64 = np.stack(rows)
     return stacked
+
+
+BATCH_MIN: Final = 16  # fewer runs than this: one by one (an array's fixed costs dominate)
+
+
+def series_alerts_many(runs: Sequence[alerts.RunLike]) -> list[list[alerts.Alert]]:
+    """`alerts.series_alerts` of each run, the same alerts, for many runs at once: loss_rising's
+    EMA runs over all their loss tails in one array (quiet_rises, the same floats), so its
+    Python loop (~60 points a run) runs only for the tails that rise."""
+    quiet = quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
+    out = []
+    for i, run in enumerate(runs):
+        found = [alerts.input_stall(run), alerts.loss_nan(run),
+                 None if i in quiet else alerts.loss_rising(run), alerts.gradient_spike(run)]
+        out.append([a for a in found if a is not None])
+    return out
+
+
+def quiet_losses(runs: Sequence[alerts.RunLike]) -> set[int]:
+    """The runs (by index) whose loss_rising is None, decided over all their tails at once
+    (quiet_rises); the others' rule runs one by one."""
+    points = alerts.RISING_WINDOW + alerts.RISING_WARMUP
+    rows, at = [], []
+    for i, run in enumerate(runs):
+        tag = alerts.loss_tag(run.scalars)
+        values = run.scalars[tag].values if tag is not None else ()
+        if len(values) >= points and (row := float_tail(values, points)) is not None:
+            rows.append(row)
+            at.append(i)
+    if len(rows) < BATCH_MIN:
+        return set()
+    quiet = quiet_rises(stack(rows), alerts.EMA_DIVISORS, alerts.EMA_WEIGHT,
+                        alerts.RISING_WINDOW, alerts.RISING_FRACTION,
+                        alerts.RISING_STEADY).tolist()
+    return {i for i, q in zip(at, quiet, strict=True) if q}
+
+
+def usual_intervals(runs: Sequence[alerts.RunLike]) -> list[float | None]:
+    """`alerts.usual_interval` of each run, the same floats, for many runs at once: the tails
+    of their densest series in one array (steady_cadences); the rare run it leaves undecided
+    (a burst writer, a clock that went back) one by one."""
+    out: list[float | None] = [None] * len(runs)
+    rows, at = [], []
+    for i, run in enumerate(runs):
+        best = alerts.densest_series(run)
+        if best is None:
+            continue
+        walls, points = best.wall_times, alerts.TAIL_POINTS
+        if len(walls) >= points and (row := float_tail(walls, points)) is not None:
+            rows.append(row)
+            at.append(i)
+        else:
+            out[i] = alerts.series_cadence(best)
+    if len(rows) < BATCH_MIN:
+        for i in at:
+            out[i] = alerts.usual_interval(runs[i])
+        return out
+    for i, found in zip(at, steady_cadences(stack(rows), alerts.BURST_GAP_SECONDS),
+                        strict=True):
+        out[i] = found if found is not None else alerts.usual_interval(runs[i])
+    return out

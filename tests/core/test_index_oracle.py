@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcore import alerts, names
+from distcore import alerts, names, tails
 from distcore.events.snapshots import Column, RunSnapshot, Series
 from distcore.jobs.judge import job_facts_many
 from distcore.location import RunLocation
@@ -96,7 +96,7 @@ def _run(draw: st.DrawFn, i: int) -> RunSnapshot:
 
 @st.composite
 def _runs(draw: st.DrawFn) -> list[RunSnapshot]:
-    count = draw(st.sampled_from([1, 3, 2 * alerts.BATCH_MIN, 3 * alerts.BATCH_MIN]))
+    count = draw(st.sampled_from([1, 3, 2 * tails.BATCH_MIN, 3 * tails.BATCH_MIN]))
     return [draw(_run(i)) for i in range(count)]
 
 
@@ -110,10 +110,10 @@ def _same(ours: Sequence[object], theirs: Sequence[object]) -> None:
 @given(_runs())
 def test_point_rules_match_the_rules_as_they_were(runs: list[RunSnapshot]) -> None:
     expected = [oracle.series_alerts(r) for r in runs]
-    _same(alerts.series_alerts_many(runs), expected)
+    _same(tails.series_alerts_many(runs), expected)
     _same([alerts.series_alerts(r) for r in runs], expected)
     cadences = [oracle.usual_interval(r) for r in runs]
-    _same(alerts.usual_intervals(runs), cadences)
+    _same(tails.usual_intervals(runs), cadences)
     _same([alerts.usual_interval(r) for r in runs], cadences)
 
 
@@ -130,7 +130,7 @@ def test_rising_losses_many_at_once_alert_as_one_by_one() -> None:
     """A sweep where some losses rise: the batch leaves them to the rule, which names them."""
     walls = [1000.0 + i for i in range(POINTS)]
     runs = []
-    for i in range(2 * alerts.BATCH_MIN):
+    for i in range(2 * tails.BATCH_MIN):
         rising = i % 3 == 0
         values = [1.0 + (0.01 if rising else -0.01) * k + 0.001 * math.sin(k * i)
                   for k in range(POINTS)]
@@ -138,7 +138,7 @@ def test_rising_losses_many_at_once_alert_as_one_by_one() -> None:
                                 status="live", files=1, problems=(), hparams={},
                                 scalars={"loss": _series("loss", values, walls)},
                                 last_update=walls[-1]))
-    found = alerts.series_alerts_many(runs)
+    found = tails.series_alerts_many(runs)
     assert [bool(f) for f in found] == [i % 3 == 0 for i in range(len(runs))]
     _same(found, [oracle.series_alerts(r) for r in runs])
 
@@ -169,8 +169,8 @@ def test_losses_at_the_thresholds_alert_as_one_by_one() -> None:
     fired = sum(1 for e in expected if e)
     assert 300 < fired < 2700  # both sides of the thresholds are well represented
     # Exact: every tail that does not fire was decided in the batch (none overflows here).
-    assert len(alerts._quiet_losses(runs)) == len(runs) - fired
-    _same(alerts.series_alerts_many(runs), expected)
+    assert len(tails.quiet_losses(runs)) == len(runs) - fired
+    _same(tails.series_alerts_many(runs), expected)
 
 
 _LARGEST = 1.7976931348623157e308
@@ -182,7 +182,7 @@ def test_losses_near_the_largest_floats_alert_as_one_by_one() -> None:
     rng = np.random.default_rng(7)
     walls = [1000.0 + i for i in range(POINTS)]
     runs = []
-    for i in range(4 * alerts.BATCH_MIN):
+    for i in range(4 * tails.BATCH_MIN):
         values = _near_threshold(rng, 1.0)
         if i % 2:  # the largest float, then a little less somewhere: the EMA overflows
             values = [_LARGEST] * POINTS
@@ -193,6 +193,6 @@ def test_losses_near_the_largest_floats_alert_as_one_by_one() -> None:
                                 last_update=walls[-1]))
     overflowing = [any(map(math.isinf, oracle._ema(r.scalars["loss"].values.tolist(), 0.6)))
                    for r in runs]
-    assert sum(overflowing) > alerts.BATCH_MIN  # the bounded path is taken, and often
-    assert not alerts._quiet_losses(runs) & {i for i, o in enumerate(overflowing) if o}
-    _same(alerts.series_alerts_many(runs), [oracle.series_alerts(r) for r in runs])
+    assert sum(overflowing) > tails.BATCH_MIN  # the bounded path is taken, and often
+    assert not tails.quiet_losses(runs) & {i for i, o in enumerate(overflowing) if o}
+    _same(tails.series_alerts_many(runs), [oracle.series_alerts(r) for r in runs])

@@ -65,12 +65,14 @@ FactsInput = tuple[str, Mapping[str, RunSnapshot], AgentRecord | None, int]
 
 def job_facts_many(jobs: Sequence[FactsInput]) -> list[JobFacts]:
     """`job_facts` of each (name, parts, agent, version), the same facts, computed together:
-    the point rules' arithmetic runs over all the jobs' runs at once (alerts.series_alerts_many,
-    alerts.usual_intervals), which is where numpy pays on a sweep of small runs."""
+    the point rules' arithmetic runs over all the jobs' runs at once (tails.series_alerts_many,
+    tails.usual_intervals), which is where numpy pays on a sweep of small runs."""
+    from distcore import tails  # numpy: loaded with the reader, not with the dashboard
+
     training = [[r for p, r in parts.items() if not is_system_part(p)] for _, parts, _, _ in jobs]
     runs = [run for runs_of in training for run in runs_of]
-    point = iter(alerts.series_alerts_many(runs))
-    cadence = iter(alerts.usual_intervals(runs))
+    point = iter(tails.series_alerts_many(runs))
+    cadence = iter(tails.usual_intervals(runs))
     out = []
     for (name, parts, agent, version), runs_of in zip(jobs, training, strict=True):
         found = _outcome(name, parts, agent)
