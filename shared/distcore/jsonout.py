@@ -153,8 +153,8 @@ def _safe_value(value: Any, out: list[str], newline: str) -> None:
 
 def _safe_container(value: Any, out: list[str], newline: str) -> None:
     kind = type(value)
-    if kind is dict and all(type(k) is str and k.isascii() for k in value):
-        _safe_dict(value, out, newline)  # json_safe keeps these keys as they are
+    if kind is dict:
+        _safe_dict(value, out, newline)
     elif kind is list or kind is tuple:
         _safe_list(value, out, newline)
     else:  # keys to keep apart, numpy's numbers, mappings, subclasses: json_safe's own rules
@@ -167,7 +167,14 @@ def _safe_dict(value: dict[str, Any], out: list[str], newline: str) -> None:
         return
     inner = newline + " " * INDENT
     lead = "{" + inner
+    mark = len(out)
     for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            # json_safe keeps only plain keys as they are: this dict takes its rules (what
+            # was written of it is taken back; nothing else was changed).
+            del out[mark:]
+            _value(json_safe(value), out, newline)
+            return
         # _safe_leaf, inlined: a sweep's document is ~35 leaves a run, and a call each was
         # a third of this walk.
         kind = type(item)
