@@ -16,8 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from distcore import names
-from distcore.smoothing import debiased_ema
+from distcore import names, tailema
 from distcore.tags import pick_tag
 
 Severity = Literal["info", "warning", "critical"]
@@ -127,11 +126,37 @@ def _tail(values: Sequence[Any], n: int) -> Sequence[Any]:
     return values[-n:] if len(values) > n else values
 
 
+def _floats(values: Sequence[Any], n: int) -> list[Any]:
+    """The newest n items as a list of Python numbers, the items `_tail` holds: a store's
+    Column converts in one call (reading it item by item was most of the rules' time on a
+    sweep of 10,000 small runs)."""
+    tail = _tail(values, n)
+    tolist = getattr(tail, "tolist", None)
+    return tolist() if tolist is not None else list(tail)
+
+
+_LOSS_TAGS: dict[tuple[str, ...], str | None] = {}
+_LOSS_TAGS_KEPT: Final = 4096
+
+
+def loss_tag(scalars: Mapping[str, Any]) -> str | None:
+    """`pick_tag(scalars, "loss")`, remembered per set of tags: a sweep's runs share theirs,
+    and three rules ask it of every run."""
+    key = tuple(scalars)
+    found = _LOSS_TAGS.get(key, "")
+    if found != "":
+        return found
+    if len(_LOSS_TAGS) >= _LOSS_TAGS_KEPT:
+        _LOSS_TAGS.clear()
+    found = _LOSS_TAGS[key] = pick_tag(key, "loss")
+    return found
+
+
 def _trailing_since(series: SeriesLike, holds: Any) -> float:
     """Wall time of the first point of the newest unbroken stretch where `holds(value)`, looked
     for in the tail (an older start is kept by `keep_since` while the alert persists)."""
     since = series.last_wall_time
-    values, walls = _tail(series.values, TAIL_POINTS), _tail(series.wall_times, TAIL_POINTS)
+    values, walls = _floats(series.values, TAIL_POINTS), _floats(series.wall_times, TAIL_POINTS)
     for value, wall in zip(reversed(values), reversed(walls), strict=False):
         if not holds(value):
             break
@@ -156,7 +181,7 @@ def input_stall(run: RunLike) -> Alert | None:
 
 
 def loss_nan(run: RunLike) -> Alert | None:
-    tag = pick_tag(run.scalars, "loss")
+    tag = loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
@@ -168,20 +193,24 @@ def loss_nan(run: RunLike) -> Alert | None:
     return Alert("loss_nan", "critical", run.name, message, since)
 
 
+EMA_WEIGHT: Final = tailema.WEIGHT
+EMA_DIVISORS: Final = tailema.divisors(RISING_WINDOW + RISING_WARMUP)
+
+
 def loss_rising(run: RunLike) -> Alert | None:
     """A smoothed loss that climbs steadily over its last RISING_WINDOW points.
 
     The EMA starts RISING_WARMUP points before the window: with the default weight 0.6 the
     start's influence is 0.6**40 ≈ 1e-9 by the window, so the tail gives the whole curve's
     smoothed values at a fixed cost."""
-    tag = pick_tag(run.scalars, "loss")
+    tag = loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
-    values = _tail(series.values, RISING_WINDOW + RISING_WARMUP)
+    values = _floats(series.values, RISING_WINDOW + RISING_WARMUP)
     if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
         return None
-    window = debiased_ema(values)[-RISING_WINDOW:]
+    window = tailema.finite_ema(values, EMA_DIVISORS)[-RISING_WINDOW:]
     low = min(window)
     low_at = window.index(low)
     rise = window[-1] - low
@@ -246,12 +275,22 @@ def usual_interval(run: RunLike) -> float | None:
     It is the median gap between the tail's points; a writer that logs in bursts (many points at
     almost the same time, then a pause) has a median gap near zero, so there the cadence is the
     median of the pauses between bursts."""
+    best = densest_series(run)
+    return None if best is None else series_cadence(best)
+
+
+def densest_series(run: RunLike) -> SeriesLike | None:
+    """The series usual_interval reads, or None when the run has no cadence to speak of."""
     best = max(run.scalars.values(), key=lambda s: s.count, default=None)
     if best is None or best.count < 3 or len(best.wall_times) < 3:
         return None
     if best.last_wall_time - best.wall_times[0] < STALL_MIN_SECONDS:
         return None
-    walls = _tail(best.wall_times, TAIL_POINTS)
+    return best
+
+
+def series_cadence(best: SeriesLike) -> float | None:
+    walls = _floats(best.wall_times, TAIL_POINTS)
     gaps = [b - a for a, b in itertools.pairwise(walls) if math.isfinite(b - a) and b >= a]
     if not gaps:
         return None
@@ -315,7 +354,7 @@ def input_bound_suspected(
         Alert("input_bound_suspected", "warning", run.name, message, now)
         for run in runs
         if names.INPUT_WAIT_FRACTION not in run.scalars
-        and pick_tag(run.scalars, "loss") is not None
+        and loss_tag(run.scalars) is not None
         and _is_advancing(run, now, cadence.get(run.name))
     ]
 

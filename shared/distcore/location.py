@@ -11,6 +11,7 @@ A leaf (nothing of distcore): events, jobs and remote all use it.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -46,9 +47,10 @@ class RunLocation:
             raise ValueError(f"not a URL: {url!r}")
         return cls(PurePosixPath(posixpath.normpath(rest.strip("/") or ".")), scheme=scheme)
 
-    @property
+    @functools.cached_property
     def local(self) -> Path | None:
-        """The path to open or stat: only for a place on this machine."""
+        """The path to open or stat: only for a place on this machine. Made once per location
+        (a Path is immutable): the job index asks it of 10,000 job directories per refresh."""
         return Path(self.path) if self.host is None and self.scheme is None else None
 
     @property
@@ -74,4 +76,6 @@ class RunLocation:
             return f"{self.scheme}://{self.path}"
         if self.host is not None:
             return f"{self.host}:{self.path}"
-        return str(Path(self.path).absolute())
+        if self.path.is_absolute():  # as absolute() gives it, without a Path made each time
+            return str(self.path)
+        return str(Path(self.path).absolute())  # relative: from the working directory now

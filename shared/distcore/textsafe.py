@@ -131,7 +131,12 @@ def name_suffixes(
 
 def json_names(names: Iterable[str]) -> dict[str, str]:
     """Each raw name's JSON form, distinct by `name_suffixes`."""
-    return {raw: json_text(raw) + suffix for raw, suffix in name_suffixes(names).items()}
+    distinct = set(names)
+    if all(raw.isascii() and raw.isprintable() for raw in distinct):
+        # Every form is the name itself, and the names differ: no suffix (name_suffixes'
+        # answer, in its order, without escaping each name to find that out).
+        return {raw: raw for raw in sorted(distinct)}
+    return {raw: json_text(raw) + suffix for raw, suffix in name_suffixes(distinct).items()}
 
 
 def shown_names(names: Iterable[str], limit: int | None = None) -> dict[str, str]:

@@ -128,3 +128,35 @@ def test_json_safe_fast_paths_change_nothing(doc: Any) -> None:
     ours, reference = json_safe(doc), _reference_json_safe(doc)
     assert jsonout.dumps(ours) == _json(reference)
     assert type(ours) is type(reference)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_DOCS)
+def test_one_walk_writes_what_json_safe_then_json_write(doc: Any) -> None:
+    """dumps_safe (--once --json's one walk) is json.dumps of the reference json_safe."""
+    assert jsonout.dumps_safe(doc) == _json(_reference_json_safe(doc))
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"a": math.nan, "b": [math.inf, -math.inf, -0.0], "c": "\udcff x", "d": ()},
+        {"x\udcff": 1, "x\\xff": 2},  # keys that print alike: json_safe keeps them apart
+        {"n": np.float64(1.5), "i": np.int64(3), "s": Status.LIVE, "l": Level.HIGH},
+        OrderedDict(a=[OrderedDict(b=math.nan)]),
+        {1: "a", None: "b"},
+        [object()],
+    ],
+)
+def test_one_walk_on_what_json_safe_rewrites(doc: Any) -> None:
+    assert jsonout.dumps_safe(doc) == jsonout.dumps(json_safe(doc)) == _json(json_safe(doc))
+
+
+def test_one_walk_too_deep_fails_as_the_two_walks_do() -> None:
+    doc: Any = [1.0]
+    for _ in range(100_000):
+        doc = [doc]
+    with pytest.raises(RecursionError):
+        jsonout.dumps(json_safe(doc))
+    with pytest.raises(RecursionError):
+        jsonout.dumps_safe(doc)

@@ -156,3 +156,21 @@ def test_any_name_is_printable_on_a_terminal_and_valid_in_json(raw: bytes | str)
     assert all(unicodedata.category(c) not in ("Cc", "Cs") for c in shown), shown
     assert not any(c in shown for c in "\u2028\u2029\u202a\u202b\u202c\u202d\u202e")
     json.dumps(json_safe({name: name}), allow_nan=False, ensure_ascii=False).encode("utf-8")
+
+
+def _reference_json_names(names: list[str]) -> dict[str, str]:
+    """json_names before its fast path for plain names: every name through name_suffixes."""
+    from distcore.textsafe import json_text, name_suffixes
+
+    return {raw: json_text(raw) + suffix for raw, suffix in name_suffixes(names).items()}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("ab #2\\x\udcff\x1b\u202e"), max_size=5)
+                | st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=5),
+                max_size=6))
+def test_json_names_fast_path_changes_nothing(names: list[str]) -> None:
+    from distcore.textsafe import json_names
+
+    ours, reference = json_names(names), _reference_json_names(names)
+    assert ours == reference and list(ours) == list(reference)

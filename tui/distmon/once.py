@@ -127,7 +127,7 @@ def run_once(options: Options, out: TextIO | None = None) -> int:
         from distcore import jsonout  # json.dump's text, without its slow indenting
         from distcore.jobs.jsonify import to_json
 
-        out.write(jsonout.dumps(json_safe(to_json(snap))) + "\n")
+        out.write(jsonout.dumps_safe(to_json(snap)) + "\n")  # = dumps(json_safe(...))
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(snap, out)
     return CRITICAL_EXIT if options.check and has_critical(snap) else 0

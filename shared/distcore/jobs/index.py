@@ -30,11 +30,12 @@ from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.agent import AgentRecords
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.judge import (
+    FactsInput,
     JobFacts,
     clock_free,
     facts_key,
     host_alerts,
-    job_facts,
+    job_facts_many,
     judge_job,
 )
 from distcore.jobs.parts import job_dir_of, split_run
@@ -201,10 +202,10 @@ class JobIndex:
 
     # --- the work ----------------------------------------------------------------------------
 
-    def _facts_for(self, name: str, parts: dict[str, RunSnapshot], check: bool) -> JobFacts:
+    def _facts_for(self, name: str, parts: dict[str, RunSnapshot]) -> JobFacts | FactsInput:
+        """The job's facts where nothing they were built from changed; else what to build them
+        from (job_facts_many builds all of a refresh's together)."""
         cached = self._facts.get(name)
-        if cached is not None and cached.parts is parts and not check:
-            return cached  # nothing it was built from changed, run.json not due for a look
         if cached is not None and cached.directory is not None:
             directory = cached.directory  # a job's directory never moves: no path arithmetic
         else:
@@ -216,7 +217,7 @@ class JobIndex:
         if cached is not None and cached.key == facts_key(parts, agent):
             return cached
         self._version += 1
-        return job_facts(name, parts, agent, self._version)
+        return (name, parts, agent, self._version)
 
     def _agent_for(self, directory: RunLocation) -> AgentRecord | None:
         """run.json: the local file, or for a remote job directory its reader's copy (never a
@@ -301,8 +302,10 @@ class JobIndex:
         due = self._due(touched)
         names = self._grouped.keys() if due is None else due & self._grouped.keys()
         renewed = set()
-        for name in names:
-            facts = self._facts_for(name, self._grouped[name], True)
+        found = [(name, self._facts_for(name, self._grouped[name])) for name in names]
+        built = iter(job_facts_many([f for _, f in found if not isinstance(f, JobFacts)]))
+        for name, facts_or_input in found:
+            facts = facts_or_input if isinstance(facts_or_input, JobFacts) else next(built)
             if facts is self._facts.get(name):
                 continue
             self._facts[name] = facts
