@@ -209,7 +209,7 @@ class RunsTable(ScrollView, can_focus=True):
             return kept[1]
         if len(self._lines) > LINES_KEPT:
             self._lines.clear()
-        cells = row_cells(item, selected, self._compare)
+        cells = row_cells(item, selected, self._compare, self.columns["job"].width)
         line = self._strip(line_text(cells, self._columns))
         self._lines[key] = (wanted, line)
         self.renders += 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from distcore.textsafe import terminal_text
+from distcore.textsafe import elide, terminal_text
 from distmon.widgets.compare_view import Entry, Header, cell_text
 from distmon.widgets.view_model import ROW_COLUMNS
 
@@ -84,18 +84,22 @@ def signature(item: Entry | Header, selected: bool) -> object:
     return (item.row, item.compare, selected)
 
 
-def row_cells(item: Entry | Header, selected: bool, compare: Sequence[str]) -> list[Text]:
-    """One row's cells, in the order of `table_columns`."""
+def row_cells(
+    item: Entry | Header, selected: bool, compare: Sequence[str], name: int
+) -> list[Text]:
+    """One row's cells, in the order of `table_columns`; `name`: the name column's width."""
     if isinstance(item, Header):
         blanks = [Text() for _ in range(len(FIXED_KEYS) - 2 + len(compare))]
         return [Text(), Text(item.label, style="bold"), *blanks]
     row = item.row
     mark = Text(row.mark, style=STATUS_STYLE.get(row.status, ""))
     mark.append("◆" if selected else " ", style="bold magenta")
-    # The name comes from the logdir: control characters escaped, 10,000 characters elided.
-    name = Text(shown_name(item), style="bold magenta" if selected else "")
+    # The name comes from the logdir: control characters escaped, 10,000 characters elided,
+    # then to the column's width in the middle (a sweep's names differ at their ends).
+    shown = elide(shown_name(item), name)
+    name_cell = Text(shown, style="bold magenta" if selected else "")
     extra = [Text(cell_text(item.compare.get(c))) for c in compare]
-    return [mark, name, *(Text(c) for c in row.cells()[2:]), *extra]
+    return [mark, name_cell, *(Text(c) for c in row.cells()[2:]), *extra]
 
 
 def line_text(cells: Sequence[Text], columns: Sequence[TableColumn]) -> Text:
