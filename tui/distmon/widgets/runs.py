@@ -181,17 +181,16 @@ class RunsTable(ScrollView, can_focus=True):
         scroll_x, scroll_y = self.scroll_offset
         base = self.rich_style
         if y < HEADER:
+            line = self._header_line()
             style = base + self.get_component_rich_style("runs-table--header")
-            return self._header_line().crop_extend(scroll_x, scroll_x + width, None).apply_style(
-                style
-            )
-        row = y - HEADER + scroll_y
-        if row >= len(self._items):
-            return Strip.blank(width, base)
-        style = base
-        if row == self._cursor:
-            style = base + self.get_component_rich_style("runs-table--cursor")
-        line = self._row_line(row)
+        else:
+            row = y - HEADER + scroll_y
+            if row >= len(self._items):
+                return Strip.blank(width, base)
+            line, style = self._row_line(row), base
+            if row == self._cursor:
+                style = base + self.get_component_rich_style("runs-table--cursor")
+        # The style under the cells' own (DataTable's cursor too leaves a cell's colours).
         return line.crop_extend(scroll_x, scroll_x + width, None).apply_style(style)
 
     def _header_line(self) -> Strip:

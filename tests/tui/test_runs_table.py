@@ -1,0 +1,65 @@
+"""The runs table is virtual (issue 20): it builds the lines of the rows in view, whatever the
+number of jobs, and keeps them until a row changes. Pilot tests on the real app and job index
+over a fixed run source; what they read is what the user sees (the drawn lines, the cursor)."""
+
+from __future__ import annotations
+
+from distmon.widgets.runs import RunsTable
+from tests.tui.conftest import MakeApp, ready
+from tests.tui.fixed import FixedRuns, keras_job
+from tests.tui.test_table_keys import laid_out, screen_line, until
+
+JOBS = 1_000
+
+
+def in_view(table: RunsTable) -> int:
+    """Rows the table shows at once, below its header."""
+    return table.scrollable_content_region.height - 1
+
+
+def drawn_jobs(table: RunsTable) -> list[str]:
+    return [screen_line(table, y).split()[1] for y in range(1, in_view(table) + 1)]
+
+
+async def test_only_the_rows_in_view_are_built_and_kept(make_app: MakeApp) -> None:
+    store = FixedRuns([r for i in range(JOBS) for r in keras_job(f"job{i:04}", 3)])
+    app = make_app(store=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == JOBS and laid_out(table), "all, laid out")
+        await pilot.pause()
+        page = in_view(table)
+        assert 10 < page < 60 and table.renders <= 3 * page  # a few layouts, never 1,000 rows
+        assert table.virtual_size.height == JOBS + 1
+        top = drawn_jobs(table)
+        assert top == list(table.row_keys[:page]) and table.current_key == top[0]
+        before = table.renders
+        await pilot.press("ctrl+end")  # to the last job: that screen's rows are built
+        await pilot.pause()
+        assert table.current_key == table.row_keys[-1] == drawn_jobs(table)[-1]
+        assert 0 < table.renders - before <= page + 1
+        before = table.renders
+        await pilot.press("ctrl+home")  # back: those lines were kept
+        await pilot.pause()
+        assert table.current_key == drawn_jobs(table)[0] == table.row_keys[0]
+        assert table.renders == before
+
+
+async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: MakeApp) -> None:
+    store = FixedRuns([r for i in range(200) for r in keras_job(f"job{i:04}", 3)])
+    app = make_app(store=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 200 and laid_out(table), "all, laid out")
+        page = in_view(table)
+        await pilot.press("pagedown")
+        assert table.cursor_row == page and table.scroll_y == page
+        await pilot.pause()
+        assert drawn_jobs(table)[0] == table.current_key
+        await pilot.press("pageup", "j", "j", "k")
+        assert table.cursor_row == 1 and table.scroll_y == 0
+        await pilot.click(RunsTable, offset=(10, 5))  # border, header, then rows 0, 1, 2
+        assert table.cursor_row == 3
+        await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
