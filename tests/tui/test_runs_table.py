@@ -32,6 +32,9 @@ async def test_only_the_rows_in_view_are_built_and_kept(make_app: MakeApp) -> No
         page = in_view(table)
         assert 10 < page < 60 and table.renders <= 3 * page  # a few layouts, never 1,000 rows
         assert table.virtual_size.height == JOBS + 1
+        arranged = app._arranged
+        assert arranged is not None  # the figures formatted for the jobs in view only
+        assert sum("row" in vars(e) for e in arranged.items) <= 3 * page
         top = drawn_jobs(table)
         assert top == list(table.row_keys[:page]) and table.current_key == top[0]
         before = table.renders

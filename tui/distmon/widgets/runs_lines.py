@@ -45,14 +45,14 @@ class TableColumn:
 
 
 def item_key(item: Entry | Header) -> str:
-    return item.key if isinstance(item, Header) else item.row.key
+    return item.key if isinstance(item, Header) else item.job.name
 
 
 def shown_name(item: Entry | Header) -> str:
     """What the name column shows: a group's label, or the job's name escaped and elided."""
     if isinstance(item, Header):
         return item.label
-    return terminal_text(item.row.key, NAME_LIMIT)
+    return terminal_text(item.job.name, NAME_LIMIT)
 
 
 def name_width(longest: int, width: int) -> int:
