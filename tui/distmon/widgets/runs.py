@@ -11,6 +11,7 @@ the rows.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -21,15 +22,15 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from distmon.widgets.compare_view import Arranged, Entry, Header
+from distcore.textsafe import terminal_text
+from distmon.widgets.compare_view import GROUP_KEY, Arranged, Entry, Header
 from distmon.widgets.runs_lines import (
+    NAME_LIMIT,
     TableColumn,
     header_cells,
-    item_key,
     line_text,
     name_width,
     row_cells,
-    shown_name,
     signature,
     table_columns,
 )
@@ -93,6 +94,7 @@ class RunsTable(ScrollView, can_focus=True):
         self._compare: tuple[str, ...] = ()  # the comparison columns
         self._columns: tuple[TableColumn, ...] = table_columns((), name_width(0, 0))
         self._name_lengths: dict[str, int] = {}  # key -> its shown name's length
+        self._longest = 0
         self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
         self._header: Strip | None = None
         self._cursor = 0
@@ -140,29 +142,38 @@ class RunsTable(ScrollView, can_focus=True):
         if arranged is self._arranged and selected == self._selected:
             return  # an idle refresh: nothing to compare
         current = self.current_key
-        self._arranged, self._items, self._selected = arranged, arranged.items, selected
-        self._keys = [item_key(i) for i in arranged.items]
+        items = arranged.items
+        self._arranged, self._items, self._selected = arranged, items, selected
+        # One pass over the rows, inlined (a function call per row was most of its cost).
+        self._keys = [i.key if isinstance(i, Header) else i.job.name for i in items]
         if arranged.columns != self._compare:
             self._compare = arranged.columns
             self._built_width = -1
+        self._longest = self._longest_name()
         self._lay_out()
-        if current is not None and current in self._keys:
-            self.move_cursor(self._keys.index(current))  # the cursor stays on its job
-        else:
-            self.move_cursor(self._cursor)
+        row = self._cursor  # where it is, when its job is gone
+        if current is not None:
+            with contextlib.suppress(ValueError):
+                row = self._keys.index(current)  # the cursor stays on its job
+        self.move_cursor(row)
         self.refresh()
 
-    def _lay_out(self) -> None:
-        """The columns for this width and these names; the lines again if they changed."""
+    def _longest_name(self) -> int:
+        """The longest name shown, measuring only names not seen before."""
         lengths = self._name_lengths
-        if len(lengths) > 2 * len(self._items) + 1000:  # jobs gone long since: forget them
+        if len(lengths) > 2 * len(self._keys) + 1000:  # jobs gone long since: forget them
             lengths.clear()
-        for item in self._items:
-            key = item_key(item)
-            if key not in lengths:
-                lengths[key] = len(shown_name(item))
-        longest = max(map(lengths.__getitem__, self._keys), default=0)
-        columns = table_columns(self._compare, name_width(longest, self.size.width))
+        for key in set(self._keys).difference(lengths):
+            lengths[key] = len(terminal_text(key, NAME_LIMIT))  # as shown_name shows it
+        if self._keys and self._keys[0].startswith(GROUP_KEY):  # grouped: the labels too
+            return max(
+                len(i.label) if isinstance(i, Header) else lengths[i.job.name] for i in self._items
+            )
+        return max(map(lengths.__getitem__, self._keys), default=0)
+
+    def _lay_out(self) -> None:
+        """The columns for this width; the lines again if they changed."""
+        columns = table_columns(self._compare, name_width(self._longest, self.size.width))
         if columns != self._columns or self._built_width != self.size.width:
             self._columns, self._built_width = columns, self.size.width
             self._lines.clear()

@@ -44,10 +44,6 @@ class TableColumn:
         return self.width + 2 * PADDING
 
 
-def item_key(item: Entry | Header) -> str:
-    return item.key if isinstance(item, Header) else item.job.name
-
-
 def shown_name(item: Entry | Header) -> str:
     """What the name column shows: a group's label, or the job's name escaped and elided."""
     if isinstance(item, Header):
