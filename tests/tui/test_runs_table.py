@@ -4,7 +4,25 @@ over a fixed run source; what they read is what the user sees (the drawn lines, 
 
 from __future__ import annotations
 
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+
+from distcore.jobs.snapshots import Job
+from distcore.table import CompareRow
+from distcore.textsafe import elide, terminal_text
+from distmon.widgets.compare_view import Entry
 from distmon.widgets.runs import RunsTable
+from distmon.widgets.runs_lines import (
+    line_text,
+    name_width,
+    row_cells,
+    shown_name,
+    table_columns,
+)
+from distmon.widgets.view_model import NAME_LIMIT
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import FixedRuns, keras_job
 from tests.tui.test_table_keys import laid_out, screen_line, until
@@ -66,3 +84,29 @@ async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: Make
         await pilot.click(RunsTable, offset=(10, 5))  # border, header, then rows 0, 1, 2
         assert table.cursor_row == 3
         await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=120),
+    value=st.one_of(st.text(max_size=40), st.floats(allow_nan=True)),
+    width=st.integers(0, 300),
+    selected=st.booleans(),
+)
+def test_any_name_and_value_make_one_printable_line_of_the_columns_width(
+    name: str, value: str | float, width: int, selected: bool
+) -> None:
+    """Names from logdirs and hparam values as written: escaped, never markup, each cut to its
+    column, and the line exactly as wide as the columns."""
+    job = Job(name, None, {}, "live", None, (), ())
+    compare = CompareRow(name, "live", None, {"opt": value}, {})
+    entry = Entry(job, terminal_text(name, NAME_LIMIT), compare)
+    columns = table_columns(("opt",), name_width(cell_len(shown_name(entry)), width))
+    line = line_text(row_cells(entry, selected, ("opt",), columns[1].width), columns)
+    assert line.cell_len == sum(c.render_width for c in columns)
+    assert not {unicodedata.category(c) for c in line.plain} & {"Cc", "Cs"}  # no controls
+    shown = elide(shown_name(entry), columns[1].width)
+    if cell_len(shown) <= columns[1].width:  # else wide characters: cut by cells, with "…"
+        assert shown in line.plain
+    if cell_len(shown_name(entry)) <= width - 60:  # room enough: the whole name shows
+        assert shown_name(entry) in line.plain

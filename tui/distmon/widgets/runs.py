@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -164,10 +165,11 @@ class RunsTable(ScrollView, can_focus=True):
         if len(lengths) > 2 * len(self._keys) + 1000:  # jobs gone long since: forget them
             lengths.clear()
         for key in set(self._keys).difference(lengths):
-            lengths[key] = len(terminal_text(key, NAME_LIMIT))  # as shown_name shows it
+            lengths[key] = cell_len(terminal_text(key, NAME_LIMIT))  # as shown_name shows it
         if self._keys and self._keys[0].startswith(GROUP_KEY):  # grouped: the labels too
             return max(
-                len(i.label) if isinstance(i, Header) else lengths[i.job.name] for i in self._items
+                cell_len(i.label) if isinstance(i, Header) else lengths[i.job.name]
+                for i in self._items
             )
         return max(map(lengths.__getitem__, self._keys), default=0)
 
