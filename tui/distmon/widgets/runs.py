@@ -60,6 +60,7 @@ class RunsTable(ScrollView, can_focus=True):
     RunsTable { background: $surface; color: $foreground; }
     RunsTable:focus { background-tint: $foreground 5%; }
     RunsTable > .runs-table--header { text-style: bold; background: $panel; color: $foreground; }
+    RunsTable:focus > .runs-table--header { background-tint: $foreground 5%; }
     RunsTable > .runs-table--cursor {
         background: $block-cursor-blurred-background;
         color: $block-cursor-blurred-foreground;
