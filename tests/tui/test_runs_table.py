@@ -68,7 +68,8 @@ async def test_only_the_rows_in_view_are_built_and_kept(make_app: MakeApp) -> No
 
 
 async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: MakeApp) -> None:
-    store = FixedRuns([r for i in range(200) for r in keras_job(f"job{i:04}", 3)])
+    runs = [r for i in range(200) for r in keras_job(f"job{i:04}", 3)]
+    store = FixedRuns(runs)
     app = make_app(store=store)
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
@@ -84,6 +85,14 @@ async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: Make
         await pilot.click(RunsTable, offset=(10, 5))  # border, header, then rows 0, 1, 2
         assert table.cursor_row == 3
         await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
+        table.scroll_to(y=100, animate=False)  # as the wheel scrolls: the cursor stays put
+        changed = keras_job("job0110", 3, status="idle")  # a job in view changes
+        store.replace([r for r in runs if not r.name.startswith("job0110/")] + changed)
+        status = lambda: {r.key: r.status for r in table.job_rows}["job0110"]  # noqa: E731
+        await until(pilot, lambda: status() == "idle", "the changed job")
+        await pilot.pause()
+        assert table.scroll_y == 100 and table.cursor_row == 3  # no jump back to the cursor
+        assert "○" in screen_line(table, 110 - 100 + 1)  # its line drawn anew, where it is
 
 
 @settings(max_examples=200, deadline=None)

@@ -157,7 +157,8 @@ class RunsTable(ScrollView, can_focus=True):
         if current is not None:
             with contextlib.suppress(ValueError):
                 row = self._keys.index(current)  # the cursor stays on its job
-        self.move_cursor(row)
+        # Into view only when its job moved: a refresh keeps where the wheel scrolled to.
+        self.move_cursor(row, scroll=row != self._cursor)
         self.refresh()
 
     def _longest_name(self) -> int:
