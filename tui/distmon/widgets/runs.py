@@ -42,11 +42,11 @@ LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache s
 
 
 class RunsTable(ScrollView, can_focus=True):
-    BINDINGS = [  # noqa: RUF012 - Textual's convention
+    BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
+        Binding("enter", "focus_job", "focus"),
         Binding("j", "cursor_down", "down", show=False),
         Binding("k", "cursor_up", "up", show=False),
         Binding("space", "toggle_select", "select"),
-        Binding("enter", "focus_job", "focus"),
         Binding("down", "cursor_down", "down", show=False),
         Binding("up", "cursor_up", "up", show=False),
         Binding("pagedown", "page_down", "page down", show=False),
