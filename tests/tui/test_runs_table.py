@@ -84,6 +84,15 @@ async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: Make
         assert table.cursor_row == 1 and table.scroll_y == 0
         await pilot.click(RunsTable, offset=(10, 5))  # border, header, then rows 0, 1, 2
         assert table.cursor_row == 3
+
+        def background(y: int) -> object:
+            style = next(iter(table.render_line(y))).style
+            return style.bgcolor if style is not None else None
+
+        await pilot.hover(RunsTable, offset=(10, 7))  # row 5: lit, unlike row 6 and the cursor
+        assert background(1 + 5) not in (background(1 + 6), background(1 + 3))
+        await pilot.press("j", "k")  # the keys drive: the hover goes
+        assert background(1 + 5) == background(1 + 6)
         await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
         table.scroll_to(y=100, animate=False)  # as the wheel scrolls: the cursor stays put
         changed = keras_job("job0110", 3, status="idle")  # a job in view changes

@@ -54,7 +54,9 @@ class RunsTable(ScrollView, can_focus=True):
         Binding("ctrl+home", "cursor_top", "top", show=False),
         Binding("ctrl+end", "cursor_bottom", "bottom", show=False),
     ]
-    COMPONENT_CLASSES = {"runs-table--header", "runs-table--cursor"}  # noqa: RUF012
+    COMPONENT_CLASSES = {  # noqa: RUF012
+        "runs-table--header", "runs-table--cursor", "runs-table--hover",
+    }  # fmt: skip
     # DataTable's look: the cursor row in the block cursor's colours, brighter with the focus.
     DEFAULT_CSS = """
     RunsTable { background: $surface; color: $foreground; }
@@ -66,6 +68,7 @@ class RunsTable(ScrollView, can_focus=True):
         color: $block-cursor-blurred-foreground;
         text-style: $block-cursor-blurred-text-style;
     }
+    RunsTable > .runs-table--hover { background: $block-hover-background; }
     RunsTable:focus > .runs-table--cursor {
         background: $block-cursor-background;
         color: $block-cursor-foreground;
@@ -100,6 +103,7 @@ class RunsTable(ScrollView, can_focus=True):
         self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
         self._header: Strip | None = None
         self._cursor = 0
+        self._hover: int | None = None  # the row under the mouse
         self._told: str | None = None  # the key last posted as highlighted
         self._built_width = -1  # the width the columns were laid out for
         self.renders = 0  # rows whose line was built: for tests and the benchmark
@@ -205,6 +209,8 @@ class RunsTable(ScrollView, can_focus=True):
             line, style = self._row_line(row), base
             if row == self._cursor:
                 style = base + self.get_component_rich_style("runs-table--cursor")
+            elif row == self._hover:
+                style = base + self.get_component_rich_style("runs-table--hover")
         # The style under the cells' own (DataTable's cursor too leaves a cell's colours).
         return line.crop_extend(scroll_x, scroll_x + width, None).apply_style(style)
 
@@ -263,25 +269,31 @@ class RunsTable(ScrollView, can_focus=True):
             self.scroll_to(y=self._cursor - page + 1, animate=False, force=True)
 
     def action_cursor_down(self) -> None:
+        self._set_hover(None)  # the keys drive: the mouse's faint row goes, as DataTable's
         self.move_cursor(self._cursor + 1)
 
     def action_cursor_up(self) -> None:
+        self._set_hover(None)
         self.move_cursor(self._cursor - 1)
 
     def action_page_down(self) -> None:
+        self._set_hover(None)
         self.scroll_to(y=self.scroll_y + self._page(), animate=False, force=True)
         self.move_cursor(self._cursor + self._page(), scroll=False)
         self._scroll_to_cursor()
 
     def action_page_up(self) -> None:
+        self._set_hover(None)
         self.scroll_to(y=self.scroll_y - self._page(), animate=False, force=True)
         self.move_cursor(self._cursor - self._page(), scroll=False)
         self._scroll_to_cursor()
 
     def action_cursor_top(self) -> None:
+        self._set_hover(None)
         self.move_cursor(0)
 
     def action_cursor_bottom(self) -> None:
+        self._set_hover(None)
         self.move_cursor(len(self._keys) - 1)
 
     def action_scroll_home(self) -> None:
@@ -291,14 +303,32 @@ class RunsTable(ScrollView, can_focus=True):
     def action_scroll_end(self) -> None:
         self.scroll_to(x=self.max_scroll_x, animate=False)
 
-    def on_click(self, event: events.Click) -> None:
-        """A click on a row moves the cursor there (the header's line: nothing)."""
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        """The row under the mouse (None: the header, or below the last row)."""
         offset = event.get_content_offset(self)
         if offset is None or offset.y < HEADER:
-            return
+            return None
         row = offset.y - HEADER + round(self.scroll_y)
-        if row < len(self._keys):
+        return row if row < len(self._keys) else None
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a row moves the cursor there (the header's line: nothing)."""
+        if (row := self._row_at(event)) is not None:
             self.move_cursor(row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        """The row under the mouse lit faintly, as DataTable's hover cursor."""
+        self._set_hover(self._row_at(event))
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, row: int | None) -> None:
+        if row != self._hover:
+            for old in (self._hover, row):
+                if old is not None:
+                    self._refresh_row(old)
+            self._hover = row
 
     def action_toggle_select(self) -> None:
         if (key := self.current_key) is not None and not key.startswith("\x00"):
