@@ -19,7 +19,7 @@ JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
 
 
 def row_keys(table: RunsTable) -> list[str]:
-    return [str(key.value) for key in table.rows]
+    return list(table.row_keys)
 
 
 async def test_first_screen_lists_jobs_and_pairs_train_with_validation(make_app: MakeApp) -> None:

@@ -56,7 +56,12 @@ async def until(pilot: Any, condition: Callable[[], Any], what: str) -> None:
 
 
 def keys(app: DistmonApp) -> list[str]:
-    return [str(r.key.value) for r in app.query_one(RunsTable).ordered_rows]
+    return list(app.query_one(RunsTable).row_keys)
+
+
+def screen_line(table: RunsTable, y: int) -> str:
+    """Line `y` of the table as drawn (0: the header)."""
+    return table.render_line(y).text
 
 
 def laid_out(table: RunsTable) -> bool:
@@ -151,7 +156,7 @@ async def test_c_chooses_the_columns(sweep: Path) -> None:
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, app)
         table = app.query_one(RunsTable)
-        shown = [str(c.label) for c in table.columns.values()]
+        shown = [c.label for c in table.columns.values()]
         assert {"lr", "optimizer", "lr_rule", "model", "loss"} <= set(shown)
         assert "loss.min" not in shown  # the best values: chosen with c
         await pilot.press("c")
@@ -160,7 +165,7 @@ async def test_c_chooses_the_columns(sweep: Path) -> None:
         chooser.deselect_all()
         chooser.select("loss.min")
         await pilot.press("escape")
-        labels = lambda: [str(c.label) for c in table.columns.values()][7:]  # noqa: E731
+        labels = lambda: [c.label for c in table.columns.values()][7:]  # noqa: E731
         await until(pilot, lambda: labels() == ["loss.min"], "only loss.min after the fixed ones")
 
 
@@ -185,10 +190,13 @@ async def test_the_input_wait_column_stays_in_view(
         await ready(pilot)
         table = app.query_one(RunsTable)
         await until(pilot, lambda: table.row_count == 2 and laid_out(table), "the rows, laid out")
-        widths = [c.get_render_width(table) for c in table.columns.values()]
-        labels = [str(c.label) for c in table.columns.values()]
+        widths = [c.render_width for c in table.columns.values()]
+        labels = [c.label for c in table.columns.values()]
         end_of_wait = sum(widths[: labels.index("wait") + 1])
         assert end_of_wait <= table.scrollable_content_region.width, (widths, table.size)
+        await pilot.pause()
+        in_view = screen_line(table, 0)[: table.scrollable_content_region.width]
+        assert in_view.rstrip().endswith("wait"), in_view  # the header as the user sees it
 
 
 async def test_a_refresh_renders_only_the_rows_that_changed(make_app: MakeApp) -> None:
@@ -217,21 +225,20 @@ async def test_sort_and_filter_options_set_where_the_dashboard_starts(sweep: Pat
         assert app.query_one("#expr", Input).display and app.query_one(RunsTable).has_focus
 
 
-@pytest.mark.parametrize("placed", [True, False])
-async def test_rows_placed_in_their_order_show_as_a_sort_shows_them(
-    sweep: Path, placed: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """RunsTable._place sets the table's order without sorting; Textual's own sort (the
-    fallback) gives the same screen: rows, names and the cursor's row."""
-    if not placed:
-        monkeypatch.setattr(RunsTable, "_place", lambda self, keys: False)
+async def test_the_screen_shows_the_rows_in_the_table_s_order(sweep: Path) -> None:
+    """Sorted, reversed: the lines drawn are the rows in order, the cursor on its job."""
     app = app_over(sweep)
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, app)
+        table = app.query_one(RunsTable)
+        await pilot.press("j")  # the cursor on the second job: it stays on that job
+        chosen = table.current_key
         await pick(pilot, app, "s", "lr")
         by_lr = ["s3", "agent", "s2", "s4", "s1"]
-        await until(pilot, lambda: keys(app) == by_lr, "the jobs by lr")
-        table = app.query_one(RunsTable)
-        names = [str(table.get_row_at(i)[1]) for i in range(table.row_count)]
-        assert names == by_lr
-        assert table.current_key == by_lr[table.cursor_row]
+        for order in (by_lr, by_lr[::-1]):
+            await until(pilot, lambda o=order: keys(app) == o, "the jobs in order")  # type: ignore[misc]
+            await pilot.pause()
+            names = [screen_line(table, 1 + i).split()[1] for i in range(table.row_count)]
+            assert names == order
+            assert table.current_key == chosen == order[table.cursor_row]
+            await pilot.press("S")

@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import Footer, Input
 
 from distcore.jobs.snapshots import JobsSnapshot
 from distmon import view as views
@@ -196,9 +196,9 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
 
     # --- events from widgets and keys: each makes a new view ----------------------------------
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    def on_runs_table_row_highlighted(self, message: RunsTable.RowHighlighted) -> None:
         if self.screen_stack:  # (not while shutting down)
-            self.state = views.with_cursor(self.state, event.row_key.value)
+            self.state = views.with_cursor(self.state, message.key)
 
     def on_runs_table_toggle_select(self, message: RunsTable.ToggleSelect) -> None:
         self.state = views.toggle_selected(self.state, message.key)

@@ -10,6 +10,7 @@ unchanged one and the work of the changed ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -55,11 +56,16 @@ class TableView:
 
 @dataclass(frozen=True)
 class Entry:
-    """One job's rows, built once per change of the job."""
+    """One job's rows, built once per change of the job; its table row (formatted figures,
+    for the screen only) when first read, which the virtual table does for the rows in view."""
 
     job: Job
-    row: JobRow
+    name: str  # the job's shown name, told apart from any that would print alike
     compare: CompareRow
+
+    @functools.cached_property
+    def row(self) -> JobRow:
+        return job_row(self.job, self.name)
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,9 @@ class ViewRows:
             if (
                 entry is None
                 or (entry.job.version, entry.job.status) != (job.version, job.status)
-                or entry.row.name != names[job.name]
+                or entry.name != names[job.name]
             ):
-                entry = Entry(job, job_row(job, names[job.name]), compare_row(job))
+                entry = Entry(job, names[job.name], compare_row(job))
                 changed = True
             fresh[job.name] = entry
         if changed or len(fresh) != len(self._entries):

@@ -1,89 +1,80 @@
 """The runs list: one row per job, then its comparison columns (hparams and metrics); space
 selects jobs to overlay, enter focuses one.
 
-Incremental: `show` adds the rows of new jobs, removes those of vanished ones, updates the
-cells of the rows that changed and reorders the rest without re-rendering them (DataTable's
-own sort, keyed on each row's position), so a refresh costs what changed. Only a change of
-the columns (or of the table's width) rebuilds the whole table.
+Virtual (Textual's Line API, as its own DataTable and toolong's log view draw): `show` keeps
+the arranged rows as they come, and `render_line` builds the line of a row only when that row
+is on screen, kept per row and built again only when the row's signature (its cells, its
+selection) changes. Filling or reordering 10,000 jobs therefore costs the UI thread the rows
+in view, not the rows there are; the header stays on the first line and scrolls sideways with
+the rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import events
-from textual._two_way_dict import TwoWayDict
 from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
-from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from distcore.textsafe import terminal_text
-from distmon.widgets.compare_view import Arranged, Entry, Header, cell_text
-from distmon.widgets.view_model import ROW_COLUMNS, JobRow
+from distmon.widgets.compare_view import GROUP_KEY, Arranged, Entry, Header
+from distmon.widgets.runs_lines import (
+    NAME_LIMIT,
+    TableColumn,
+    header_cells,
+    line_text,
+    name_width,
+    row_cells,
+    signature,
+    table_columns,
+)
+from distmon.widgets.view_model import JobRow
 
-# Fixed widths for the columns that change in place: re-measuring every column on each update
-# was the biggest cost of a live table. The name takes what the width leaves (the input-wait
-# column stays in view from 120 columns on); comparison columns follow, scrolled to.
-COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
-NAME_LIMIT = 80  # characters of a job's name in the table
-MIN_NAME = 8
-HEADER_LIMIT = 16  # characters of a comparison column's header
-STATUS_STYLE = {
-    "live": "green", "idle": "yellow", "gone": "red", "running": "green", "finished": "cyan",
-    "failed": "bold red", "diverged": "bold red", "stopped": "yellow",
-}  # fmt: skip
-_KEYS = ("mark", *ROW_COLUMNS[1:])
-
-
-class _Mark(Text):
-    """The first cell of a row, which knows its row: DataTable's sort hands the key function
-    cells, not keys, and reordering by position must not re-render a row."""
-
-    row_key: str = ""
+HEADER = 1  # lines of the header, above the rows
+LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache starts again
 
 
-def _fast_text(text: str) -> Text:
-    """Text(text) for a printable string, without rich's constructor (which strips control
-    codes a printable string has none of): ten cells a row, 10,000 rows while a sweep's first
-    read lands, and Text() was a third of building a row."""
-    if not text.isprintable():
-        return Text(text)
-    cell = Text.__new__(Text)
-    cell._text, cell.style, cell._spans, cell._length = [text], "", [], len(text)
-    cell.justify = cell.overflow = cell.no_wrap = cell.tab_size = None
-    cell.end = "\n"
-    return cell
-
-
-def _same_as_rich(make: Callable[[str], Text]) -> bool:
-    """Whether `make` builds what Text() builds, slot for slot (on this rich's version)."""
-    try:
-        ours, theirs = make("1.5e-3"), Text("1.5e-3")
-        return all(getattr(ours, n) == getattr(theirs, n) for n in Text.__slots__)
-    except (AttributeError, TypeError):
-        return False
-
-
-_text: Callable[[str], Text] = _fast_text if _same_as_rich(_fast_text) else Text
-
-
-def _signature(item: Entry | Header, selected: bool) -> object:
-    if isinstance(item, Header):
-        return item.label
-    return (item.row, item.compare, selected)
-
-
-class RunsTable(DataTable[Text | str]):
-    BINDINGS = [  # noqa: RUF012 - Textual's convention
+class RunsTable(ScrollView, can_focus=True):
+    BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
+        Binding("enter", "focus_job", "focus"),
         Binding("j", "cursor_down", "down", show=False),
         Binding("k", "cursor_up", "up", show=False),
         Binding("space", "toggle_select", "select"),
-        Binding("enter", "focus_job", "focus"),
+        Binding("down", "cursor_down", "down", show=False),
+        Binding("up", "cursor_up", "up", show=False),
+        Binding("pagedown", "page_down", "page down", show=False),
+        Binding("pageup", "page_up", "page up", show=False),
+        Binding("ctrl+home", "cursor_top", "top", show=False),
+        Binding("ctrl+end", "cursor_bottom", "bottom", show=False),
     ]
+    COMPONENT_CLASSES = {  # noqa: RUF012
+        "runs-table--header", "runs-table--cursor", "runs-table--hover",
+    }  # fmt: skip
+    # DataTable's look: the cursor row in the block cursor's colours, brighter with the focus.
+    DEFAULT_CSS = """
+    RunsTable { background: $surface; color: $foreground; }
+    RunsTable:focus { background-tint: $foreground 5%; }
+    RunsTable > .runs-table--header { text-style: bold; background: $panel; color: $foreground; }
+    RunsTable:focus > .runs-table--header { background-tint: $foreground 5%; }
+    RunsTable > .runs-table--cursor {
+        background: $block-cursor-blurred-background;
+        color: $block-cursor-blurred-foreground;
+        text-style: $block-cursor-blurred-text-style;
+    }
+    RunsTable > .runs-table--hover { background: $block-hover-background; }
+    RunsTable:focus > .runs-table--cursor {
+        background: $block-cursor-background;
+        color: $block-cursor-foreground;
+        text-style: $block-cursor-text-style;
+    }
+    """
 
     @dataclass
     class ToggleSelect(Message):
@@ -93,150 +84,31 @@ class RunsTable(DataTable[Text | str]):
     class FocusJob(Message):
         key: str
 
+    @dataclass
+    class RowHighlighted(Message):
+        """The cursor is on another row (a key, or a row under it that changed)."""
+
+        key: str
+
     def __init__(self, **kwargs: object) -> None:
-        super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
-        self._keys: list[str] = []  # row keys in table order
-        self._signatures: dict[str, object] = {}
-        self._columns: tuple[str, ...] | None = None  # comparison columns on screen
+        super().__init__(**kwargs)  # type: ignore[arg-type]
         self._items: tuple[Entry | Header, ...] = ()
+        self._keys: list[str] = []  # row keys in table order
         self._arranged: Arranged | None = None
         self._selected: frozenset[str] = frozenset()
-        self._built_width = -1
-        self.renders = 0  # rows rendered (added or updated): for tests and the benchmark
+        self._compare: tuple[str, ...] = ()  # the comparison columns
+        self._columns: tuple[TableColumn, ...] = table_columns((), name_width(0, 0))
+        self._name_lengths: dict[str, int] = {}  # key -> its shown name's length
+        self._longest = 0
+        self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
+        self._header: Strip | None = None
+        self._cursor = 0
+        self._hover: int | None = None  # the row under the mouse
+        self._told: str | None = None  # the key last posted as highlighted
+        self._built_width = -1  # the width the columns were laid out for
+        self.renders = 0  # rows whose line was built: for tests and the benchmark
 
-    def show(self, arranged: Arranged, selected: frozenset[str]) -> None:
-        """Update only what changed: new rows, vanished rows, changed cells, the order."""
-        if arranged is self._arranged and selected == self._selected:
-            return  # an idle refresh: nothing to compare
-        self._arranged = arranged
-        items = arranged.items
-        self._items, self._selected = items, selected
-        if arranged.columns != self._columns or self._built_width != self.size.width:
-            self._rebuild(arranged.columns)
-            return
-        wanted = {self._key(i): i for i in items}
-        kept = [k for k in self._keys if k in wanted]
-        for key in [k for k in self._keys if k not in wanted]:
-            self.remove_row(key)
-            del self._signatures[key]
-        for key, item in wanted.items():
-            signature = _signature(item, key in selected)
-            old = self._signatures.get(key)
-            if old is None:
-                self.add_row(*self._cells(item, key in selected), key=key)
-                kept.append(key)
-                self.renders += 1
-            elif old is not signature and old != signature:
-                self._update_row(key, item, key in selected)
-            self._signatures[key] = signature
-        self._keys = kept  # the table's order now: the kept rows, then the added ones
-        keys = list(wanted)
-        if keys != kept:
-            self._reorder(keys)
-
-    @staticmethod
-    def _key(item: Entry | Header) -> str:
-        return item.key if isinstance(item, Header) else item.row.key
-
-    def _reorder(self, keys: list[str]) -> None:
-        current = self.current_key
-        position = {key: i for i, key in enumerate(keys)}
-        if not self._place(keys):
-            self.sort("mark", key=lambda mark: position[mark.row_key])
-        self._keys = keys
-        if current in position:
-            self.move_cursor(row=position[current], animate=False)
-
-    def _place(self, keys: list[str]) -> bool:
-        """The rows in `keys`' order, set as DataTable.sort sets it but without sorting: the
-        order is known, and sorting 10,000 rows through a key function on every draw while
-        a sweep's first read lands was a fifth of the UI thread's time. False (then sort)
-        on a Textual whose table keeps its order otherwise."""
-        locations = getattr(self, "_row_locations", None)
-        if not isinstance(locations, TwoWayDict) or len(keys) != len(self._data):
-            return False
-        self._row_locations = TwoWayDict({RowKey(key): i for i, key in enumerate(keys)})
-        self._update_count += 1
-        self.refresh()
-        return True
-
-    def _cells(self, item: Entry | Header, selected: bool) -> list[Text | str]:
-        key = self._key(item)
-        mark = _Mark()
-        mark.row_key = key
-        if isinstance(item, Header):
-            count = len(_KEYS) - 2 + len(self._columns or ())
-            blanks: list[Text | str] = [Text() for _ in range(count)]
-            return [mark, Text(item.label, style="bold"), *blanks]
-        row = item.row
-        mark.append(row.mark, style=STATUS_STYLE.get(row.status, ""))
-        mark.append("◆" if selected else " ", style="bold magenta")
-        # The name comes from the logdir: control characters escaped, 10,000 characters elided.
-        name = Text(terminal_text(row.key, NAME_LIMIT), style="bold magenta" if selected else "")
-        # Text, never str: DataTable reads a str cell as markup, on every render (an hparam
-        # value "[red]x" would be styled, and parsing it was a fifth of a frame's cost).
-        extra = [_text(cell_text(item.compare.get(c))) for c in self._columns or ()]
-        return [mark, name, *(_text(c) for c in row.cells()[2:]), *extra]
-
-    def _name_width(self) -> int:
-        longest = max(
-            (len(terminal_text(self._key(i), NAME_LIMIT)) for i in self._items), default=4
-        )
-        longest = max(longest, 4)
-        if self.size.width <= 0:
-            return min(longest, NAME_LIMIT)
-        others = sum(w + 2 * self.cell_padding for w in COLUMN_WIDTHS.values())
-        room = self.size.width - 1 - others - 2 * self.cell_padding  # 1: the vertical scrollbar
-        return max(MIN_NAME, min(longest, room))
-
-    def _rebuild(self, columns: tuple[str, ...]) -> None:
-        current = self.current_key
-        self.clear(columns=True)
-        self._columns, self._built_width = columns, self.size.width
-        name_width = self._name_width()
-        for label, key in zip(ROW_COLUMNS, _KEYS, strict=True):
-            self.add_column(
-                label, key=key, width=name_width if key == "job" else COLUMN_WIDTHS[label]
-            )
-        for column in columns:
-            label = terminal_text(column, HEADER_LIMIT)
-            self.add_column(label, key=f"c:{column}", width=max(len(label), 6))
-        self._signatures = {}
-        for item in self._items:
-            key = self._key(item)
-            self.add_row(*self._cells(item, key in self._selected), key=key)
-            self._signatures[key] = _signature(item, key in self._selected)
-        self.renders += len(self._items)
-        self._keys = [self._key(i) for i in self._items]
-        if current in self._keys:
-            self.move_cursor(row=self._keys.index(current), animate=False)
-
-    def _update_row(self, key: str, item: Entry | Header, selected: bool) -> None:
-        column_keys = (*_KEYS, *(f"c:{c}" for c in self._columns or ()))
-        for column, value in zip(column_keys, self._cells(item, selected), strict=True):
-            self.update_cell(key, column, value)
-        self.renders += 1
-
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        """Textual's hook after rows are added: it measures every cell of each new row for
-        the widths of auto-width columns, and this table has none (fixed widths). At 10,000
-        rows the measuring was the biggest cost of filling the table (0.6 ms a row); only the
-        scrollable size is needed. Textual's own, when a column is auto-width after all."""
-        if any(column.auto_width for column in self.columns.values()):
-            super()._update_dimensions(new_rows)
-            return
-        try:
-            width = sum(column.get_render_width(self) for column in self.columns.values())
-            header = self.header_height if self.show_header else 0
-            size = Size(width + self._row_label_column_width, self._total_row_height + header)
-        except AttributeError:  # a Textual without these: its own way
-            super()._update_dimensions(new_rows)
-            return
-        self.virtual_size = size
-
-    def on_resize(self, event: events.Resize) -> None:
-        if event.size.width != self._built_width and self._columns is not None:
-            self._rebuild(self._columns)
+    # --- what the dashboard and the tests read ------------------------------------------------
 
     @property
     def job_rows(self) -> tuple[JobRow, ...]:
@@ -246,10 +118,217 @@ class RunsTable(DataTable[Text | str]):
     _rows = job_rows  # the name the dashboard's older tests read
 
     @property
+    def row_keys(self) -> tuple[str, ...]:
+        """Every row's key in table order, group headers' included."""
+        return tuple(self._keys)
+
+    @property
+    def row_count(self) -> int:
+        return len(self._keys)
+
+    @property
+    def columns(self) -> dict[str, TableColumn]:
+        """The columns in order, by key ("c:NAME" for a comparison column)."""
+        return {c.key: c for c in self._columns}
+
+    @property
+    def cursor_row(self) -> int:
+        return self._cursor
+
+    @property
     def current_key(self) -> str | None:
-        if not self._keys or self.cursor_row < 0 or self.cursor_row >= len(self._keys):
+        if 0 <= self._cursor < len(self._keys):
+            return self._keys[self._cursor]
+        return None
+
+    # --- the rows ------------------------------------------------------------------------------
+
+    def show(self, arranged: Arranged, selected: frozenset[str]) -> None:
+        """Take the rows as arranged; lines are built when drawn, for the rows in view."""
+        if arranged is self._arranged and selected == self._selected:
+            return  # an idle refresh: nothing to compare
+        current = self.current_key
+        items = arranged.items
+        self._arranged, self._items, self._selected = arranged, items, selected
+        # One pass over the rows, inlined (a function call per row was most of its cost).
+        self._keys = [i.key if isinstance(i, Header) else i.job.name for i in items]
+        if arranged.columns != self._compare:
+            self._compare = arranged.columns
+            self._built_width = -1
+        self._longest = self._longest_name()
+        self._lay_out()
+        row = self._cursor  # where it is, when its job is gone
+        if current is not None:
+            with contextlib.suppress(ValueError):
+                row = self._keys.index(current)  # the cursor stays on its job
+        # Into view only when its job moved: a refresh keeps where the wheel scrolled to.
+        self.move_cursor(row, scroll=row != self._cursor)
+        self.refresh()
+
+    def _longest_name(self) -> int:
+        """The longest name shown, measuring only names not seen before."""
+        lengths = self._name_lengths
+        if len(lengths) > 2 * len(self._keys) + 1000:  # jobs gone long since: forget them
+            lengths.clear()
+        for key in set(self._keys).difference(lengths):
+            lengths[key] = cell_len(terminal_text(key, NAME_LIMIT))  # as shown_name shows it
+        if self._keys and self._keys[0].startswith(GROUP_KEY):  # grouped: the labels too
+            return max(
+                cell_len(i.label) if isinstance(i, Header) else lengths[i.job.name]
+                for i in self._items
+            )
+        return max(map(lengths.__getitem__, self._keys), default=0)
+
+    def _lay_out(self) -> None:
+        """The columns for this width; the lines again if they changed."""
+        columns = table_columns(self._compare, name_width(self._longest, self.size.width))
+        if columns != self._columns or self._built_width != self.size.width:
+            self._columns, self._built_width = columns, self.size.width
+            self._lines.clear()
+            self._header = None
+        width = sum(c.render_width for c in self._columns)
+        self.virtual_size = Size(width, len(self._keys) + HEADER)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._lay_out()
+        self.refresh()
+
+    # --- drawing: only the lines in view -----------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        base = self.rich_style
+        if y < HEADER:
+            line = self._header_line()
+            style = base + self.get_component_rich_style("runs-table--header")
+        else:
+            row = y - HEADER + scroll_y
+            if row >= len(self._items):
+                return Strip.blank(width, base)
+            line, style = self._row_line(row), base
+            if row == self._cursor:
+                style = base + self.get_component_rich_style("runs-table--cursor")
+            elif row == self._hover:
+                style = base + self.get_component_rich_style("runs-table--hover")
+        # The style under the cells' own (DataTable's cursor too leaves a cell's colours).
+        return line.crop_extend(scroll_x, scroll_x + width, None).apply_style(style)
+
+    def _header_line(self) -> Strip:
+        if self._header is None:
+            self._header = self._strip(line_text(header_cells(self._columns), self._columns))
+        return self._header
+
+    def _row_line(self, row: int) -> Strip:
+        item = self._items[row]
+        key = self._keys[row]
+        selected = key in self._selected
+        wanted = signature(item, selected)
+        kept = self._lines.get(key)
+        if kept is not None and (kept[0] is wanted or kept[0] == wanted):
+            return kept[1]
+        if len(self._lines) > LINES_KEPT:
+            self._lines.clear()
+        cells = row_cells(item, selected, self._compare, self.columns["job"].width)
+        line = self._strip(line_text(cells, self._columns))
+        self._lines[key] = (wanted, line)
+        self.renders += 1
+        return line
+
+    def _strip(self, text: Text) -> Strip:
+        return Strip(list(text.render(self.app.console)), text.cell_len)
+
+    # --- the cursor ----------------------------------------------------------------------------
+
+    def move_cursor(self, row: int, *, scroll: bool = True) -> None:
+        """The cursor to `row` (kept inside the table); the dashboard told of a new key."""
+        row = max(0, min(row, len(self._keys) - 1))
+        if row != self._cursor:
+            self._refresh_row(self._cursor)
+            self._cursor = row
+            self._refresh_row(row)
+        if scroll:
+            self._scroll_to_cursor()
+        key = self.current_key
+        if key is not None and key != self._told:
+            self._told = key
+            self.post_message(self.RowHighlighted(key))
+
+    def _refresh_row(self, row: int) -> None:
+        self.refresh_line(row + HEADER)
+
+    def _page(self) -> int:
+        """Rows in view below the header."""
+        return max(1, self.scrollable_content_region.height - HEADER)
+
+    def _scroll_to_cursor(self) -> None:
+        top, page = round(self.scroll_y), self._page()
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False, force=True)
+        elif self._cursor >= top + page:
+            self.scroll_to(y=self._cursor - page + 1, animate=False, force=True)
+
+    def action_cursor_down(self) -> None:
+        self._set_hover(None)  # the keys drive: the mouse's faint row goes, as DataTable's
+        self.move_cursor(self._cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self._set_hover(None)
+        self.move_cursor(self._cursor - 1)
+
+    def action_page_down(self) -> None:
+        self._set_hover(None)
+        self.scroll_to(y=self.scroll_y + self._page(), animate=False, force=True)
+        self.move_cursor(self._cursor + self._page(), scroll=False)
+        self._scroll_to_cursor()
+
+    def action_page_up(self) -> None:
+        self._set_hover(None)
+        self.scroll_to(y=self.scroll_y - self._page(), animate=False, force=True)
+        self.move_cursor(self._cursor - self._page(), scroll=False)
+        self._scroll_to_cursor()
+
+    def action_cursor_top(self) -> None:
+        self._set_hover(None)
+        self.move_cursor(0)
+
+    def action_cursor_bottom(self) -> None:
+        self._set_hover(None)
+        self.move_cursor(len(self._keys) - 1)
+
+    def action_scroll_home(self) -> None:
+        """home and end scroll sideways, as DataTable's row cursor does."""
+        self.scroll_to(x=0, animate=False)
+
+    def action_scroll_end(self) -> None:
+        self.scroll_to(x=self.max_scroll_x, animate=False)
+
+    def _row_at(self, event: events.MouseEvent) -> int | None:
+        """The row under the mouse (None: the header, or below the last row)."""
+        offset = event.get_content_offset(self)
+        if offset is None or offset.y < HEADER:
             return None
-        return self._keys[self.cursor_row]
+        row = offset.y - HEADER + round(self.scroll_y)
+        return row if row < len(self._keys) else None
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on a row moves the cursor there (the header's line: nothing)."""
+        if (row := self._row_at(event)) is not None:
+            self.move_cursor(row)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        """The row under the mouse lit faintly, as DataTable's hover cursor."""
+        self._set_hover(self._row_at(event))
+
+    def on_leave(self, event: events.Leave) -> None:
+        self._set_hover(None)
+
+    def _set_hover(self, row: int | None) -> None:
+        if row != self._hover:
+            for old in (self._hover, row):
+                if old is not None:
+                    self._refresh_row(old)
+            self._hover = row
 
     def action_toggle_select(self) -> None:
         if (key := self.current_key) is not None and not key.startswith("\x00"):
@@ -258,3 +337,6 @@ class RunsTable(DataTable[Text | str]):
     def action_focus_job(self) -> None:
         if (key := self.current_key) is not None and not key.startswith("\x00"):
             self.post_message(self.FocusJob(key))
+
+
+__all__ = ["RunsTable", "TableColumn"]

@@ -1,0 +1,130 @@
+"""The runs table is virtual (issue 20): it builds the lines of the rows in view, whatever the
+number of jobs, and keeps them until a row changes. Pilot tests on the real app and job index
+over a fixed run source; what they read is what the user sees (the drawn lines, the cursor)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.cells import cell_len
+
+from distcore.jobs.snapshots import Job
+from distcore.table import CompareRow
+from distcore.textsafe import elide, terminal_text
+from distmon.widgets.compare_view import Entry
+from distmon.widgets.runs import RunsTable
+from distmon.widgets.runs_lines import (
+    line_text,
+    name_width,
+    row_cells,
+    shown_name,
+    table_columns,
+)
+from distmon.widgets.view_model import NAME_LIMIT
+from tests.tui.conftest import MakeApp, ready
+from tests.tui.fixed import FixedRuns, keras_job
+from tests.tui.test_table_keys import laid_out, screen_line, until
+
+JOBS = 1_000
+
+
+def in_view(table: RunsTable) -> int:
+    """Rows the table shows at once, below its header."""
+    return table.scrollable_content_region.height - 1
+
+
+def drawn_jobs(table: RunsTable) -> list[str]:
+    return [screen_line(table, y).split()[1] for y in range(1, in_view(table) + 1)]
+
+
+async def test_only_the_rows_in_view_are_built_and_kept(make_app: MakeApp) -> None:
+    store = FixedRuns([r for i in range(JOBS) for r in keras_job(f"job{i:04}", 3)])
+    app = make_app(store=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == JOBS and laid_out(table), "all, laid out")
+        await pilot.pause()
+        page = in_view(table)
+        assert 10 < page < 60 and table.renders <= 3 * page  # a few layouts, never 1,000 rows
+        assert table.virtual_size.height == JOBS + 1
+        arranged = app._arranged
+        assert arranged is not None  # the figures formatted for the jobs in view only
+        assert sum("row" in vars(e) for e in arranged.items) <= 3 * page
+        top = drawn_jobs(table)
+        assert top == list(table.row_keys[:page]) and table.current_key == top[0]
+        before = table.renders
+        await pilot.press("ctrl+end")  # to the last job: that screen's rows are built
+        await pilot.pause()
+        assert table.current_key == table.row_keys[-1] == drawn_jobs(table)[-1]
+        assert 0 < table.renders - before <= page + 1
+        before = table.renders
+        await pilot.press("ctrl+home")  # back: those lines were kept
+        await pilot.pause()
+        assert table.current_key == drawn_jobs(table)[0] == table.row_keys[0]
+        assert table.renders == before
+
+
+async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: MakeApp) -> None:
+    runs = [r for i in range(200) for r in keras_job(f"job{i:04}", 3)]
+    store = FixedRuns(runs)
+    app = make_app(store=store)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 200 and laid_out(table), "all, laid out")
+        page = in_view(table)
+        await pilot.press("pagedown")
+        assert table.cursor_row == page and table.scroll_y == page
+        await pilot.pause()
+        assert drawn_jobs(table)[0] == table.current_key
+        await pilot.press("pageup", "j", "j", "k")
+        assert table.cursor_row == 1 and table.scroll_y == 0
+        await pilot.click(RunsTable, offset=(10, 5))  # border, header, then rows 0, 1, 2
+        assert table.cursor_row == 3
+
+        def background(y: int) -> object:
+            style = next(iter(table.render_line(y))).style
+            return style.bgcolor if style is not None else None
+
+        await pilot.hover(RunsTable, offset=(10, 7))  # row 5: lit, unlike row 6 and the cursor
+        assert background(1 + 5) not in (background(1 + 6), background(1 + 3))
+        await pilot.press("j", "k")  # the keys drive: the hover goes
+        assert background(1 + 5) == background(1 + 6)
+        await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
+        table.scroll_to(y=100, animate=False)  # as the wheel scrolls: the cursor stays put
+        changed = keras_job("job0110", 3, status="idle")  # a job in view changes
+        store.replace([r for r in runs if not r.name.startswith("job0110/")] + changed)
+        status = lambda: {r.key: r.status for r in table.job_rows}["job0110"]  # noqa: E731
+        await until(pilot, lambda: status() == "idle", "the changed job")
+        await pilot.pause()
+        assert table.scroll_y == 100 and table.cursor_row == 3  # no jump back to the cursor
+        assert "○" in screen_line(table, 110 - 100 + 1)  # its line drawn anew, where it is
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.text(min_size=1, max_size=120),
+    value=st.one_of(st.text(max_size=40), st.floats(allow_nan=True)),
+    width=st.integers(0, 300),
+    selected=st.booleans(),
+)
+def test_any_name_and_value_make_one_printable_line_of_the_columns_width(
+    name: str, value: str | float, width: int, selected: bool
+) -> None:
+    """Names from logdirs and hparam values as written: escaped, never markup, each cut to its
+    column, and the line exactly as wide as the columns."""
+    job = Job(name, None, {}, "live", None, (), ())
+    compare = CompareRow(name, "live", None, {"opt": value}, {})
+    entry = Entry(job, terminal_text(name, NAME_LIMIT), compare)
+    columns = table_columns(("opt",), name_width(cell_len(shown_name(entry)), width))
+    line = line_text(row_cells(entry, selected, ("opt",), columns[1].width), columns)
+    assert line.cell_len == sum(c.render_width for c in columns)
+    assert not {unicodedata.category(c) for c in line.plain} & {"Cc", "Cs"}  # no controls
+    shown = elide(shown_name(entry), columns[1].width)
+    if cell_len(shown) <= columns[1].width:  # else wide characters: cut by cells, with "…"
+        assert shown in line.plain
+    if cell_len(shown_name(entry)) <= width - 60:  # room enough: the whole name shows
+        assert shown_name(entry) in line.plain
