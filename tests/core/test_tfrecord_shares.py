@@ -14,10 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import distcore.tfrecord.kernel as kernel
+from distcore.tfrecord import PADDING, decode
 from distcore.tfrecord.batch import _by_tag
 from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.many import _share, _shares
+from distcore.tfrecord.many import _share, _shares, decode_files
 from tests.core.conftest import compiled_kernel
+from tests.core.events_helpers import batch_key, record, scalar_event, scalar_records, session_start
 
 _COLUMNS = ("index", "tag_ids", "steps", "wall_times", "values", "is_tensor", "has_metadata")
 
@@ -103,3 +105,42 @@ def test_kernel_by_tag_refuses_what_would_read_outside(
         compiled.by_tag(np.array(ids, dtype=np.int64), names, column, column, column)
     with pytest.raises(ValueError, match="int64"):
         compiled.by_tag(b"123", 2, column, column, column)
+
+
+@pytest.mark.usefixtures("decoder_path")
+@pytest.mark.parametrize("tags", [["loss"], ["loss", "acc"]])
+def test_a_groups_files_hand_out_columns_of_their_own(tags: list[str]) -> None:
+    """Where every record of a file counts, its points come from the group's columns without
+    a mask: each file still gets writable arrays of its own (no view into the group's columns,
+    which would keep them all alive as long as any one run)."""
+    files = [
+        b"".join(
+            record(scalar_event(tags[step % len(tags)], step, run + step / 7)) for step in range(40)
+        )
+        + record(session_start(20)) + scalar_records(tags[0], [(21, 1.5), (22, 2.5)])
+        for run in range(3)
+    ]  # fmt: skip
+    data = b"".join(files)
+    raw = bytearray(data) + bytes(PADDING)
+    bases = np.cumsum([0, *map(len, files)]).tolist()
+    spans = [[(base, len(f))] for base, f in zip(bases, files, strict=False)]
+    decoded = decode_files(raw, len(data), spans, lambda g: {})
+    roots = []  # the memory each file's columns lie in
+    for batches, data_alone in zip(decoded, files, strict=True):
+        assert batches is not None
+        (batch,) = batches
+        assert batch is not None
+        alone, _ = decode(data_alone, {})
+        assert batch_key(batch) == batch_key(alone)
+        columns = [c for segment in batch.segments for cols in segment.points.values()
+                   for c in cols]  # fmt: skip
+        assert all(c.flags.writeable for c in columns)
+        roots.append({id(_root(c)) for c in columns})
+    assert all(not roots[i] & roots[j] for i in range(len(roots)) for j in range(i))
+
+
+def _root(array: np.ndarray) -> object:
+    base: object = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base
