@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
@@ -158,14 +159,41 @@ def _expected(_name: str, message: Descriptor) -> Expected:
 def validate(data: bytes, message: Descriptor, depth: int = 0) -> None:
     """Raise WireError unless `data` is well formed as `message`, nested messages included:
     done before handing bytes to protobuf, which would keep a mistyped field as unknown."""
+    _check(data, _plan(message), depth)
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What validate needs of a message: its fields' wire types, and the plan of each field
+    that holds a message. Read from the descriptor once: looking it up per call (its fields
+    by number, each one's message type) was most of an hparams record's validation."""
+
+    expected: Expected
+    inner: dict[int, _Plan]
+
+
+_PLANS: dict[Descriptor, _Plan] = {}
+
+
+def _plan(message: Descriptor) -> _Plan:
+    plan = _PLANS.get(message)
+    if plan is None:
+        plan = _PLANS[message] = _Plan(expected_wire_types(message), {})
+        for f in message.fields:  # (after it is stored: messages may hold themselves)
+            if f.message_type is not None:
+                plan.inner[f.number] = _plan(f.message_type)
+    return plan
+
+
+def _check(data: bytes, plan: _Plan, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise WireError("messages nested too deeply")
-    by_number = message.fields_by_number
-    for number, wire_type, raw in fields(data, expected_wire_types(message)):
-        f = by_number.get(number)
-        inner = f.message_type if f is not None and wire_type == WIRE_LEN else None
-        if inner is not None:
-            validate(as_bytes(raw), inner, depth + 1)
+    inner = plan.inner
+    for number, wire_type, raw in fields(data, plan.expected):
+        if wire_type == WIRE_LEN:
+            sub = inner.get(number)
+            if sub is not None:
+                _check(as_bytes(raw), sub, depth + 1)
 
 
 def as_double(raw: int | bytes) -> float:
