@@ -17,9 +17,11 @@ import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord import PADDING, decode
 from distcore.tfrecord.batch import _by_tag
 from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.many import _share, _shares, decode_files
+from distcore.tfrecord.framing import frame
+from distcore.tfrecord.many import _Edges, _ranges, _share, _shares, decode_files
 from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import batch_key, record, scalar_event, scalar_records, session_start
+from tests.core.wire_builder import event_file, run_file
 
 _COLUMNS = ("index", "tag_ids", "steps", "wall_times", "values", "is_tensor", "has_metadata")
 
@@ -144,3 +146,28 @@ def _root(array: np.ndarray) -> object:
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
     return base
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    files=st.lists(st.one_of(event_file(), run_file(), st.binary(max_size=60)), max_size=5),
+    extra=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 200)), max_size=4),
+)
+def test_tiles_of_a_group_equal_each_files_own(
+    files: list[bytes], extra: list[tuple[int, int]]
+) -> None:
+    """_Edges.tiles places every file at once exactly as tile() places each: the files' own
+    spans, and arbitrary ones (inside records, past the end, empty)."""
+    data = b"".join(files)
+    raw = bytearray(data) + bytes(PADDING)
+    edges = _Edges(frame(raw, np.frombuffer(raw, np.uint8), len(data)))
+    bases = np.cumsum([0, *map(len, files)]).tolist()
+    spans = [*zip(bases, map(len, files), strict=False), *extra]
+    assert edges.tiles(spans) == [edges.tile(base, size) for base, size in spans]
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=8))
+def test_ranges_concatenate_each_range(pairs: list[tuple[int, int]]) -> None:
+    want = [i for first, count in pairs for i in range(first, first + count)]
+    got = _ranges([f for f, _ in pairs], [c for _, c in pairs])
+    assert got.dtype == np.int64 and got.tolist() == want
