@@ -9,6 +9,8 @@
  *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
  *                                   fastpath.decode_scalars, the tags interned exactly
  *   fields(data, expected)          wire.fields: the fields before the first error, and it
+ *   by_tag(tag_ids, n, steps, walls, values)
+ *                                   batch._by_tag's stable argsort by tag, as a counting sort
  * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
  * len(buf) - 16 as the numpy code clamps them, and reads go at most 15 bytes past that.
  * Arrays go in and out as bytes-like objects of native int64/float64/bool; the Python side
@@ -662,6 +664,83 @@ fail:
     return NULL;
 }
 
+/* --- points by tag ---------------------------------------------------------------------- */
+
+/* batch._by_tag: the points reordered tag by tag (stable: written order within a tag), as
+ * np.argsort(tag_ids, kind="stable") orders them, in one counting pass. Returns
+ * ([(tag id, first, end)] for each tag present, ascending; steps; walls; values), the columns
+ * as writable bytearrays of the input's 8-byte items copied bit for bit. */
+static PyObject *k_by_tag(PyObject *self, PyObject *args) {
+    PyObject *o_ids, *o_cols[3];
+    Py_ssize_t names;
+    if (!PyArg_ParseTuple(args, "OnOOO", &o_ids, &names, &o_cols[0], &o_cols[1], &o_cols[2]))
+        return NULL;
+    if (names < 0 || names > PY_SSIZE_T_MAX / (Py_ssize_t)sizeof(Py_ssize_t) - 1) {
+        PyErr_SetString(PyExc_ValueError, "bad number of tags");
+        return NULL;
+    }
+    Bytes ids, cols[3];
+    Py_ssize_t n, got = 0;
+    PyObject *out[3] = {NULL, NULL, NULL}, *edges = NULL, *result = NULL;
+    Py_ssize_t *next = NULL;
+    if (get_i64(o_ids, &ids, &n) < 0) return NULL;
+    for (; got < 3; got++) {
+        Py_ssize_t count;
+        if (get_i64(o_cols[got], &cols[got], &count) < 0) goto done;
+        if (count != n) {
+            PyBuffer_Release(&cols[got].view);
+            PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+            goto done;
+        }
+    }
+    next = PyMem_Calloc((size_t)names + 1, sizeof(Py_ssize_t));
+    if (next == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t id = i64_item(&ids, i);
+        if (id < 0 || id >= names) {
+            PyErr_SetString(PyExc_ValueError, "tag id out of range");
+            goto done;
+        }
+        next[id + 1]++;
+    }
+    edges = PyList_New(0);
+    if (edges == NULL) goto done;
+    for (Py_ssize_t t = 0; t < names; t++) {
+        Py_ssize_t lo = next[t], hi = lo + next[t + 1];
+        if (hi > lo) {
+            PyObject *edge = Py_BuildValue("(nnn)", t, lo, hi);
+            if (edge == NULL || PyList_Append(edges, edge) < 0) {
+                Py_XDECREF(edge);
+                goto done;
+            }
+            Py_DECREF(edge);
+        }
+        next[t + 1] = hi; /* now: where tag t + 1's points start */
+    }
+    for (int c = 0; c < 3; c++) {
+        out[c] = PyByteArray_FromStringAndSize(NULL, n * 8);
+        if (out[c] == NULL) goto done;
+    }
+    uint8_t *dst[3] = {(uint8_t *)PyByteArray_AS_STRING(out[0]),
+                       (uint8_t *)PyByteArray_AS_STRING(out[1]),
+                       (uint8_t *)PyByteArray_AS_STRING(out[2])};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t j = next[i64_item(&ids, i)]++;
+        for (int c = 0; c < 3; c++) memcpy(dst[c] + 8 * j, cols[c].data + 8 * i, 8);
+    }
+    result = Py_BuildValue("(OOOO)", edges, out[0], out[1], out[2]);
+done:
+    PyMem_Free(next);
+    Py_XDECREF(edges);
+    for (int c = 0; c < 3; c++) Py_XDECREF(out[c]);
+    for (int c = 0; c < got; c++) PyBuffer_Release(&cols[c].view);
+    PyBuffer_Release(&ids.view);
+    return result;
+}
+
 /* --- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -671,6 +750,8 @@ static PyMethodDef methods[] = {
      "crc_ok(buf, starts, lengths) -> bools: each record's data CRC holds."},
     {"scalars", k_scalars, METH_VARARGS,
      "scalars(buf, starts, lengths, keys, f32, f64, md, max_tag) -> the fast path's columns."},
+    {"by_tag", k_by_tag, METH_VARARGS,
+     "by_tag(tag_ids, n, steps, walls, values) -> (edges, steps, walls, values): _by_tag."},
     {"fields", k_fields, METH_VARARGS,
      "fields(data, expected) -> ([(number, wire_type, value)], error or None): wire.fields."},
     {NULL, NULL, 0, NULL},

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import distcore.tfrecord.kernel as kernel
 from distcore.histograms.points import histogram_point
 from distcore.histograms.records import HistogramPoint
 from distcore.tfrecord.buffers import I64, U8
@@ -93,12 +94,22 @@ def decode_frames(
     timeline.replay_fast_until(len(frames.starts), plugins)
     keep = timeline.fast_keep(before)
     batch.segments = _segments(fast, keep, columns, restarts)
-    walls = fast.wall_times[keep]
+    walls = fast.wall_times if keep is None else fast.wall_times[keep]
     if columns.walls:
         walls = np.concatenate([walls, np.asarray(columns.walls, dtype=np.float64)])
-    walls = walls[np.isfinite(walls)]
-    batch.newest_wall_time = float(walls.max()) if len(walls) else None
+    batch.newest_wall_time = _newest(walls)
     return batch
+
+
+def _newest(walls: F64) -> float | None:
+    """The largest finite wall time, if any."""
+    if len(walls) == 0:
+        return None
+    newest = walls.max()
+    if np.isfinite(newest):  # no NaN, no +inf: the largest of all is the largest finite one
+        return float(newest)
+    walls = walls[np.isfinite(walls)]
+    return float(walls.max()) if len(walls) else None
 
 
 def _collect(
@@ -132,28 +143,32 @@ class _Timeline:
         md = np.flatnonzero(fast.has_metadata)
         self._md_index = fast.index[md]  # ascending, as fast.index is
         self._md_tag_ids = fast.tag_ids[md]
+        self._md_count = len(md)
         self._next = 0
         self._slow: list[tuple[int, str, str]] = []  # (record, tag, plugin)
 
     def replay_fast_until(self, record: int, plugins: dict[str, str]) -> None:
         """Apply the fast records' metadata before `record`: each sets "scalars" (TF2 writers
         attach it to every record, so only the distinct tags of the stretch are applied)."""
+        if self._next == self._md_count:  # all applied (or none to apply: simple_value files)
+            return
         stop = int(np.searchsorted(self._md_index, record, side="left"))
         if stop > self._next:
-            for tag_id in np.unique(self._md_tag_ids[self._next : stop]).tolist():
+            for tag_id in _distinct(self._md_tag_ids[self._next : stop], len(self.fast.tags)):
                 plugins[self.fast.tags[tag_id]] = SCALARS_PLUGIN
             self._next = stop
 
     def add_slow(self, record: int, updates: list[tuple[str, str]]) -> None:
         self._slow.extend((record, tag, plugin) for tag, plugin in updates)
 
-    def fast_keep(self, before: dict[str, str]) -> npt.NDArray[np.bool_]:
-        """simple_value always counts; a tensor where its tag's plugin there is "scalars"."""
+    def fast_keep(self, before: dict[str, str]) -> npt.NDArray[np.bool_] | None:
+        """simple_value always counts; a tensor where its tag's plugin there is "scalars".
+        None: every record counts (no mask to apply)."""
         fast = self.fast
         keep = ~fast.is_tensor | fast.has_metadata
         query = np.flatnonzero(~keep)
         if len(query) == 0:
-            return np.asarray(keep)
+            return None
         names = {t: i for i, t in enumerate(fast.tags)}
         slow_tags = [names.setdefault(tag, len(names)) for _, tag, _ in self._slow]
         upd_tag = np.concatenate([fast.tag_ids[fast.has_metadata], np.array(slow_tags, np.int64)])
@@ -178,9 +193,16 @@ class _Timeline:
         return np.asarray(keep)
 
 
+def _distinct(ids: I64, names: int) -> list[int]:
+    """np.unique(ids).tolist(), in one counting pass where the names are few."""
+    if names <= 4 * len(ids) + 64:
+        return np.flatnonzero(np.bincount(ids, minlength=names)).tolist()
+    return np.unique(ids).tolist()
+
+
 def _segments(
     fast: FastScalars,
-    keep: npt.NDArray[np.bool_],
+    keep: npt.NDArray[np.bool_] | None,
     columns: _Columns,
     restarts: list[tuple[int, int]],
 ) -> list[Segment]:
@@ -191,11 +213,16 @@ def _segments(
     fast_ids = np.array([ids.setdefault(t, len(ids)) for t in fast.tags], dtype=np.int64)
     slow_ids = [ids.setdefault(t, len(ids)) for t in columns.tags]
     names = list(ids)
-    fast_tag_ids = fast.tag_ids[keep]
+    # Every record kept (a mask costs a copy per column): the columns are the fast path's own,
+    # to be copied before they are handed out (_by_tag).
+    owned = keep is not None
+    records, tag_ids = fast.index, fast.tag_ids
+    steps, walls, values = fast.steps, fast.wall_times, fast.values
+    if keep is not None:
+        records, tag_ids = records[keep], tag_ids[keep]
+        steps, walls, values = steps[keep], walls[keep], values[keep]
     if len(fast_ids) and len(names) - len(slow_ids) < len(fast_ids):
-        fast_tag_ids = fast_ids[fast_tag_ids]  # (else the ids are the names' own: 0, 1, ...)
-    records, tag_ids = fast.index[keep], fast_tag_ids
-    steps, walls, values = fast.steps[keep], fast.wall_times[keep], fast.values[keep]
+        tag_ids = fast_ids[tag_ids]  # (else the ids are the names' own: 0, 1, ...)
     if columns.records:  # the general decoder's points, merged in record order
         records = np.concatenate([records, np.asarray(columns.records, dtype=np.int64)])
         tag_ids = np.concatenate([tag_ids, np.asarray(slow_ids, dtype=np.int64)])
@@ -205,26 +232,45 @@ def _segments(
         order = np.argsort(records, kind="stable")
         records, tag_ids = records[order], tag_ids[order]
         steps, walls, values = steps[order], walls[order], values[order]
+        owned = True
     segments = []
     lo = 0
     for record, step in [*restarts, (None, None)]:
         hi = len(records) if record is None else int(np.searchsorted(records, record))
         part = slice(lo, hi)
         segments.append(
-            Segment(_by_tag(names, tag_ids[part], steps[part], walls[part], values[part]), step)
+            Segment(
+                _by_tag(names, tag_ids[part], steps[part], walls[part], values[part], owned), step
+            )
         )
         lo = hi
     return segments
 
 
 def _by_tag(
-    names: list[str], tag_ids: I64, steps: I64, walls: F64, values: F64
+    names: list[str], tag_ids: I64, steps: I64, walls: F64, values: F64, owned: bool = True
 ) -> dict[str, tuple[I64, F64, F64]]:
+    """The points tag by tag, in written order; `owned`: the columns may be handed out as
+    they are (else they are the fast path's, shared with other files: copied)."""
     if len(tag_ids) == 0:
         return {}
     first = int(tag_ids[0])
     if not (tag_ids != first).any():  # one tag (a file's stretch often is): nothing to sort
+        if not owned:
+            steps, walls, values = steps.copy(), walls.copy(), values.copy()
         return {names[first]: (steps, walls, values)}
+    compiled = kernel.ACTIVE
+    if compiled is not None and len(names) <= 4 * len(tag_ids) + 64:  # (a count per name)
+        # The same order in one counting pass: this argsort and its gathers were a sweep's
+        # largest per-file cost (issue 20).
+        spans, *cols = compiled.by_tag(
+            np.ascontiguousarray(tag_ids, np.int64), len(names),
+            np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
+            np.ascontiguousarray(values, np.float64),
+        )  # fmt: skip
+        steps = np.frombuffer(cols[0], np.int64)
+        walls, values = np.frombuffer(cols[1], np.float64), np.frombuffer(cols[2], np.float64)
+        return {names[t]: (steps[lo:hi], walls[lo:hi], values[lo:hi]) for t, lo, hi in spans}
     order = np.argsort(tag_ids, kind="stable")
     sorted_ids = tag_ids[order]
     edges = [0, *(np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1).tolist(), len(order)]

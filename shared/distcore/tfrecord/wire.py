@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
@@ -92,18 +93,29 @@ def _skip_value(data: bytes, pos: int, number: int, wire_type: int, depth: int) 
     return pos, pos + size
 
 
-def fields(data: bytes, expected: Expected | None = None) -> Iterator[tuple[int, int, int | bytes]]:
+Field = tuple[int, int, int | bytes]
+
+
+def fields(data: bytes, expected: Expected | None = None) -> Iterator[Field]:
     """(field number, wire type, value): ints for varints, raw bytes for everything else (a
     group's bytes run to its END_GROUP key). A field of `expected` in another wire type is an
     error. The compiled kernel walks the bytes where it is built (the fields before an error
-    are yielded all the same, then the error raised: callers see the same sequence)."""
+    are yielded all the same, then the error raised: callers see the same sequence); its
+    list is iterated as it is, not through a generator (whose every step cost more than the
+    kernel's walk: a tenth of an hparams record's decode)."""
     compiled = kernel.ACTIVE
     if compiled is not None and (expected is None or type(expected) is dict):
         found, error = compiled.fields(data, expected)
-        yield from found
-        if error is not None:
-            raise WireError(error)
-        return
+        return iter(found) if error is None else _then_raise(found, error)
+    return _walk(data, expected)
+
+
+def _then_raise(found: list[Field], error: str) -> Iterator[Field]:
+    yield from found
+    raise WireError(error)
+
+
+def _walk(data: bytes, expected: Expected | None) -> Iterator[Field]:
     pos, end = 0, len(data)
     while pos < end:
         number, wire_type, pos = _key(data, pos)
@@ -158,14 +170,41 @@ def _expected(_name: str, message: Descriptor) -> Expected:
 def validate(data: bytes, message: Descriptor, depth: int = 0) -> None:
     """Raise WireError unless `data` is well formed as `message`, nested messages included:
     done before handing bytes to protobuf, which would keep a mistyped field as unknown."""
+    _check(data, _plan(message), depth)
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What validate needs of a message: its fields' wire types, and the plan of each field
+    that holds a message. Read from the descriptor once: looking it up per call (its fields
+    by number, each one's message type) was most of an hparams record's validation."""
+
+    expected: Expected
+    inner: dict[int, _Plan]
+
+
+_PLANS: dict[Descriptor, _Plan] = {}
+
+
+def _plan(message: Descriptor) -> _Plan:
+    plan = _PLANS.get(message)
+    if plan is None:
+        plan = _PLANS[message] = _Plan(expected_wire_types(message), {})
+        for f in message.fields:  # (after it is stored: messages may hold themselves)
+            if f.message_type is not None:
+                plan.inner[f.number] = _plan(f.message_type)
+    return plan
+
+
+def _check(data: bytes, plan: _Plan, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise WireError("messages nested too deeply")
-    by_number = message.fields_by_number
-    for number, wire_type, raw in fields(data, expected_wire_types(message)):
-        f = by_number.get(number)
-        inner = f.message_type if f is not None and wire_type == WIRE_LEN else None
-        if inner is not None:
-            validate(as_bytes(raw), inner, depth + 1)
+    inner = plan.inner
+    for number, wire_type, raw in fields(data, plan.expected):
+        if wire_type == WIRE_LEN:
+            sub = inner.get(number)
+            if sub is not None:
+                _check(as_bytes(raw), sub, depth + 1)
 
 
 def as_double(raw: int | bytes) -> float:
