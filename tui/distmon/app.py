@@ -107,6 +107,9 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     # --- layout and life ----------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # The width's class before the widgets are styled: set in on_mount, after them, it
+        # styled the whole board again (a tenth of the UI thread's mount and first frame).
+        self.screen.set_class(self.size.width >= WIDE, "-wide")
         yield from board_widgets()  # the footer follows the first rows (_mount_footer)
 
     async def _mount_footer(self) -> None:
@@ -124,7 +127,6 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         for widget_id, title in (("runs", "runs"), ("gpus", "GPUs"), ("alerts", "alerts")):
             self._main.query_one(f"#{widget_id}").border_title = title
         self._main.query_one("#details").border_title = "focused"
-        self._main.set_class(self.size.width >= WIDE, "-wide")
         self._main.query_one(RunsTable).focus()
         expr = self._main.query_one("#expr", Input)
         expr.value, expr.display, expr.disabled = self.view.expr, bool(self.view.expr), True
