@@ -3,8 +3,7 @@
 Each round starts `python -m distmon --no-gpu SWEEP` in tmux (160x48, bench/dashboard.py's
 Terminal) once per checkout (PYTHONPATH on its shared/ and tui/), in turn, and measures the
 seconds until the first `lr-sweep-` row is on screen, with the CPU seconds the process had
-taken then (all threads and the children it waited for, e.g. discovery's prewalk, and the UI
-thread's). Every distmon runs as a user's install does,
+taken then (all threads, and the UI thread's). Every distmon runs as a user's install does,
 from byte-code caches (bench/installed.py): in a cache folder of this benchmark's own
 (PYTHONPYCACHEPREFIX), filled by one untimed start per checkout, so that no checkout is written
 to. Medians over the rounds; CPU seconds are the fairer figure on a loaded machine, whose load
@@ -40,22 +39,11 @@ def first_row(checkout: Path, root: Path, cache: Path, timeout: float) -> dict[s
     try:
         seconds = term.wait_for(lambda s: "lr-sweep-" in s, timeout)
         cpu = sweep.thread_cpu(term.pid())
-        children = _children_cpu(term.pid())
     finally:
         term.close()
     if seconds is None:
         raise SystemExit(f"{checkout}: no row within {timeout:.0f} s")
-    return {"seconds": seconds, "cpu": cpu["process"] + children, "ui": cpu["ui"], "load": load}
-
-
-def _children_cpu(pid: int) -> float:
-    """cutime + cstime: the CPU of the children the process has waited for (the first walk's
-    child, distcore.events.discovery.prewalk), which its own utime and stime leave out."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return float("nan")
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+    return {"seconds": seconds, "cpu": cpu["process"], "ui": cpu["ui"], "load": load}
 
 
 def main() -> int:

@@ -348,11 +348,6 @@ def _run(argv: Sequence[str] | None) -> int:
             from distmon.once import run_once
 
             return run_once(options)
-        # The first walk of the logdirs begins in a child process now, on another core, while
-        # this one imports Textual (distcore.events.discovery.prewalk: issue 20's first row).
-        from distcore.events.discovery import prewalk
-
-        prewalk(options.logdirs)
         from distmon.app import run_app
 
         return run_app(options)
