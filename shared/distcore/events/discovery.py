@@ -125,11 +125,12 @@ def _walk(
 
 
 # The walk runs where the first read does, after Textual loaded. Tried and measured (issue 20,
-# bench/first_row.py, 2 vCPUs): begun on a thread right after the arguments, it overlapped
-# nothing (its ~40,000 system calls each took the GIL back from Textual's import, whose Python
-# holds it: the walk ended with the import); in a child forked before Textual loaded, the
-# child cost 0.2 s of CPU against 0.14 here and the UI thread's own CPU grew 0.08-0.15 s while
-# it ran, so the first row came later (1.81 against 1.39 s, medians of 4, even at priority).
+# bench/first_row.py, 2 vCPUs): begun on a thread beside Textual's import, it gained nothing
+# measurable (its ~40,000 system calls each take the GIL back from the import's Python: it
+# took 0.58-1.35 s for its 0.24 s of CPU and ended about with the import); in a child forked
+# before Textual loaded, the child cost 0.2 s of CPU against 0.14 here and the UI thread's own
+# CPU grew 0.08-0.15 s while it ran, so the first row came later (1.81 against 1.39 s, medians
+# of 4, even at priority).
 def walk_runs(
     roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False
 ) -> list[Found]:
