@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import distcore.tfrecord.plain as plain
 from distcore.tfrecord import PADDING, decode
 from distcore.tfrecord.many import decode_files
+from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import batch_key, record, scalar_event, session_start
 from tests.core.wire_builder import event_file, hparams_metadata, run_file
 
@@ -98,6 +99,28 @@ def test_many_files_and_tags_sort_without_a_count_per_pair() -> None:
     """Far more (file, tag) pairs than points (each file its own tags): sorted, not counted."""
     runs = [[_plain_file(r, [f"t{r}", f"u{r}"], 1, 2.0)] for r in range(30)]
     _decode_alike(runs)
+
+
+@pytest.mark.parametrize(
+    ("ids", "bounds", "columns", "error"),
+    [
+        ([0, 2], [0, 2], 2, "tag id out of range"),
+        ([-1], [0, 1], 1, "tag id out of range"),
+        ([0, 1], [0, 2], 1, "columns of different lengths"),
+        ([0, 1], [0, 1], 2, "bounds do not cover"),
+        ([0, 1], [1, 2], 2, "bounds do not cover"),
+        ([0, 1], [0, 2, 1, 2], 2, "bounds do not cover"),
+        ([0], [], 1, "bounds do not cover"),
+    ],
+)
+def test_kernel_split_refuses_what_would_read_outside(
+    ids: list[int], bounds: list[int], columns: int, error: str, decoder_path: str
+) -> None:
+    compiled = compiled_kernel()
+    column = np.zeros(columns, dtype=np.int64)
+    with pytest.raises(ValueError, match=error):
+        compiled.split(np.array(ids, np.int64), 2, np.array(bounds, np.int64), column, column,
+                       column)  # fmt: skip
 
 
 _FILE = event_file() | run_file() | st.just(b"")

@@ -54,7 +54,7 @@ class PlainFiles:
         at = np.flatnonzero(slow)
         self._slow_bounds = np.searchsorted(at, first).tolist()
         self._slow = list(zip(starts[at].tolist(), lengths[at].tolist(), strict=True))
-        self._points = _points(fast, file_of, plain, files)
+        self._points = _points(fast, file_of, bounds, plain, files)
         self._newest = _newest_each(fast.wall_times, bounds.tolist(), self.plain)
 
     def batch(
@@ -82,39 +82,44 @@ class PlainFiles:
 
 
 def _points(
-    fast: FastScalars, file_of: I64, plain: np.ndarray, files: int
+    fast: FastScalars, file_of: I64, bounds: I64, plain: np.ndarray, files: int
 ) -> dict[int, Points]:
     """The plain files' points by tag, in written order, tags in the order of their ids (as
-    batch._by_tag gives them): one stable counting sort by (file, tag) for all."""
-    tags = len(fast.tags)
+    batch._by_tag gives them), each file's columns in memory of its own (a view into the
+    group's would keep all of them alive as long as any one run keeps its points)."""
     steps, walls, values, ids = fast.steps, fast.wall_times, fast.values, fast.tag_ids
     if not plain.all():
         keep = plain[file_of]
         file_of, ids = file_of[keep], ids[keep]
         steps, walls, values = steps[keep], walls[keep], values[keep]
+        bounds = np.cumsum([0, *(np.diff(bounds) * plain).tolist()]).astype(np.int64)
     if len(ids) == 0:
         return {}
-    key = file_of * tags + ids
-    keys = files * tags
-    compiled = kernel.ACTIVE
-    if compiled is not None and keys <= 4 * len(key) + 64:
-        spans, *cols = compiled.by_tag(
-            np.ascontiguousarray(key, np.int64), keys, np.ascontiguousarray(steps, np.int64),
-            np.ascontiguousarray(walls, np.float64), np.ascontiguousarray(values, np.float64),
-        )  # fmt: skip
-        steps = np.frombuffer(cols[0], np.int64)
-        walls, values = np.frombuffer(cols[1], np.float64), np.frombuffer(cols[2], np.float64)
-    else:
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        edges = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(order)]
-        spans = [(int(key[lo]), lo, hi) for lo, hi in itertools.pairwise(edges)]
-        steps, walls, values = steps[order], walls[order], values[order]
-    # Each file's points lie together in the sorted columns: copied out, so that each file's
-    # columns are its own (a view into the group's would keep all of them alive as long as
-    # any one run keeps its points).
-    out: dict[int, Points] = {}
     names = fast.tags
+    out: dict[int, Points] = {}
+    compiled = kernel.ACTIVE
+    if compiled is not None:  # one pass for all files, each into its own buffer
+        split = compiled.split(
+            np.ascontiguousarray(ids, np.int64), len(names), np.ascontiguousarray(bounds),
+            np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
+            np.ascontiguousarray(values, np.float64),
+        )  # fmt: skip
+        for f, found in enumerate(split):
+            if found is not None:
+                raw, spans = found
+                n = spans[-1][2]
+                s = np.frombuffer(raw, np.int64, n)
+                w = np.frombuffer(raw, np.float64, n, 8 * n)
+                v = np.frombuffer(raw, np.float64, n, 16 * n)
+                out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
+        return out
+    tags = len(names)
+    key = file_of * tags + ids
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    edges = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(order)]
+    spans = [(int(key[lo]), lo, hi) for lo, hi in itertools.pairwise(edges)]
+    steps, walls, values = steps[order], walls[order], values[order]
     for f, file_spans in itertools.groupby(spans, key=lambda span: span[0] // tags):
         mine = list(file_spans)
         first, last = mine[0][1], mine[-1][2]
