@@ -212,6 +212,12 @@ def test_the_kernel_refuses_to_read_outside_its_buffer() -> None:
         compiled.crc_ok(buf, i64([0], np.int32), i64([1], np.int64))  # not int64 data
     with pytest.raises(ValueError):
         compiled.chain(buf, 0, 65)
+    long = bytearray(64)
+    long[0] = 40  # a length reaching into the padding
+    for heads in ([-1], [37], [0]):
+        with pytest.raises(ValueError, match="outside"):
+            compiled.records(long, i64(heads, np.int64))
+    assert compiled.records(bytearray(64), i64([], np.int64)) == (bytearray(), bytearray(), [])
     keys = bytes(8)
     with pytest.raises(ValueError):
         compiled.scalars(buf, i64([40], np.int64), i64([20], np.int64), keys, b"", b"", b"", 96)

@@ -6,6 +6,7 @@
  * exactly the same records:
  *   chain(buf, pos, size)           framing._chain with the header CRCs checked on the way
  *   crc_ok(buf, starts, lengths)    crc.crc_ok: masked CRC-32C of each record's data
+ *   records(buf, heads)             framing._check_data: the records whose data CRC holds
  *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
  *                                   fastpath.decode_scalars, the tags interned exactly
  *   fields(data, expected)          wire.fields: the fields before the first error, and it
@@ -170,30 +171,27 @@ static PyObject *k_chain(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "range outside the buffer");
         return NULL;
     }
-    Py_ssize_t cap = 64, count = 0;
+    /* Room for every record that could start in the range (at least HEADER + FOOTER bytes
+     * each), so that the walk needs no Python object and runs without the GIL. */
+    Py_ssize_t cap = size > pos ? (size - pos) / (HEADER + FOOTER) + 1 : 1, count = 0;
     PyObject *heads = PyByteArray_FromStringAndSize(NULL, cap * 8);
     if (heads == NULL) {
         PyBuffer_Release(&b.view);
         return NULL;
     }
-    while (pos <= size - HEADER) {
+    char *out = PyByteArray_AS_STRING(heads);
+    Py_BEGIN_ALLOW_THREADS /* the view pins the buffer: nothing can resize it */
+    while (pos <= size - HEADER && count < cap) {
         uint64_t length = u64_at(b.data + pos);
         uint32_t crc = u32_at(b.data + pos + 8);
         if (length > MAX_RECORD || (length == 0 && crc == 0)) break;
         if ((uint64_t)(size - pos) < length + HEADER + FOOTER) break;
         if (masked_crc(b.data + pos, 8) != crc) break;
-        if (count == cap) {
-            cap *= 2;
-            if (PyByteArray_Resize(heads, cap * 8) < 0) {
-                Py_DECREF(heads);
-                PyBuffer_Release(&b.view);
-                return NULL;
-            }
-        }
         int64_t h = pos;
-        memcpy(PyByteArray_AS_STRING(heads) + 8 * count++, &h, 8);
+        memcpy(out + 8 * count++, &h, 8);
         pos += (Py_ssize_t)length + HEADER + FOOTER;
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&b.view);
     if (PyByteArray_Resize(heads, count * 8) < 0) {
         Py_DECREF(heads);
@@ -236,6 +234,74 @@ fail_s:
 fail_b:
     PyBuffer_Release(&b.view);
     return NULL;
+}
+
+/* --- records: framing._check_data, the data CRC of each record the chain found ------------ */
+
+/* records(buf, heads) -> (starts, lengths, bad heads): each record's data start and length
+ * where its data CRC holds, in order, and the heads of those where it does not. */
+static PyObject *k_records(PyObject *self, PyObject *args) {
+    PyObject *obj, *h_obj;
+    if (!PyArg_ParseTuple(args, "OO", &obj, &h_obj)) return NULL;
+    Bytes b, heads;
+    Py_ssize_t n;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    if (get_i64(h_obj, &heads, &n) < 0) {
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    PyObject *starts = NULL, *lengths = NULL, *bad = NULL, *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(&heads, i);
+        if (h < 0 || h > (int64_t)b.len - PAD - HEADER ||
+            u64_at(b.data + h) > (uint64_t)(b.len - PAD - HEADER - h)) {
+            PyErr_SetString(PyExc_ValueError, "record outside the buffer");
+            goto done;
+        }
+    }
+    starts = PyByteArray_FromStringAndSize(NULL, n * 8);
+    lengths = PyByteArray_FromStringAndSize(NULL, n * 8);
+    bad = PyList_New(0);
+    if (starts == NULL || lengths == NULL || bad == NULL) goto done;
+    int64_t *s_out = (int64_t *)PyByteArray_AS_STRING(starts);
+    int64_t *l_out = (int64_t *)PyByteArray_AS_STRING(lengths);
+    Py_ssize_t kept = 0, wrong = 0;
+    Py_BEGIN_ALLOW_THREADS /* the views pin the buffers: nothing can resize them */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(&heads, i), s = h + HEADER;
+        int64_t l = (int64_t)u64_at(b.data + h);
+        if (masked_crc(b.data + s, (size_t)l) == u32_at(b.data + s + l)) {
+            memcpy(s_out + kept, &s, 8);
+            memcpy(l_out + kept, &l, 8);
+            kept++;
+        } else {
+            wrong++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (wrong) /* rare: found again, with the GIL */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t h = i64_item(&heads, i), s = h + HEADER;
+            int64_t l = (int64_t)u64_at(b.data + h);
+            if (masked_crc(b.data + s, (size_t)l) != u32_at(b.data + s + l)) {
+                PyObject *head = PyLong_FromLongLong(h);
+                if (head == NULL || PyList_Append(bad, head) < 0) {
+                    Py_XDECREF(head);
+                    goto done;
+                }
+                Py_DECREF(head);
+            }
+        }
+    if (PyByteArray_Resize(starts, kept * 8) < 0 || PyByteArray_Resize(lengths, kept * 8) < 0)
+        goto done;
+    result = Py_BuildValue("(OOO)", starts, lengths, bad);
+done:
+    Py_XDECREF(starts);
+    Py_XDECREF(lengths);
+    Py_XDECREF(bad);
+    PyBuffer_Release(&heads.view);
+    PyBuffer_Release(&b.view);
+    return result;
 }
 
 /* --- scalars ---------------------------------------------------------------------------- */
@@ -1092,6 +1158,8 @@ done:
 static PyMethodDef methods[] = {
     {"chain", k_chain, METH_VARARGS,
      "chain(buf, pos, size) -> (heads, stop): follow valid headers of whole records."},
+    {"records", k_records, METH_VARARGS,
+     "records(buf, heads) -> (starts, lengths, bad heads): framing._check_data."},
     {"crc_ok", k_crc_ok, METH_VARARGS,
      "crc_ok(buf, starts, lengths) -> bools: each record's data CRC holds."},
     {"scalars", k_scalars, METH_VARARGS,
