@@ -14,6 +14,7 @@
  *                                   batch._by_tag's stable argsort by tag, as a counting sort
  *   split(tag_ids, n, bounds, steps, walls, values)
  *                                   by_tag for each file of a group (tfrecord/plain.py)
+ *   stats(steps, values)            series._increasing, _fmin and _fmax of a first read
  *   hparams_event(data, keys, plugin)
  *                                   record.decode_event of the hparams plugin's usual record
  * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
@@ -963,6 +964,38 @@ done:
     return result;
 }
 
+/* --- stats: what a series' first read needs of its points ---------------------------------- */
+
+/* stats(steps, values) -> (increasing, low, high): whether the steps strictly increase, and the
+ * least and greatest value that is not NaN (NaN when all are), as np.fmin.reduce and
+ * np.fmax.reduce find them wherever those are unique values; the caller asks numpy where they
+ * may not be (a zero, whose sign numpy's order of comparisons decides, or NaN). */
+static PyObject *k_stats(PyObject *self, PyObject *args) {
+    PyObject *o_steps, *o_values;
+    if (!PyArg_ParseTuple(args, "OO", &o_steps, &o_values)) return NULL;
+    Bytes steps, values;
+    Py_ssize_t n, m;
+    if (get_i64(o_steps, &steps, &n) < 0) return NULL;
+    if (get_i64(o_values, &values, &m) < 0) {
+        PyBuffer_Release(&steps.view);
+        return NULL;
+    }
+    int increasing = 1;
+    double low = Py_NAN, high = Py_NAN;
+    for (Py_ssize_t i = 1; i < n && increasing; i++)
+        increasing = i64_item(&steps, i) > i64_item(&steps, i - 1);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double v;
+        memcpy(&v, values.data + 8 * i, 8);
+        if (v != v) continue;
+        if (low != low || v < low) low = v;
+        if (high != high || v > high) high = v;
+    }
+    PyBuffer_Release(&values.view);
+    PyBuffer_Release(&steps.view);
+    return Py_BuildValue("(Odd)", increasing ? Py_True : Py_False, low, high);
+}
+
 /* --- hparams_event: record.decode_event for the hparams plugin's usual record ----------------- */
 
 /* The one-byte keys of the record's fields, in this order (record.py passes them from
@@ -1170,6 +1203,8 @@ static PyMethodDef methods[] = {
      "fields(data, expected) -> ([(number, wire_type, value)], error or None): wire.fields."},
     {"split", k_split, METH_VARARGS,
      "split(tag_ids, n, bounds, steps, walls, values) -> each file's by_tag, its own memory."},
+    {"stats", k_stats, METH_VARARGS,
+     "stats(steps, values) -> (increasing, low, high): a series' first read."},
     {"hparams_event", k_hparams_event, METH_VARARGS,
      "hparams_event(data, keys, plugin) -> (wall, step, tag, hparams) or None: decode_event."},
     {NULL, NULL, 0, NULL},
