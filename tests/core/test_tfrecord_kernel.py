@@ -218,6 +218,11 @@ def test_the_kernel_refuses_to_read_outside_its_buffer() -> None:
         with pytest.raises(ValueError, match="outside"):
             compiled.records(long, i64(heads, np.int64))
     assert compiled.records(bytearray(64), i64([], np.int64)) == (bytearray(), bytearray(), [])
+    one, two = i64([12], np.int64), i64([12, 40], np.int64)
+    with pytest.raises(ValueError, match="different lengths"):
+        compiled.tiles(one, two, 64, i64([], np.int64), one, one)
+    with pytest.raises(ValueError, match="different lengths"):
+        compiled.tiles(one, one, 64, i64([], np.int64), one, two)
     keys = bytes(8)
     with pytest.raises(ValueError):
         compiled.scalars(buf, i64([40], np.int64), i64([20], np.int64), keys, b"", b"", b"", 96)

@@ -15,6 +15,8 @@
  *   split(tag_ids, n, bounds, steps, walls, values)
  *                                   by_tag for each file of a group (tfrecord/plain.py)
  *   stats(steps, values)            series._increasing, _fmin and _fmax of a first read
+ *   tiles(starts, lengths, end, trouble, bases, sizes)
+ *                                   many._Edges.tiles: each file's records, and if they tile it
  *   hparams_event(data, keys, plugin)
  *                                   record.decode_event of the hparams plugin's usual record
  * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
@@ -996,6 +998,77 @@ static PyObject *k_stats(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Odd)", increasing ? Py_True : Py_False, low, high);
 }
 
+/* --- tiles: many._Edges.tiles, where each file of a group lies among its records ----------- */
+
+/* The first k in [0, n) with items[k] >= x (n if none): np.searchsorted's "left". */
+static Py_ssize_t lower_bound(const Bytes *items, Py_ssize_t n, int64_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (i64_item(items, mid) < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* tiles(starts, lengths, end, trouble, bases, sizes) -> (firsts, lasts, tiled): for each span
+ * (base, size) its records [first, last) (by their headers' offsets) and whether they cover it
+ * exactly, edge to edge, with no problem offset (`trouble`, sorted) inside and nothing past
+ * `end`. starts must ascend (frame() gives them so). */
+static PyObject *k_tiles(PyObject *self, PyObject *args) {
+    PyObject *o_starts, *o_lengths, *o_trouble, *o_bases, *o_sizes;
+    long long end;
+    if (!PyArg_ParseTuple(args, "OOLOOO", &o_starts, &o_lengths, &end, &o_trouble, &o_bases,
+                          &o_sizes))
+        return NULL;
+    PyObject *objs[5] = {o_starts, o_lengths, o_trouble, o_bases, o_sizes};
+    Bytes v[5];
+    Py_ssize_t n[5];
+    int got = 0;
+    PyObject *firsts = NULL, *lasts = NULL, *tiled = NULL, *result = NULL;
+    for (; got < 5; got++)
+        if (get_i64(objs[got], &v[got], &n[got]) < 0) goto done;
+    if (n[0] != n[1] || n[3] != n[4]) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    Py_ssize_t records = n[0], spans = n[3];
+    const Bytes *starts = &v[0], *lengths = &v[1], *trouble = &v[2];
+    firsts = PyByteArray_FromStringAndSize(NULL, spans * 8);
+    lasts = PyByteArray_FromStringAndSize(NULL, spans * 8);
+    tiled = PyByteArray_FromStringAndSize(NULL, spans);
+    if (firsts == NULL || lasts == NULL || tiled == NULL) goto done;
+    /* heads: starts - HEADER; a record ends at start + length + FOOTER */
+    for (Py_ssize_t i = 0; i < spans; i++) {
+        int64_t base = i64_item(&v[3], i), stop = base + i64_item(&v[4], i);
+        /* first head >= base  <=>  first start >= base + HEADER */
+        Py_ssize_t first = lower_bound(starts, records, base + HEADER);
+        Py_ssize_t last = lower_bound(starts, records, stop + HEADER);
+        int ok = lower_bound(trouble, n[2], base) == lower_bound(trouble, n[2], stop) &&
+                 stop <= end;
+        if (ok && first == last) {
+            ok = stop == base;
+        } else if (ok) {
+            ok = i64_item(starts, first) - HEADER == base &&
+                 i64_item(starts, last - 1) + i64_item(lengths, last - 1) + FOOTER == stop;
+            for (Py_ssize_t k = first; ok && k + 1 < last; k++)
+                ok = i64_item(starts, k + 1) - HEADER ==
+                     i64_item(starts, k) + i64_item(lengths, k) + FOOTER;
+        }
+        int64_t f = first, l = last;
+        memcpy(PyByteArray_AS_STRING(firsts) + 8 * i, &f, 8);
+        memcpy(PyByteArray_AS_STRING(lasts) + 8 * i, &l, 8);
+        PyByteArray_AS_STRING(tiled)[i] = (char)ok;
+    }
+    result = Py_BuildValue("(OOO)", firsts, lasts, tiled);
+done:
+    Py_XDECREF(firsts);
+    Py_XDECREF(lasts);
+    Py_XDECREF(tiled);
+    for (int g = 0; g < got; g++) PyBuffer_Release(&v[g].view);
+    return result;
+}
+
 /* --- hparams_event: record.decode_event for the hparams plugin's usual record ----------------- */
 
 /* The one-byte keys of the record's fields, in this order (record.py passes them from
@@ -1205,6 +1278,8 @@ static PyMethodDef methods[] = {
      "split(tag_ids, n, bounds, steps, walls, values) -> each file's by_tag, its own memory."},
     {"stats", k_stats, METH_VARARGS,
      "stats(steps, values) -> (increasing, low, high): a series' first read."},
+    {"tiles", k_tiles, METH_VARARGS,
+     "tiles(starts, lengths, end, trouble, bases, sizes) -> (firsts, lasts, tiled)."},
     {"hparams_event", k_hparams_event, METH_VARARGS,
      "hparams_event(data, keys, plugin) -> (wall, step, tag, hparams) or None: decode_event."},
     {NULL, NULL, 0, NULL},
