@@ -56,8 +56,10 @@ def decode_files(
     good = [g for g, files in enumerate(tiles) if all(t.tiled for t in files)]
     kept = [t for g in good for t in tiles[g]]
     counts = [t.last - t.first for t in kept]
-    pick = _ranges([t.first for t in kept], counts)
-    starts, lengths = frames.starts[pick], frames.lengths[pick]
+    starts, lengths = frames.starts, frames.lengths
+    if sum(counts) != len(starts):  # (else every record is a kept file's, in order: all of them)
+        pick = _ranges([t.first for t in kept], counts)
+        starts, lengths = starts[pick], lengths[pick]
     fast = decode_grouped(buf, starts, lengths)
     plain = PlainFiles(fast, counts, starts, lengths)
     lone = _Lone(raw, buf, frames, fast, counts)

@@ -43,9 +43,10 @@ class PlainFiles:
         files = len(counts)
         first = np.cumsum([0, *counts]).astype(np.int64)  # each file's first record
         bounds = np.searchsorted(fast.index, first)  # where each file's points start
-        file_of = np.repeat(np.arange(files, dtype=np.int64), np.diff(bounds))
-        odd = fast.is_tensor | fast.has_metadata
-        plain = np.bincount(file_of[odd], minlength=files) == 0
+        # The files with a tensor or metadata among their fast records (a sweep's have none).
+        odd = np.flatnonzero(fast.is_tensor | fast.has_metadata)
+        plain = np.ones(files, dtype=bool)
+        plain[np.searchsorted(bounds, odd, side="right") - 1] = False
         if len(set(fast.tags)) != len(fast.tags):  # (see batch._segments): not here
             plain[:] = False
         self.plain: list[bool] = plain.tolist()
@@ -54,7 +55,7 @@ class PlainFiles:
         at = np.flatnonzero(slow)
         self._slow_bounds = np.searchsorted(at, first).tolist()
         self._slow = list(zip(starts[at].tolist(), lengths[at].tolist(), strict=True))
-        self._points = _points(fast, file_of, bounds, plain, files)
+        self._points = _points(fast, bounds, plain)
         self._newest = _newest_each(fast.wall_times, bounds.tolist(), self.plain)
 
     def batch(
@@ -81,18 +82,18 @@ class PlainFiles:
         return batch
 
 
-def _points(
-    fast: FastScalars, file_of: I64, bounds: I64, plain: np.ndarray, files: int
-) -> dict[int, Points]:
+def _points(fast: FastScalars, bounds: I64, plain: np.ndarray) -> dict[int, Points]:
     """The plain files' points by tag, in written order, tags in the order of their ids (as
     batch._by_tag gives them), each file's columns in memory of its own (a view into the
     group's would keep all of them alive as long as any one run keeps its points)."""
     steps, walls, values, ids = fast.steps, fast.wall_times, fast.values, fast.tag_ids
+    sizes = np.diff(bounds)
     if not plain.all():
-        keep = plain[file_of]
-        file_of, ids = file_of[keep], ids[keep]
+        keep = np.repeat(plain, sizes)
+        ids = ids[keep]
         steps, walls, values = steps[keep], walls[keep], values[keep]
-        bounds = np.cumsum([0, *(np.diff(bounds) * plain).tolist()]).astype(np.int64)
+        sizes = sizes * plain
+        bounds = np.cumsum([0, *sizes.tolist()]).astype(np.int64)
     if len(ids) == 0:
         return {}
     names = fast.tags
@@ -114,7 +115,7 @@ def _points(
                 out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
         return out
     tags = len(names)
-    key = file_of * tags + ids
+    key = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes) * tags + ids
     order = np.argsort(key, kind="stable")
     key = key[order]
     edges = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(order)]
