@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
@@ -72,7 +73,7 @@ def _record(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-def _decoded(data: bytes, compiled: object) -> object:
+def _decoded(data: bytes, compiled: ModuleType | None) -> object:
     plugins: dict[str, str] = {"_hparams_/session_start_info": "scalars"}
     updates: list[tuple[str, str]] = []
     saved, kernel.ACTIVE = kernel.ACTIVE, compiled

@@ -237,3 +237,16 @@ def test_distmon_pure_forces_the_numpy_path() -> None:
     out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
                          capture_output=True, text=True).stdout  # fmt: skip
     assert out.strip() == "True"
+
+
+def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One without a function the decoder calls (not rebuilt since): numpy reads instead."""
+    import importlib
+    import types
+
+    built = compiled_kernel()
+    assert all(hasattr(built, name) for name in kernel.FUNCTIONS)
+    old = types.ModuleType("distcore.tfrecord._kernel")
+    old.chain = built.chain  # type: ignore[attr-defined]
+    monkeypatch.setattr(importlib, "import_module", lambda name: old)
+    assert kernel._load() is None
