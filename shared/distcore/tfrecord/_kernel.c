@@ -377,6 +377,12 @@ static int value_of(const Buf *b, const Schema *sc, int64_t pos, int64_t end, Sc
     const uint8_t *k = sc->keys;
     uint8_t kind = b->buf[pos];
     int simple = kind == k[K_SIMPLE] && pos + 5 == end;
+    if (simple) { /* what the rest would find for it: no tensor, no metadata (pos + 5 <= limit) */
+        out->value = (double)f32_at(b->buf + pos + 1);
+        out->is_tensor = 0;
+        out->has_md = 0;
+        return 1;
+    }
     int tensor = kind == k[K_TENSOR];
     int64_t body;
     int64_t size = field_len(b, pos, &body);
