@@ -156,3 +156,40 @@ def test_decimation_matches_the_plain_rule(
     assert keep_indices(steps, values, target).tolist() == _reference_keep(
         steps, values, target
     ).tolist()
+
+
+_FIRST_VALUES = st.lists(
+    st.sampled_from([0.0, -0.0, math.nan, math.inf, -math.inf, 1.0, -2.5])
+    | st.floats(allow_nan=True),
+    min_size=1, max_size=30,
+)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=_FIRST_VALUES, shuffle=st.booleans(), data=st.data())
+def test_a_first_read_is_the_same_in_c_and_numpy(
+    values: list[float], shuffle: bool, data: st.DataObject
+) -> None:
+    """A fresh series takes the batch's arrays as they are, with the kernel's increasing check
+    and min/max: the same state as numpy's, bit for bit (signed zeros and NaN included)."""
+    import struct
+
+    import distcore.tfrecord.kernel as kernel
+    from tests.core.conftest import compiled_kernel
+
+    steps = list(range(len(values)))
+    if shuffle:
+        steps = data.draw(st.permutations(steps))
+    states = []
+    for compiled in (compiled_kernel(), None):
+        saved, kernel.ACTIVE = kernel.ACTIVE, compiled
+        try:
+            series = SeriesBuffer("t", max_points=20)
+            _extend(series, steps, values)
+        finally:
+            kernel.ACTIVE = saved
+        states.append((
+            series.steps.tolist(), series.values.view(np.int64).tolist(),
+            series.weights.tolist(), series.count, struct.pack("<dd", series.min, series.max),
+        ))  # fmt: skip
+    assert states[0] == states[1]

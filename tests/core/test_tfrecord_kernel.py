@@ -212,6 +212,17 @@ def test_the_kernel_refuses_to_read_outside_its_buffer() -> None:
         compiled.crc_ok(buf, i64([0], np.int32), i64([1], np.int64))  # not int64 data
     with pytest.raises(ValueError):
         compiled.chain(buf, 0, 65)
+    long = bytearray(64)
+    long[0] = 40  # a length reaching into the padding
+    for heads in ([-1], [37], [0]):
+        with pytest.raises(ValueError, match="outside"):
+            compiled.records(long, i64(heads, np.int64))
+    assert compiled.records(bytearray(64), i64([], np.int64)) == (bytearray(), bytearray(), [])
+    one, two = i64([12], np.int64), i64([12, 40], np.int64)
+    with pytest.raises(ValueError, match="different lengths"):
+        compiled.tiles(one, two, 64, i64([], np.int64), one, one)
+    with pytest.raises(ValueError, match="different lengths"):
+        compiled.tiles(one, one, 64, i64([], np.int64), one, two)
     keys = bytes(8)
     with pytest.raises(ValueError):
         compiled.scalars(buf, i64([40], np.int64), i64([20], np.int64), keys, b"", b"", b"", 96)
@@ -226,3 +237,16 @@ def test_distmon_pure_forces_the_numpy_path() -> None:
     out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
                          capture_output=True, text=True).stdout  # fmt: skip
     assert out.strip() == "True"
+
+
+def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One without a function the decoder calls (not rebuilt since): numpy reads instead."""
+    import importlib
+    import types
+
+    built = compiled_kernel()
+    assert all(hasattr(built, name) for name in kernel.FUNCTIONS)
+    old = types.ModuleType("distcore.tfrecord._kernel")
+    old.chain = built.chain  # type: ignore[attr-defined]
+    monkeypatch.setattr(importlib, "import_module", lambda name: old)
+    assert kernel._load() is None

@@ -153,11 +153,13 @@ def _root(array: np.ndarray) -> object:
     files=st.lists(st.one_of(event_file(), run_file(), st.binary(max_size=60)), max_size=5),
     extra=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 200)), max_size=4),
 )
+@pytest.mark.usefixtures("decoder_path")
 def test_tiles_of_a_group_equal_each_files_own(
     files: list[bytes], extra: list[tuple[int, int]]
 ) -> None:
-    """_Edges.tiles places every file at once exactly as tile() places each: the files' own
-    spans, and arbitrary ones (inside records, past the end, empty)."""
+    """_Edges.tiles places every file at once (in the kernel, or with numpy) exactly as tile()
+    places each: the files' own spans, and arbitrary ones (inside records, past the end,
+    empty)."""
     data = b"".join(files)
     raw = bytearray(data) + bytes(PADDING)
     edges = _Edges(frame(raw, np.frombuffer(raw, np.uint8), len(data)))

@@ -6,11 +6,19 @@
  * exactly the same records:
  *   chain(buf, pos, size)           framing._chain with the header CRCs checked on the way
  *   crc_ok(buf, starts, lengths)    crc.crc_ok: masked CRC-32C of each record's data
+ *   records(buf, heads)             framing._check_data: the records whose data CRC holds
  *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
  *                                   fastpath.decode_scalars, the tags interned exactly
  *   fields(data, expected)          wire.fields: the fields before the first error, and it
  *   by_tag(tag_ids, n, steps, walls, values)
  *                                   batch._by_tag's stable argsort by tag, as a counting sort
+ *   split(tag_ids, n, bounds, steps, walls, values)
+ *                                   by_tag for each file of a group (tfrecord/plain.py)
+ *   stats(steps, values)            series._increasing, _fmin and _fmax of a first read
+ *   tiles(starts, lengths, end, trouble, bases, sizes)
+ *                                   many._Edges.tiles: each file's records, and if they tile it
+ *   hparams_event(data, keys, plugin)
+ *                                   record.decode_event of the hparams plugin's usual record
  * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
  * len(buf) - 16 as the numpy code clamps them, and reads go at most 15 bytes past that.
  * Arrays go in and out as bytes-like objects of native int64/float64/bool; the Python side
@@ -166,30 +174,27 @@ static PyObject *k_chain(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "range outside the buffer");
         return NULL;
     }
-    Py_ssize_t cap = 64, count = 0;
+    /* Room for every record that could start in the range (at least HEADER + FOOTER bytes
+     * each), so that the walk needs no Python object and runs without the GIL. */
+    Py_ssize_t cap = size > pos ? (size - pos) / (HEADER + FOOTER) + 1 : 1, count = 0;
     PyObject *heads = PyByteArray_FromStringAndSize(NULL, cap * 8);
     if (heads == NULL) {
         PyBuffer_Release(&b.view);
         return NULL;
     }
-    while (pos <= size - HEADER) {
+    char *out = PyByteArray_AS_STRING(heads);
+    Py_BEGIN_ALLOW_THREADS /* the view pins the buffer: nothing can resize it */
+    while (pos <= size - HEADER && count < cap) {
         uint64_t length = u64_at(b.data + pos);
         uint32_t crc = u32_at(b.data + pos + 8);
         if (length > MAX_RECORD || (length == 0 && crc == 0)) break;
         if ((uint64_t)(size - pos) < length + HEADER + FOOTER) break;
         if (masked_crc(b.data + pos, 8) != crc) break;
-        if (count == cap) {
-            cap *= 2;
-            if (PyByteArray_Resize(heads, cap * 8) < 0) {
-                Py_DECREF(heads);
-                PyBuffer_Release(&b.view);
-                return NULL;
-            }
-        }
         int64_t h = pos;
-        memcpy(PyByteArray_AS_STRING(heads) + 8 * count++, &h, 8);
+        memcpy(out + 8 * count++, &h, 8);
         pos += (Py_ssize_t)length + HEADER + FOOTER;
     }
+    Py_END_ALLOW_THREADS
     PyBuffer_Release(&b.view);
     if (PyByteArray_Resize(heads, count * 8) < 0) {
         Py_DECREF(heads);
@@ -232,6 +237,74 @@ fail_s:
 fail_b:
     PyBuffer_Release(&b.view);
     return NULL;
+}
+
+/* --- records: framing._check_data, the data CRC of each record the chain found ------------ */
+
+/* records(buf, heads) -> (starts, lengths, bad heads): each record's data start and length
+ * where its data CRC holds, in order, and the heads of those where it does not. */
+static PyObject *k_records(PyObject *self, PyObject *args) {
+    PyObject *obj, *h_obj;
+    if (!PyArg_ParseTuple(args, "OO", &obj, &h_obj)) return NULL;
+    Bytes b, heads;
+    Py_ssize_t n;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    if (get_i64(h_obj, &heads, &n) < 0) {
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    PyObject *starts = NULL, *lengths = NULL, *bad = NULL, *result = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(&heads, i);
+        if (h < 0 || h > (int64_t)b.len - PAD - HEADER ||
+            u64_at(b.data + h) > (uint64_t)(b.len - PAD - HEADER - h)) {
+            PyErr_SetString(PyExc_ValueError, "record outside the buffer");
+            goto done;
+        }
+    }
+    starts = PyByteArray_FromStringAndSize(NULL, n * 8);
+    lengths = PyByteArray_FromStringAndSize(NULL, n * 8);
+    bad = PyList_New(0);
+    if (starts == NULL || lengths == NULL || bad == NULL) goto done;
+    int64_t *s_out = (int64_t *)PyByteArray_AS_STRING(starts);
+    int64_t *l_out = (int64_t *)PyByteArray_AS_STRING(lengths);
+    Py_ssize_t kept = 0, wrong = 0;
+    Py_BEGIN_ALLOW_THREADS /* the views pin the buffers: nothing can resize them */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(&heads, i), s = h + HEADER;
+        int64_t l = (int64_t)u64_at(b.data + h);
+        if (masked_crc(b.data + s, (size_t)l) == u32_at(b.data + s + l)) {
+            memcpy(s_out + kept, &s, 8);
+            memcpy(l_out + kept, &l, 8);
+            kept++;
+        } else {
+            wrong++;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (wrong) /* rare: found again, with the GIL */
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t h = i64_item(&heads, i), s = h + HEADER;
+            int64_t l = (int64_t)u64_at(b.data + h);
+            if (masked_crc(b.data + s, (size_t)l) != u32_at(b.data + s + l)) {
+                PyObject *head = PyLong_FromLongLong(h);
+                if (head == NULL || PyList_Append(bad, head) < 0) {
+                    Py_XDECREF(head);
+                    goto done;
+                }
+                Py_DECREF(head);
+            }
+        }
+    if (PyByteArray_Resize(starts, kept * 8) < 0 || PyByteArray_Resize(lengths, kept * 8) < 0)
+        goto done;
+    result = Py_BuildValue("(OOO)", starts, lengths, bad);
+done:
+    Py_XDECREF(starts);
+    Py_XDECREF(lengths);
+    Py_XDECREF(bad);
+    PyBuffer_Release(&heads.view);
+    PyBuffer_Release(&b.view);
+    return result;
 }
 
 /* --- scalars ---------------------------------------------------------------------------- */
@@ -304,6 +377,12 @@ static int value_of(const Buf *b, const Schema *sc, int64_t pos, int64_t end, Sc
     const uint8_t *k = sc->keys;
     uint8_t kind = b->buf[pos];
     int simple = kind == k[K_SIMPLE] && pos + 5 == end;
+    if (simple) { /* what the rest would find for it: no tensor, no metadata (pos + 5 <= limit) */
+        out->value = (double)f32_at(b->buf + pos + 1);
+        out->is_tensor = 0;
+        out->has_md = 0;
+        return 1;
+    }
     int tensor = kind == k[K_TENSOR];
     int64_t body;
     int64_t size = field_len(b, pos, &body);
@@ -741,11 +820,458 @@ done:
     return result;
 }
 
+/* split(tag_ids, n, bounds, steps, walls, values): by_tag for each of several files at once,
+ * file f's points being [bounds[f], bounds[f + 1]) of the columns: for each file None (no
+ * points) or (its columns, [(tag id, first, end)] ascending), its columns one writable
+ * bytearray of its steps, then walls, then values, each reordered tag by tag (stable). Each
+ * file's memory is its own, and the sorting runs without the GIL. */
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *k_split(PyObject *self, PyObject *args) {
+    PyObject *o_ids, *o_bounds, *o_cols[3];
+    Py_ssize_t names;
+    if (!PyArg_ParseTuple(args, "OnOOOO", &o_ids, &names, &o_bounds, &o_cols[0], &o_cols[1],
+                          &o_cols[2]))
+        return NULL;
+    if (names < 0 || names > PY_SSIZE_T_MAX / 16) {
+        PyErr_SetString(PyExc_ValueError, "bad number of tags");
+        return NULL;
+    }
+    Bytes ids, bounds, cols[3];
+    Py_ssize_t n, nb, got = 0, files = 0;
+    PyObject *result = NULL, **bufs = NULL;
+    int64_t *count = NULL, *start = NULL, *seen = NULL, *used = NULL;
+    if (get_i64(o_ids, &ids, &n) < 0) return NULL;
+    if (get_i64(o_bounds, &bounds, &nb) < 0) {
+        PyBuffer_Release(&ids.view);
+        return NULL;
+    }
+    for (; got < 3; got++) {
+        Py_ssize_t c;
+        if (get_i64(o_cols[got], &cols[got], &c) < 0) goto done;
+        if (c != n) {
+            PyBuffer_Release(&cols[got].view);
+            PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+            goto done;
+        }
+    }
+    files = nb - 1;
+    if (files < 0 || i64_item(&bounds, 0) != 0 || i64_item(&bounds, files) != n) {
+        PyErr_SetString(PyExc_ValueError, "bounds do not cover the columns");
+        goto done;
+    }
+    for (Py_ssize_t f = 0; f < files; f++)
+        if (i64_item(&bounds, f) > i64_item(&bounds, f + 1)) {
+            PyErr_SetString(PyExc_ValueError, "bounds do not cover the columns");
+            goto done;
+        }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t id = i64_item(&ids, i);
+        if (id < 0 || id >= names) {
+            PyErr_SetString(PyExc_ValueError, "tag id out of range");
+            goto done;
+        }
+    }
+    count = PyMem_Calloc((size_t)names + 1, sizeof(int64_t));
+    start = PyMem_Calloc((size_t)names + 1, sizeof(int64_t));
+    seen = PyMem_Malloc(((size_t)n + 1) * sizeof(int64_t)); /* each file's tags, in turn */
+    used = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(int64_t)); /* all files' (first, count) */
+    bufs = PyMem_Calloc((size_t)files + 1, sizeof(PyObject *));
+    if (!count || !start || !seen || !used || !bufs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t f = 0; f < files; f++) {
+        Py_ssize_t size = (Py_ssize_t)(i64_item(&bounds, f + 1) - i64_item(&bounds, f));
+        if (size && (bufs[f] = PyByteArray_FromStringAndSize(NULL, size * 24)) == NULL) goto done;
+    }
+    /* used[2 * k]: tag id, used[2 * k + 1]: its first point in its file, for each file's
+     * tags in turn (file f's from ufirst[f]); kept in `used` past the GIL-free loop. */
+    Py_ssize_t total_used = 0;
+    Py_ssize_t *ufirst = PyMem_Malloc(((size_t)files + 1) * sizeof(Py_ssize_t));
+    if (ufirst == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS /* plain memory only: the bytearrays are made, nothing resizes */
+    for (Py_ssize_t f = 0; f < files; f++) {
+        Py_ssize_t lo = (Py_ssize_t)i64_item(&bounds, f), hi = (Py_ssize_t)i64_item(&bounds, f + 1);
+        Py_ssize_t m = hi - lo, d = 0;
+        ufirst[f] = total_used;
+        if (m == 0) continue;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t id = i64_item(&ids, i);
+            if (count[id]++ == 0) seen[d++] = id;
+        }
+        qsort(seen, (size_t)d, sizeof(int64_t), cmp_i64);
+        int64_t acc = 0;
+        for (Py_ssize_t k = 0; k < d; k++) {
+            int64_t id = seen[k];
+            start[id] = acc;
+            used[2 * (total_used + k)] = id;
+            used[2 * (total_used + k) + 1] = acc;
+            acc += count[id];
+            count[id] = 0;
+        }
+        total_used += d;
+        uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(bufs[f]);
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t j = start[i64_item(&ids, i)]++;
+            for (int c = 0; c < 3; c++)
+                memcpy(dst + 8 * (c * m + j), cols[c].data + 8 * i, 8);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    ufirst[files] = total_used;
+    result = PyList_New(files);
+    if (result == NULL) goto free_ufirst;
+    for (Py_ssize_t f = 0; f < files; f++) {
+        Py_ssize_t m = (Py_ssize_t)(i64_item(&bounds, f + 1) - i64_item(&bounds, f));
+        PyObject *item = Py_None;
+        if (m == 0) {
+            Py_INCREF(Py_None);
+        } else {
+            Py_ssize_t d = ufirst[f + 1] - ufirst[f];
+            PyObject *spans = PyList_New(d);
+            if (spans == NULL) goto fail_result;
+            for (Py_ssize_t k = 0; k < d; k++) {
+                int64_t *u = used + 2 * (ufirst[f] + k);
+                int64_t end = k + 1 < d ? u[3] : (int64_t)m;
+                PyObject *span = Py_BuildValue("(LLL)", (long long)u[0], (long long)u[1],
+                                               (long long)end);
+                if (span == NULL) {
+                    Py_DECREF(spans);
+                    goto fail_result;
+                }
+                PyList_SET_ITEM(spans, k, span);
+            }
+            item = Py_BuildValue("(ON)", bufs[f], spans);
+            if (item == NULL) goto fail_result;
+        }
+        PyList_SET_ITEM(result, f, item);
+    }
+    goto free_ufirst;
+fail_result:
+    Py_CLEAR(result);
+free_ufirst:
+    PyMem_Free(ufirst);
+done:
+    if (bufs != NULL)
+        for (Py_ssize_t f = 0; f < files; f++) Py_XDECREF(bufs[f]);
+    PyMem_Free(bufs);
+    PyMem_Free(count);
+    PyMem_Free(start);
+    PyMem_Free(seen);
+    PyMem_Free(used);
+    for (Py_ssize_t c = 0; c < got; c++) PyBuffer_Release(&cols[c].view);
+    PyBuffer_Release(&bounds.view);
+    PyBuffer_Release(&ids.view);
+    return result;
+}
+
+/* --- stats: what a series' first read needs of its points ---------------------------------- */
+
+/* stats(steps, values) -> (increasing, low, high): whether the steps strictly increase, and the
+ * least and greatest value that is not NaN (NaN when all are), as np.fmin.reduce and
+ * np.fmax.reduce find them wherever those are unique values; the caller asks numpy where they
+ * may not be (a zero, whose sign numpy's order of comparisons decides, or NaN). */
+static PyObject *k_stats(PyObject *self, PyObject *args) {
+    PyObject *o_steps, *o_values;
+    if (!PyArg_ParseTuple(args, "OO", &o_steps, &o_values)) return NULL;
+    Bytes steps, values;
+    Py_ssize_t n, m;
+    if (get_i64(o_steps, &steps, &n) < 0) return NULL;
+    if (get_i64(o_values, &values, &m) < 0) {
+        PyBuffer_Release(&steps.view);
+        return NULL;
+    }
+    int increasing = 1;
+    double low = Py_NAN, high = Py_NAN;
+    for (Py_ssize_t i = 1; i < n && increasing; i++)
+        increasing = i64_item(&steps, i) > i64_item(&steps, i - 1);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double v;
+        memcpy(&v, values.data + 8 * i, 8);
+        if (v != v) continue;
+        if (low != low || v < low) low = v;
+        if (high != high || v > high) high = v;
+    }
+    PyBuffer_Release(&values.view);
+    PyBuffer_Release(&steps.view);
+    return Py_BuildValue("(Odd)", increasing ? Py_True : Py_False, low, high);
+}
+
+/* --- tiles: many._Edges.tiles, where each file of a group lies among its records ----------- */
+
+/* The first k in [0, n) with items[k] >= x (n if none): np.searchsorted's "left". */
+static Py_ssize_t lower_bound(const Bytes *items, Py_ssize_t n, int64_t x) {
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (i64_item(items, mid) < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* tiles(starts, lengths, end, trouble, bases, sizes) -> (firsts, lasts, tiled): for each span
+ * (base, size) its records [first, last) (by their headers' offsets) and whether they cover it
+ * exactly, edge to edge, with no problem offset (`trouble`, sorted) inside and nothing past
+ * `end`. starts must ascend (frame() gives them so). */
+static PyObject *k_tiles(PyObject *self, PyObject *args) {
+    PyObject *o_starts, *o_lengths, *o_trouble, *o_bases, *o_sizes;
+    long long end;
+    if (!PyArg_ParseTuple(args, "OOLOOO", &o_starts, &o_lengths, &end, &o_trouble, &o_bases,
+                          &o_sizes))
+        return NULL;
+    PyObject *objs[5] = {o_starts, o_lengths, o_trouble, o_bases, o_sizes};
+    Bytes v[5];
+    Py_ssize_t n[5];
+    int got = 0;
+    PyObject *firsts = NULL, *lasts = NULL, *tiled = NULL, *result = NULL;
+    for (; got < 5; got++)
+        if (get_i64(objs[got], &v[got], &n[got]) < 0) goto done;
+    if (n[0] != n[1] || n[3] != n[4]) {
+        PyErr_SetString(PyExc_ValueError, "columns of different lengths");
+        goto done;
+    }
+    Py_ssize_t records = n[0], spans = n[3];
+    const Bytes *starts = &v[0], *lengths = &v[1], *trouble = &v[2];
+    firsts = PyByteArray_FromStringAndSize(NULL, spans * 8);
+    lasts = PyByteArray_FromStringAndSize(NULL, spans * 8);
+    tiled = PyByteArray_FromStringAndSize(NULL, spans);
+    if (firsts == NULL || lasts == NULL || tiled == NULL) goto done;
+    /* heads: starts - HEADER; a record ends at start + length + FOOTER */
+    for (Py_ssize_t i = 0; i < spans; i++) {
+        int64_t base = i64_item(&v[3], i), stop = base + i64_item(&v[4], i);
+        /* first head >= base  <=>  first start >= base + HEADER */
+        Py_ssize_t first = lower_bound(starts, records, base + HEADER);
+        Py_ssize_t last = lower_bound(starts, records, stop + HEADER);
+        int ok = lower_bound(trouble, n[2], base) == lower_bound(trouble, n[2], stop) &&
+                 stop <= end;
+        if (ok && first == last) {
+            ok = stop == base;
+        } else if (ok) {
+            ok = i64_item(starts, first) - HEADER == base &&
+                 i64_item(starts, last - 1) + i64_item(lengths, last - 1) + FOOTER == stop;
+            for (Py_ssize_t k = first; ok && k + 1 < last; k++)
+                ok = i64_item(starts, k + 1) - HEADER ==
+                     i64_item(starts, k) + i64_item(lengths, k) + FOOTER;
+        }
+        int64_t f = first, l = last;
+        memcpy(PyByteArray_AS_STRING(firsts) + 8 * i, &f, 8);
+        memcpy(PyByteArray_AS_STRING(lasts) + 8 * i, &l, 8);
+        PyByteArray_AS_STRING(tiled)[i] = (char)ok;
+    }
+    result = Py_BuildValue("(OOO)", firsts, lasts, tiled);
+done:
+    Py_XDECREF(firsts);
+    Py_XDECREF(lasts);
+    Py_XDECREF(tiled);
+    for (int g = 0; g < got; g++) PyBuffer_Release(&v[g].view);
+    return result;
+}
+
+/* --- hparams_event: record.decode_event for the hparams plugin's usual record ----------------- */
+
+/* The one-byte keys of the record's fields, in this order (record.py passes them from
+ * fields.py), and the plugin's name. */
+enum {
+    H_WALL, H_STEP, H_SUMMARY, H_VALUE, H_TAG, H_TENSOR, H_METADATA, H_PLUGIN_DATA,
+    H_PLUGIN_NAME, H_CONTENT, H_VERSION, H_START, H_HPARAMS, H_KEY, H_VAL, H_NUMBER, H_STRING,
+    H_BOOL, N_HKEYS
+};
+
+typedef struct {
+    const uint8_t *p;
+    Py_ssize_t pos, end; /* the message being read ends at `end` */
+} Cur;
+
+/* wire.read_varint inside the message: at most ten bytes; *wide: bits past the 64th. */
+static int cur_varint(Cur *c, uint64_t *value, int *wide) {
+    uint64_t v = 0;
+    *wide = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        if (c->pos >= c->end) return -1;
+        uint8_t b = c->p[c->pos++];
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (shift == 63 && (b & 0x7E)) *wide = 1;
+        if (b < 0x80) {
+            *value = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Whether the next byte is `key` (then it is consumed). */
+static int cur_key(Cur *c, uint8_t key) {
+    if (c->pos < c->end && c->p[c->pos] == key) {
+        c->pos++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A length-delimited payload that fits the message: *inner reads it, c moves past it. */
+static int cur_len(Cur *c, Cur *inner) {
+    uint64_t n;
+    int wide;
+    if (cur_varint(c, &n, &wide) < 0 || wide || n > (uint64_t)(c->end - c->pos)) return -1;
+    inner->p = c->p;
+    inner->pos = c->pos;
+    inner->end = c->pos + (Py_ssize_t)n;
+    c->pos = inner->end;
+    return 0;
+}
+
+static int cur_field(Cur *c, uint8_t key, Cur *inner) {
+    return cur_key(c, key) && cur_len(c, inner) == 0;
+}
+
+static PyObject *cur_str(const Cur *c) {
+    return PyUnicode_DecodeUTF8((const char *)c->p + c->pos, c->end - c->pos, "surrogateescape");
+}
+
+/* record._hparam_value for a Value of exactly one number, string or bool; NULL without an
+ * error set: not that shape. */
+static PyObject *hparam_value(const uint8_t *k, Cur v) {
+    uint64_t raw;
+    int wide;
+    Cur inner;
+    PyObject *out = NULL;
+    if (cur_key(&v, k[H_NUMBER])) {
+        if (v.end - v.pos < 8) return NULL;
+        double d;
+        memcpy(&d, v.p + v.pos, 8);
+        v.pos += 8;
+        out = PyFloat_FromDouble(d);
+    } else if (cur_field(&v, k[H_STRING], &inner)) {
+        out = cur_str(&inner);
+    } else if (cur_key(&v, k[H_BOOL])) {
+        if (cur_varint(&v, &raw, &wide) < 0) return NULL;
+        out = PyBool_FromLong(raw != 0); /* as_int64 keeps the low 64 bits */
+    } else {
+        return NULL;
+    }
+    if (out != NULL && v.pos != v.end) Py_CLEAR(out); /* more than one field: not this shape */
+    return out;
+}
+
+/* session_hparams for content = [version] session_start_info{entry{key, value}*}; -1 with an
+ * error set, 0: not that shape, 1: *out is the dict. */
+static int start_hparams(const uint8_t *k, Cur c, PyObject **out) {
+    uint64_t raw;
+    int wide;
+    Cur start, entry, key, value;
+    if (cur_key(&c, k[H_VERSION]) && (cur_varint(&c, &raw, &wide) < 0 || wide)) return 0;
+    if (!cur_field(&c, k[H_START], &start) || c.pos != c.end) return 0;
+    PyObject *result = PyDict_New();
+    if (result == NULL) return -1;
+    while (start.pos < start.end) {
+        if (!cur_field(&start, k[H_HPARAMS], &entry) || !cur_field(&entry, k[H_KEY], &key) ||
+            !cur_field(&entry, k[H_VAL], &value) || entry.pos != entry.end)
+            goto not_this;
+        PyObject *name = cur_str(&key);
+        if (name == NULL) goto fail;
+        PyObject *item = hparam_value(k, value);
+        if (item == NULL) {
+            Py_DECREF(name);
+            if (PyErr_Occurred()) goto fail;
+            goto not_this;
+        }
+        int bad = PyDict_SetItem(result, name, item);
+        Py_DECREF(name);
+        Py_DECREF(item);
+        if (bad < 0) goto fail;
+    }
+    *out = result;
+    return 1;
+not_this:
+    Py_DECREF(result);
+    return 0;
+fail:
+    Py_DECREF(result);
+    return -1;
+}
+
+/* hparams_event(data, keys, plugin) -> (wall_time, step, tag, hparams) for an event of exactly
+ * [wall_time] [step] summary{value{tag, [tensor], metadata{plugin_data{`plugin`, content}}}}
+ * whose content is a session start of plain values; None for anything else (record.py then
+ * decodes it: every record accepted here is one it decodes to the same). */
+static PyObject *k_hparams_event(PyObject *self, PyObject *args) {
+    PyObject *obj, *keys_obj, *plugin_obj;
+    if (!PyArg_ParseTuple(args, "OOO", &obj, &keys_obj, &plugin_obj)) return NULL;
+    Bytes b, keys, plugin;
+    if (get_bytes(obj, &b, 0) < 0) return NULL;
+    if (get_bytes(keys_obj, &keys, 0) < 0) {
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    if (get_bytes(plugin_obj, &plugin, 0) < 0) {
+        PyBuffer_Release(&keys.view);
+        PyBuffer_Release(&b.view);
+        return NULL;
+    }
+    PyObject *result = NULL, *tag = NULL, *hparams = NULL;
+    const uint8_t *k = keys.data;
+    Cur c = {b.data, 0, b.len}, summary, value, tag_bytes, skipped, meta, data, name, content;
+    double wall = 0.0;
+    uint64_t step = 0;
+    int wide;
+    if (keys.len != N_HKEYS) {
+        PyErr_SetString(PyExc_ValueError, "bad keys for hparams_event()");
+        goto done;
+    }
+    if (cur_key(&c, k[H_WALL])) {
+        if (c.end - c.pos < 8) goto not_this;
+        memcpy(&wall, c.p + c.pos, 8);
+        c.pos += 8;
+    }
+    if (cur_key(&c, k[H_STEP]) && cur_varint(&c, &step, &wide) < 0) goto not_this;
+    if (!cur_field(&c, k[H_SUMMARY], &summary) || c.pos != c.end) goto not_this;
+    if (!cur_field(&summary, k[H_VALUE], &value) || summary.pos != summary.end) goto not_this;
+    if (!cur_field(&value, k[H_TAG], &tag_bytes)) goto not_this;
+    if (value.pos < value.end && value.p[value.pos] == k[H_TENSOR] &&
+        !cur_field(&value, k[H_TENSOR], &skipped))
+        goto not_this;
+    if (!cur_field(&value, k[H_METADATA], &meta) || value.pos != value.end) goto not_this;
+    if (!cur_field(&meta, k[H_PLUGIN_DATA], &data) || meta.pos != meta.end) goto not_this;
+    if (!cur_field(&data, k[H_PLUGIN_NAME], &name) || !cur_field(&data, k[H_CONTENT], &content) ||
+        data.pos != data.end)
+        goto not_this;
+    if (name.end - name.pos != plugin.len ||
+        memcmp(name.p + name.pos, plugin.data, (size_t)plugin.len) != 0 ||
+        content.pos == content.end)
+        goto not_this;
+    int found = start_hparams(k, content, &hparams);
+    if (found < 0) goto done;
+    if (found == 0) goto not_this;
+    if ((tag = cur_str(&tag_bytes)) == NULL) goto done;
+    result = Py_BuildValue("(dLOO)", wall, (long long)(int64_t)step, tag, hparams);
+    goto done;
+not_this:
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    Py_XDECREF(tag);
+    Py_XDECREF(hparams);
+    PyBuffer_Release(&plugin.view);
+    PyBuffer_Release(&keys.view);
+    PyBuffer_Release(&b.view);
+    return result;
+}
+
 /* --- module ----------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
     {"chain", k_chain, METH_VARARGS,
      "chain(buf, pos, size) -> (heads, stop): follow valid headers of whole records."},
+    {"records", k_records, METH_VARARGS,
+     "records(buf, heads) -> (starts, lengths, bad heads): framing._check_data."},
     {"crc_ok", k_crc_ok, METH_VARARGS,
      "crc_ok(buf, starts, lengths) -> bools: each record's data CRC holds."},
     {"scalars", k_scalars, METH_VARARGS,
@@ -754,6 +1280,14 @@ static PyMethodDef methods[] = {
      "by_tag(tag_ids, n, steps, walls, values) -> (edges, steps, walls, values): _by_tag."},
     {"fields", k_fields, METH_VARARGS,
      "fields(data, expected) -> ([(number, wire_type, value)], error or None): wire.fields."},
+    {"split", k_split, METH_VARARGS,
+     "split(tag_ids, n, bounds, steps, walls, values) -> each file's by_tag, its own memory."},
+    {"stats", k_stats, METH_VARARGS,
+     "stats(steps, values) -> (increasing, low, high): a series' first read."},
+    {"tiles", k_tiles, METH_VARARGS,
+     "tiles(starts, lengths, end, trouble, bases, sizes) -> (firsts, lasts, tiled)."},
+    {"hparams_event", k_hparams_event, METH_VARARGS,
+     "hparams_event(data, keys, plugin) -> (wall, step, tag, hparams) or None: decode_event."},
     {NULL, NULL, 0, NULL},
 };
 

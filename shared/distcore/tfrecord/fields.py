@@ -72,6 +72,19 @@ K_SIMPLE: Final = key(_VALUE, "simple_value", WIRE_FIXED32)
 K_TENSOR: Final = key(_VALUE, "tensor", WIRE_LEN)
 K_METADATA: Final = key(_VALUE, "metadata", WIRE_LEN)
 
+_PLUGIN_DATA = summary_pb2.SummaryMetadata.PluginData.DESCRIPTOR
+# The keys of the hparams plugin's usual record, in the order the kernel's hparams_event takes
+# them: event, summary, value, its metadata and plugin data, the session start and its values.
+HPARAMS_RECORD_KEYS: Final = (
+    K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_TENSOR, K_METADATA,
+    key(summary_pb2.SummaryMetadata.DESCRIPTOR, "plugin_data", WIRE_LEN),
+    key(_PLUGIN_DATA, "plugin_name", WIRE_LEN), key(_PLUGIN_DATA, "content", WIRE_LEN),
+    key(_HP, "version", WIRE_VARINT), key(_HP, "session_start_info", WIRE_LEN),
+    key(_START, "hparams", WIRE_LEN), key(_MAP_ENTRY, "key", WIRE_LEN),
+    key(_MAP_ENTRY, "value", WIRE_LEN), key(_STRUCT_VALUE, "number_value", WIRE_FIXED64),
+    key(_STRUCT_VALUE, "string_value", WIRE_LEN), key(_STRUCT_VALUE, "bool_value", WIRE_VARINT),
+)  # fmt: skip
+
 
 def _scalar_tensor_prefix(dtype: int, width: int) -> bytes:
     """How TF serialises a 0-d float tensor up to its content bytes: dtype, empty shape, content."""

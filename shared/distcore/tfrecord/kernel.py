@@ -12,14 +12,20 @@ import importlib
 import os
 from types import ModuleType
 
+# What the decoder calls; a kernel built from older sources (an editable install not rebuilt
+# since) lacks some of them, and is not used rather than failing mid-read.
+FUNCTIONS = ("chain", "crc_ok", "records", "scalars", "fields", "by_tag", "split", "tiles",
+             "stats", "hparams_event")  # fmt: skip
+
 
 def _load() -> ModuleType | None:
     if os.environ.get("DISTMON_PURE", "") not in ("", "0"):
         return None
     try:  # by name: type checkers need not find a module that may not be built
-        return importlib.import_module("distcore.tfrecord._kernel")
+        module = importlib.import_module("distcore.tfrecord._kernel")
     except ImportError:
         return None
+    return module if all(hasattr(module, name) for name in FUNCTIONS) else None
 
 
 ACTIVE: ModuleType | None = _load()

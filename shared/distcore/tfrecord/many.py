@@ -12,17 +12,20 @@ other file (damaged, growing) is refused, and its caller reads it the ordinary w
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.batch import Batch, decode_frames
-from distcore.tfrecord.buffers import I64
+from distcore.tfrecord.buffers import I64, U8
 from distcore.tfrecord.fastpath import FastScalars
 from distcore.tfrecord.framing import FOOTER, HEADER, Frames, frame
 from distcore.tfrecord.groups import decode_grouped
+from distcore.tfrecord.plain import PlainFiles
 
 Span = tuple[int, int]  # (where a file's bytes start in the buffer, its size)
 
@@ -53,22 +56,50 @@ def decode_files(
     good = [g for g, files in enumerate(tiles) if all(t.tiled for t in files)]
     kept = [t for g in good for t in tiles[g]]
     counts = [t.last - t.first for t in kept]
-    pick = _ranges([t.first for t in kept], counts)
-    fast = decode_grouped(buf, frames.starts[pick], frames.lengths[pick])
-    shares = iter(_shares(fast, [c for c in counts if c]))
+    starts, lengths = frames.starts, frames.lengths
+    if sum(counts) != len(starts):  # (else every record is a kept file's, in order: all of them)
+        pick = _ranges([t.first for t in kept], counts)
+        starts, lengths = starts[pick], lengths[pick]
+    fast = decode_grouped(buf, starts, lengths)
+    plain = PlainFiles(fast, counts, starts, lengths)
+    lone = _Lone(raw, buf, frames, fast, counts)
     out: list[list[Batch | None] | None] = [None] * len(groups)
+    k = 0  # the file's place among the kept ones
     for g in good:
         table = plugins(g)
         batches: list[Batch | None] = []
         for (base, n), t in zip(groups[g], tiles[g], strict=True):
             batch = None
             if t.last > t.first:
-                part = Frames(frames.starts[t.first : t.last], frames.lengths[t.first : t.last], n)
-                batch = decode_frames(raw, buf, part, table, fast=next(shares))
-                batch.problems = [(kind, off - base) for kind, off in batch.problems]
+                batch = plain.batch(k, raw, base, table) if plain.plain[k] else None
+                if batch is None:  # as a lone read of the file
+                    batch = lone.batch(k, t, n, table)
+                    batch.problems = [(kind, off - base) for kind, off in batch.problems]
             batches.append(batch)
+            k += 1
         out[g] = batches
     return out
+
+
+class _Lone:
+    """Files decoded each on its own (batch.decode_frames), from their shares of the group's
+    fast decode: found for all of them at once, the first time one is asked for."""
+
+    def __init__(
+        self, raw: bytearray, buf: U8, frames: Frames, fast: FastScalars, counts: list[int]
+    ) -> None:
+        self.raw, self.buf, self.frames, self.fast, self.counts = raw, buf, frames, fast, counts
+        self.shares: dict[int, FastScalars] | None = None
+
+    def batch(self, k: int, tile: _Tile, size: int, table: dict[str, str]) -> Batch:
+        if self.shares is None:
+            some = [f for f, c in enumerate(self.counts) if c]
+            found = _shares(self.fast, [self.counts[f] for f in some])
+            self.shares = dict(zip(some, found, strict=True))
+        frames = self.frames
+        part = Frames(frames.starts[tile.first : tile.last], frames.lengths[tile.first : tile.last],
+                      size)  # fmt: skip
+        return decode_frames(self.raw, self.buf, part, table, fast=self.shares[k])
 
 
 def _ranges(firsts: list[int], counts: list[int]) -> I64:
@@ -85,18 +116,40 @@ class _Edges:
     """Where each record starts and ends, and the problems, for placing files among them."""
 
     def __init__(self, frames: Frames) -> None:
-        self.heads = frames.starts - HEADER
-        self.ends = frames.starts + frames.lengths + FOOTER
+        self.frames = frames
         self.end = frames.end
         self.trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
 
+    @functools.cached_property
+    def heads(self) -> I64:
+        return self.frames.starts - HEADER
+
+    @functools.cached_property
+    def ends(self) -> I64:
+        return self.frames.starts + self.frames.lengths + FOOTER
+
     def tiles(self, spans: list[Span]) -> list[_Tile]:
         """tile() of each span, computed for all of them at once (per file, its handful of
-        numpy calls were ~2% of a sweep's first read)."""
+        numpy calls were ~2% of a sweep's first read); in one kernel call where it is built
+        (the numpy calls over every record of the group were ~1 ms a group)."""
         if not spans:
             return []
         bases = np.array([base for base, _ in spans], dtype=np.int64)
         sizes = np.array([size for _, size in spans], dtype=np.int64)
+        compiled = kernel.ACTIVE
+        if compiled is not None:
+            frames = self.frames
+            firsts, lasts, tiled = compiled.tiles(
+                np.ascontiguousarray(frames.starts, np.int64),
+                np.ascontiguousarray(frames.lengths, np.int64), self.end, self.trouble, bases,
+                sizes,
+            )  # fmt: skip
+            return [
+                _Tile(f, lst, t)
+                for f, lst, t in zip(np.frombuffer(firsts, np.int64).tolist(),
+                                     np.frombuffer(lasts, np.int64).tolist(),
+                                     np.frombuffer(tiled, bool).tolist(), strict=True)
+            ]  # fmt: skip
         ends = bases + sizes
         first, last = np.searchsorted(self.heads, bases), np.searchsorted(self.heads, ends)
         clean = (np.searchsorted(self.trouble, bases) == np.searchsorted(self.trouble, ends)) & (

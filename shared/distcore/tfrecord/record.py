@@ -15,6 +15,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 import distcore.tfrecord.fields as s
+import distcore.tfrecord.kernel as kernel
 from distcore.histograms import decode as histo
 from distcore.histograms.buckets import Buckets
 from distcore.tensors import DTYPES, tensor_values
@@ -32,6 +33,8 @@ from distcore.tfrecord.wire import (
 _EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)
 _VALUE: Final = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
+_HPARAMS_KEYS: Final = bytes(s.HPARAMS_RECORD_KEYS)  # the kernel's hparams_event, in its order
+_HPARAMS_PLUGIN: Final = s.HPARAMS_PLUGIN.encode()
 
 
 class UndecodableError(ValueError):
@@ -60,6 +63,14 @@ def decode_event(
 
 
 def _decode(data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]]) -> Decoded:
+    compiled = kernel.ACTIVE
+    if compiled is not None:  # the hparams plugin's usual record: in C (a sweep has one a run)
+        found = compiled.hparams_event(data, _HPARAMS_KEYS, _HPARAMS_PLUGIN)
+        if found is not None:
+            wall_time, step, tag, hparams = found
+            plugins[tag] = s.HPARAMS_PLUGIN
+            updates.append((tag, s.HPARAMS_PLUGIN))
+            return Decoded(wall_time, step, hparams=hparams)
     # A message field that occurs twice is merged, as protobuf does: on the wire, merging two
     # messages is concatenating their bytes. Scalars: the last one wins.
     out = Decoded()
