@@ -345,8 +345,9 @@ def _run(argv: Sequence[str] | None) -> int:
         if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
             options = dataclasses.replace(options, once=True)
         if options.once:
-            from distmon.once import run_once
+            from distmon.once import run_once, skip_final_collection
 
+            skip_final_collection()  # the process ends after the report
             return run_once(options)
         from distmon.app import run_app
 
