@@ -345,10 +345,11 @@ def _run(argv: Sequence[str] | None) -> int:
         if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
             options = dataclasses.replace(options, once=True)
         if options.once:
-            from distmon.once import run_once, skip_final_collection
+            from distmon.once import run_once
 
-            skip_final_collection()  # the process ends after the report
-            return run_once(options)
+            # With no argv, main() is the program itself (the console script, `python -m
+            # distmon`), which exits when it returns; a caller passing argv may go on.
+            return run_once(options, last=argv is None)
         from distmon.app import run_app
 
         return run_app(options)

@@ -8,7 +8,6 @@ jobs, statuses, hosts and alerts, its figures read as the panels read them (dist
 
 from __future__ import annotations
 
-import atexit
 import gc
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -119,41 +118,44 @@ def render_text(snap: JobsSnapshot, out: TextIO) -> None:
 
 
 @contextmanager
-def _no_full_collections() -> Iterator[None]:
-    """Cyclic gc's young collections only, while one pass reads and reports.
+def one_pass_gc(*, remote: bool, last: bool) -> Iterator[None]:
+    """Cyclic gc while one pass reads and reports: none over local sources, and young
+    collections only where remote clients read too; as it was after. `last`: the process ends
+    after the pass (the CLI's own), so what the pass leaves alive is frozen first.
 
     The pass keeps nearly everything it makes until the report is out (a 10,000-run sweep:
-    ~500,000 objects), so each full collection the growth sets off walks them all and frees
-    next to nothing: seven of them at 10,000 runs, ~0.7-1.2 CPU-s, on the thread that holds
-    the GIL while both readers wait for it. Young collections still free short-lived cycles."""
-    first, second, third = gc.get_threshold()
-    gc.set_threshold(first, second, 1 << 30)
+    ~500,000 objects), so collections walk it and free nothing: the seven full ones its growth
+    sets off cost ~0.7-1.2 CPU-s at 10,000 runs, the ~1,100 young ones ~0.4, on the thread
+    that holds the GIL while both readers wait for it. A local read makes no reference cycles
+    at all (tests/tui/test_once_gc.py holds it to that); remote clients' short-lived cycles
+    (asyncio, HTTP, SSH) are not ours to bound, and young collections free them.
+
+    After the pass, the first collection would walk all it made (~1 s at 10,000 runs), and
+    the interpreter's final one at exit all that is still alive, to free memory the process
+    hands back on exit anyway: frozen (`gc.freeze`), it is left alone until then. Everything
+    else exit does (atexit handlers, thread joins, flushing, module teardown) stays; only
+    finalizers of objects in reference cycles do not run at exit, which Python never promises.
+    Not in a process that goes on (a test calling the CLI): frozen objects are never
+    collected."""
+    thresholds, enabled = gc.get_threshold(), gc.isenabled()
+    if remote:
+        gc.set_threshold(thresholds[0], thresholds[1], 1 << 30)
+    else:
+        gc.disable()
     try:
         yield
     finally:
-        gc.set_threshold(first, second, third)
+        if last:
+            gc.freeze()
+        gc.set_threshold(*thresholds)
+        if enabled:
+            gc.enable()
 
 
-def _freeze_before_final_collection() -> None:
-    gc.freeze()
-
-
-def skip_final_collection() -> None:
-    """At exit, before the interpreter's final collection, freeze what is still alive
-    (`gc.freeze`): the memory goes back with the process.
-
-    That collection walks every object still tracked, the report's runs among them (~0.5 s at
-    10,000 runs), to free memory the process is about to hand back anyway. Everything else the
-    interpreter does at exit (atexit handlers, thread joins, flushing, module teardown) stays;
-    only finalizers of objects in reference cycles do not run, which Python never promises at
-    exit. For the `distmon --once` process, registered once however often it is called."""
-    atexit.unregister(_freeze_before_final_collection)
-    atexit.register(_freeze_before_final_collection)
-
-
-def run_once(options: Options, out: TextIO | None = None) -> int:
-    """Print the report; 0, or with `--check` 1 when any alert is critical."""
-    with _no_full_collections():
+def run_once(options: Options, out: TextIO | None = None, *, last: bool = False) -> int:
+    """Print the report; 0, or with `--check` 1 when any alert is critical. `last`: the
+    process ends after it (see one_pass_gc)."""
+    with one_pass_gc(remote=bool(options.remotes), last=last):
         return _report(options, out or sys.stdout)
 
 
