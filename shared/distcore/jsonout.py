@@ -118,10 +118,16 @@ def dumps_safe(doc: Any) -> str:
     theirs."""
     out: list[str] = []
     try:
-        _safe_value(doc, out, "\n")
+        _safe_value(doc, out, "\n", {})
     except (_Unsupported, RecursionError):
         return dumps(json_safe(doc))
     return "".join(out)
+
+
+# Per indentation, each plain key's line start (`,` newline, indentation, the key's JSON text,
+# `: `): a sweep's document repeats a few dozen keys ~300,000 times, and escaping each again
+# was a fifth of this walk. One per dumps_safe call, so it never grows past one document.
+_Leads = dict[str, dict[str, str]]
 
 
 def _safe_leaf(value: Any) -> str | None:
@@ -143,71 +149,78 @@ def _non_finite(value: float) -> str:
     return '"nan"' if math.isnan(value) else ('"inf"' if value > 0 else '"-inf"')
 
 
-def _safe_value(value: Any, out: list[str], newline: str) -> None:
+def _safe_value(value: Any, out: list[str], newline: str, leads: _Leads) -> None:
     text = _safe_leaf(value)
     if text is not None:
         out.append(text)
     else:
-        _safe_container(value, out, newline)
+        _safe_container(value, out, newline, leads)
 
 
-def _safe_container(value: Any, out: list[str], newline: str) -> None:
+def _safe_container(value: Any, out: list[str], newline: str, leads: _Leads) -> None:
     kind = type(value)
     if kind is dict:
-        _safe_dict(value, out, newline)
+        _safe_dict(value, out, newline, leads)
     elif kind is list or kind is tuple:
-        _safe_list(value, out, newline)
+        _safe_list(value, out, newline, leads)
     else:  # keys to keep apart, numpy's numbers, mappings, subclasses: json_safe's own rules
         _value(json_safe(value), out, newline)
 
 
-def _safe_dict(value: dict[str, Any], out: list[str], newline: str) -> None:
+def _safe_dict(value: dict[str, Any], out: list[str], newline: str, leads: _Leads) -> None:
     if not value:
         out.append("{}")
         return
     inner = newline + " " * INDENT
-    lead = "{" + inner
+    keyed = leads.get(inner)
+    if keyed is None:
+        keyed = leads[inner] = {}
     mark = len(out)
+    opening = True
     for key, item in value.items():
-        if type(key) is not str or not key.isascii():
-            # json_safe keeps only plain keys as they are: this dict takes its rules (what
-            # was written of it is taken back; nothing else was changed).
-            del out[mark:]
-            _value(json_safe(value), out, newline)
-            return
+        lead = keyed.get(key) if type(key) is str else None
+        if lead is None:
+            if type(key) is not str or not key.isascii():
+                # json_safe keeps only plain keys as they are: this dict takes its rules (what
+                # was written of it is taken back; nothing else was changed).
+                del out[mark:]
+                _value(json_safe(value), out, newline)
+                return
+            lead = keyed[key] = f",{inner}{encode_basestring_ascii(key)}: "
+        if opening:
+            lead = "{" + lead[1:]
+            opening = False
         # _safe_leaf, inlined: a sweep's document is ~35 leaves a run, and a call each was
         # a third of this walk.
         kind = type(item)
-        if kind is str:
-            text = encode_basestring_ascii(item if item.isascii() else json_text(item))
-        elif kind is float:
-            text = _FLOAT(item) if math.isfinite(item) else _non_finite(item)
+        if kind is float:
+            out.append(lead + (_FLOAT(item) if math.isfinite(item) else _non_finite(item)))
+        elif kind is str:
+            out.append(lead + encode_basestring_ascii(item if item.isascii() else json_text(item)))
         elif kind is int:
-            text = _INT(item)
+            out.append(lead + _INT(item))
         elif item is None or kind is bool:
-            text = _CONSTANTS[item]
+            out.append(lead + _CONSTANTS[item])
         else:
-            out.append(f"{lead}{encode_basestring_ascii(key)}: ")
-            _safe_container(item, out, inner)
-            lead = "," + inner
-            continue
-        out.append(f"{lead}{encode_basestring_ascii(key)}: {text}")
-        lead = "," + inner
+            out.append(lead)
+            _safe_container(item, out, inner, leads)
     out.append(newline + "}")
 
 
-def _safe_list(value: list[Any] | tuple[Any, ...], out: list[str], newline: str) -> None:
+def _safe_list(
+    value: list[Any] | tuple[Any, ...], out: list[str], newline: str, leads: _Leads
+) -> None:
     if not value:
         out.append("[]")
         return
     inner = newline + " " * INDENT
-    lead = "[" + inner
+    lead, after = "[" + inner, "," + inner
     for item in value:
         text = _safe_leaf(item)
         if text is not None:
             out.append(lead + text)
         else:
             out.append(lead)
-            _safe_container(item, out, inner)
-        lead = "," + inner
+            _safe_container(item, out, inner, leads)
+        lead = after
     out.append(newline + "]")

@@ -27,6 +27,13 @@ class Status(enum.StrEnum):
     LIVE = "live"
 
 
+class Shown(str):
+    """A key whose str() is not its text: json_safe writes what str() says."""
+
+    def __str__(self) -> str:
+        return f"shown {super().__str__()}"
+
+
 def _json(doc: Any) -> str:
     return json.dumps(doc, indent=2, allow_nan=False)
 
@@ -146,6 +153,9 @@ def test_one_walk_writes_what_json_safe_then_json_write(doc: Any) -> None:
         OrderedDict(a=[OrderedDict(b=math.nan)]),
         {1: "a", None: "b"},
         [object()],
+        # A key written before, then as a str subclass (json_safe's rules) and at other depths.
+        [{"live": 1, "x": 2}, {Status.LIVE: 3}, {"x": {"live": {"x": 4}}}, {"x": 5, "live": 6}],
+        [{"k": 1}, {Shown("k"): 2}, {"k": 3}],
     ],
 )
 def test_one_walk_on_what_json_safe_rewrites(doc: Any) -> None:

@@ -347,7 +347,9 @@ def _run(argv: Sequence[str] | None) -> int:
         if options.once:
             from distmon.once import run_once
 
-            return run_once(options)
+            # With no argv, main() is the program itself (the console script, `python -m
+            # distmon`), which exits when it returns; a caller passing argv may go on.
+            return run_once(options, last=argv is None)
         from distmon.app import run_app
 
         return run_app(options)

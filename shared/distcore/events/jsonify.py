@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from distcore.events.snapshots import RunSnapshot, Series
@@ -28,11 +28,16 @@ def series_to_json(series: Series) -> dict[str, Any]:
     }
 
 
-def run_to_json(run: RunSnapshot, name: str | None = None) -> dict[str, Any]:
+def run_to_json(
+    run: RunSnapshot,
+    name: str | None = None,
+    names: Callable[[Mapping[str, Any]], dict[str, str]] = json_names,
+) -> dict[str, Any]:
     """`name`: the run's JSON name when the caller made it distinct among others (runs_to_json).
     Tags and hparams that would print alike keep apart by the one rule (textsafe.name_suffixes),
-    applied here, before the keys are built: a dict of built keys would have lost one."""
-    hparams, tags = json_names(run.hparams), json_names(run.scalars)
+    applied here, before the keys are built: a dict of built keys would have lost one. `names`:
+    json_names, or a caller's memo of it (runs_to_json)."""
+    hparams, tags = names(run.hparams), names(run.scalars)
     return {
         "name": json_text(run.name) if name is None else name,
         "path": json_text(str(run.path)),  # local paths absolute, host:path, s3://...
@@ -41,8 +46,24 @@ def run_to_json(run: RunSnapshot, name: str | None = None) -> dict[str, Any]:
         "problems": [json_text(p) for p in run.problems],
         "hparams": {hparams[k]: _json_value(v) for k, v in run.hparams.items()},
         "scalars": {tags[tag]: series_to_json(s) for tag, s in run.scalars.items()},
-        "histograms": histograms_to_json(run.histograms),  # additive to version 1
+        # additive to version 1
+        "histograms": histograms_to_json(run.histograms) if run.histograms else {},
     }
+
+
+class _Names:
+    """json_names of each run's keys, once per set of keys: a sweep's runs share their tags
+    and hparams, and finding each run's names again was a fifth of the runs' document."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, ...], dict[str, str]] = {}
+
+    def __call__(self, keys: Mapping[str, Any]) -> dict[str, str]:
+        order = tuple(keys)
+        found = self._seen.get(order)
+        if found is None:
+            found = self._seen[order] = json_names(order)
+        return found
 
 
 def runs_to_json(runs: Iterable[RunSnapshot]) -> list[dict[str, Any]]:
@@ -50,4 +71,5 @@ def runs_to_json(runs: Iterable[RunSnapshot]) -> list[dict[str, Any]]:
     with the text `\\xff`) are told apart by the one rule: " #2"."""
     runs = list(runs)
     names = json_names(r.name for r in runs)
-    return [run_to_json(r, names[r.name]) for r in runs]
+    keys = _Names()
+    return [run_to_json(r, names[r.name], keys) for r in runs]
