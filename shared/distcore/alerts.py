@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from distcore import names, tailema
+from distcore import names
+from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
 from distcore.tags import pick_tag
 
 Severity = Literal["info", "warning", "critical"]
@@ -193,8 +194,8 @@ def loss_nan(run: RunLike) -> Alert | None:
     return Alert("loss_nan", "critical", run.name, message, since)
 
 
-EMA_WEIGHT: Final = tailema.WEIGHT
-EMA_DIVISORS: Final = tailema.divisors(RISING_WINDOW + RISING_WARMUP)
+EMA_WEIGHT: Final = DEFAULT_WEIGHT
+EMA_DIVISORS: Final = debiasing_divisors(EMA_WEIGHT, RISING_WINDOW + RISING_WARMUP)
 
 
 def loss_rising(run: RunLike) -> Alert | None:
@@ -210,7 +211,7 @@ def loss_rising(run: RunLike) -> Alert | None:
     values = _floats(series.values, RISING_WINDOW + RISING_WARMUP)
     if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
         return None
-    window = tailema.finite_ema(values, EMA_DIVISORS)[-RISING_WINDOW:]
+    window = debiased_ema(values, EMA_WEIGHT)[-RISING_WINDOW:]
     low = min(window)
     low_at = window.index(low)
     rise = window[-1] - low

@@ -13,6 +13,7 @@ imported on first use only: the dashboard's first screen comes before numpy is l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,17 @@ def _check(weight: float) -> None:
         raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
 
 
+@functools.lru_cache(maxsize=8)
+def debiasing_divisors(weight: float, points: int) -> tuple[float, ...]:
+    """1 - weight**k for k = 1..points: what the k-th finite point's average is divided by.
+    Made once per (weight, length): the alert rules smooth every changed run's 60-point tail,
+    and a power per point was most of that cost."""
+    return tuple(1.0 - weight**k for k in range(1, points + 1))
+
+
 def _ema(values: Sequence[float], weight: float) -> list[float]:
+    divisors = debiasing_divisors(weight, len(values))
+    rest = 1.0 - weight
     last = 0.0
     accumulated = 0
     smoothed: list[float] = []
@@ -52,9 +63,9 @@ def _ema(values: Sequence[float], weight: float) -> list[float]:
         if not math.isfinite(value):
             smoothed.append(value)
             continue
-        last = last * weight + (1.0 - weight) * value
+        last = last * weight + rest * value
+        smoothed.append(last / divisors[accumulated])
         accumulated += 1
-        smoothed.append(last / (1.0 - weight**accumulated))
     return smoothed
 
 
