@@ -26,7 +26,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dashboard import CACHE, TAGS, _record, _scalar_event, generate
 
-from distcore import alerts
+from distcore.alerts import Alert
+from distcore.alerts.cadence import run_stalled
+from distcore.alerts.gpus import input_bound_suspected
+from distcore.alerts.series import RISING_WINDOW, input_stall, loss_nan
 from distcore.events import LogdirWatcher, RunStore
 from distcore.jobs.index import JobIndex
 from distcore.smoothing import debiased_ema
@@ -42,20 +45,20 @@ def logdir(runs: int, steps: int) -> Path:
     return root
 
 
-def old_loss_rising(run: Any) -> alerts.Alert | None:
+def old_loss_rising(run: Any) -> Alert | None:
     """The rule as it was before the index: whole-series finiteness check and smoothing."""
     tag = pick_tag(run.scalars, "loss")
     if tag is None:
         return None
     series = run.scalars[tag]
-    if len(series.values) < alerts.RISING_WINDOW or not all(map(math.isfinite, series.values)):
+    if len(series.values) < RISING_WINDOW or not all(map(math.isfinite, series.values)):
         return None
-    window = debiased_ema(series.values)[-alerts.RISING_WINDOW :]
+    window = debiased_ema(series.values)[-RISING_WINDOW :]
     low = min(window)
     ups = sum(b > a for a, b in itertools.pairwise(window))
     if window[-1] - low <= 0.1 * max(abs(low), 1e-12) or ups < 0.7 * (len(window) - 1):
         return None
-    return alerts.Alert("loss_rising", "warning", run.name, "rising", low)
+    return Alert("loss_rising", "warning", run.name, "rising", low)
 
 
 def old_path(store: RunStore) -> None:
@@ -63,9 +66,9 @@ def old_path(store: RunStore) -> None:
     now = time.time()
     runs = store.snapshot()
     for run in runs:
-        alerts.input_stall(run), alerts.loss_nan(run), old_loss_rising(run)
-        alerts.run_stalled(run, now)
-    alerts.input_bound_suspected(runs, [], now)
+        input_stall(run), loss_nan(run), old_loss_rising(run)
+        run_stalled(run, now)
+    input_bound_suspected(runs, [], now)
 
 
 def append_points(root: Path, runs: int, step: int) -> None:

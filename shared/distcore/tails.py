@@ -25,7 +25,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from distcore import alerts
+from distcore.alerts import Alert, RunLike, cadence, series
 
 F64 = npt.NDArray[np.float64]
 
@@ -102,59 +102,59 @@ def stack(rows: Sequence[F64]) -> F64:
 BATCH_MIN: Final = 16  # fewer runs than this: one by one (an array's fixed costs dominate)
 
 
-def series_alerts_many(runs: Sequence[alerts.RunLike]) -> list[list[alerts.Alert]]:
-    """`alerts.series_alerts` of each run, the same alerts, for many runs at once: loss_rising's
+def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
+    """`series.series_alerts` of each run, the same alerts, for many runs at once: loss_rising's
     EMA runs over all their loss tails in one array (quiet_rises, the same floats), so its
     Python loop (~60 points a run) runs only for the tails that rise."""
     quiet = quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
     out = []
     for i, run in enumerate(runs):
-        found = [alerts.input_stall(run), alerts.loss_nan(run),
-                 None if i in quiet else alerts.loss_rising(run), alerts.gradient_spike(run)]
+        found = [series.input_stall(run), series.loss_nan(run),
+                 None if i in quiet else series.loss_rising(run), series.gradient_spike(run)]
         out.append([a for a in found if a is not None])
     return out
 
 
-def quiet_losses(runs: Sequence[alerts.RunLike]) -> set[int]:
+def quiet_losses(runs: Sequence[RunLike]) -> set[int]:
     """The runs (by index) whose loss_rising is None, decided over all their tails at once
     (quiet_rises); the others' rule runs one by one."""
-    points = alerts.RISING_WINDOW + alerts.RISING_WARMUP
+    points = series.RISING_WINDOW + series.RISING_WARMUP
     rows, at = [], []
     for i, run in enumerate(runs):
-        tag = alerts.loss_tag(run.scalars)
+        tag = series.loss_tag(run.scalars)
         values = run.scalars[tag].values if tag is not None else ()
         if len(values) >= points and (row := float_tail(values, points)) is not None:
             rows.append(row)
             at.append(i)
     if len(rows) < BATCH_MIN:
         return set()
-    quiet = quiet_rises(stack(rows), alerts.EMA_DIVISORS, alerts.EMA_WEIGHT,
-                        alerts.RISING_WINDOW, alerts.RISING_FRACTION,
-                        alerts.RISING_STEADY).tolist()
+    quiet = quiet_rises(stack(rows), series.EMA_DIVISORS, series.EMA_WEIGHT,
+                        series.RISING_WINDOW, series.RISING_FRACTION,
+                        series.RISING_STEADY).tolist()
     return {i for i, q in zip(at, quiet, strict=True) if q}
 
 
-def usual_intervals(runs: Sequence[alerts.RunLike]) -> list[float | None]:
-    """`alerts.usual_interval` of each run, the same floats, for many runs at once: the tails
+def usual_intervals(runs: Sequence[RunLike]) -> list[float | None]:
+    """`cadence.usual_interval` of each run, the same floats, for many runs at once: the tails
     of their densest series in one array (steady_cadences); the rare run it leaves undecided
     (a burst writer, a clock that went back) one by one."""
     out: list[float | None] = [None] * len(runs)
     rows, at = [], []
     for i, run in enumerate(runs):
-        best = alerts.densest_series(run)
+        best = cadence.densest_series(run)
         if best is None:
             continue
-        walls, points = best.wall_times, alerts.TAIL_POINTS
+        walls, points = best.wall_times, series.TAIL_POINTS
         if len(walls) >= points and (row := float_tail(walls, points)) is not None:
             rows.append(row)
             at.append(i)
         else:
-            out[i] = alerts.series_cadence(best)
+            out[i] = cadence.series_cadence(best)
     if len(rows) < BATCH_MIN:
         for i in at:
-            out[i] = alerts.usual_interval(runs[i])
+            out[i] = cadence.usual_interval(runs[i])
         return out
-    for i, found in zip(at, steady_cadences(stack(rows), alerts.BURST_GAP_SECONDS),
+    for i, found in zip(at, steady_cadences(stack(rows), cadence.BURST_GAP_SECONDS),
                         strict=True):
-        out[i] = found if found is not None else alerts.usual_interval(runs[i])
+        out[i] = found if found is not None else cadence.usual_interval(runs[i])
     return out

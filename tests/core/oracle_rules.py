@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from distcore import names
-from distcore.alerts import (
-    BURST_GAP_SECONDS, REMEDY, RISING_FRACTION, RISING_STEADY, RISING_WARMUP, RISING_WINDOW,
-    SPIKE_FACTOR, SPIKE_MIN_POINTS, SPIKE_WINDOW, STALL_MIN_SECONDS, TAIL_POINTS, Alert, RunLike,
-    SeriesLike, input_stall_severity,
+from distcore.alerts import Alert, RunLike, SeriesLike
+from distcore.alerts.cadence import BURST_GAP_SECONDS, STALL_MIN_SECONDS
+from distcore.alerts.series import (
+    REMEDY, RISING_FRACTION, RISING_STEADY, RISING_WARMUP, RISING_WINDOW, SPIKE_FACTOR,
+    SPIKE_MIN_POINTS, SPIKE_WINDOW, TAIL_POINTS, input_stall_severity,
 )
 from distcore.tags import pick_tag
 

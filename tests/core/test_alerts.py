@@ -7,8 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from distcore import alerts, names
+from distcore import names
 from distcore.alerts import Alert, RunLike, keep_since, sort_alerts
+from distcore.alerts.cadence import run_stalled, usual_interval
+from distcore.alerts.outcomes import agent_outcome
+from distcore.alerts.series import RISING_WINDOW, input_stall, loss_rising
 from distcore.events.snapshots import Series
 from distcore.jobs.judge import host_alerts, job_facts, judge_job
 from distcore.jobs.snapshots import AgentRecord, Host
@@ -88,7 +91,7 @@ def test_input_stall_bands(fraction: float, severity: str | None) -> None:
 
 def test_input_stall_since_is_the_start_of_the_stall() -> None:
     s = series(names.INPUT_WAIT_FRACTION, [0.01, 0.3, 0.25, 0.4], interval=5.0)
-    alert = alerts.input_stall(run("j/train", s))
+    alert = input_stall(run("j/train", s))
     assert alert is not None and alert.since == s.wall_times[1]
 
 
@@ -109,9 +112,9 @@ def test_loss_nan(values: list[float], fires: bool) -> None:
 
 def _rising(rise: float, n: int = 30) -> list[float]:
     """Falls for n-20 points, then climbs linearly by `rise` (relative) over the last 20."""
-    fall = [2.0 - 0.05 * i for i in range(n - alerts.RISING_WINDOW)]
+    fall = [2.0 - 0.05 * i for i in range(n - RISING_WINDOW)]
     base = fall[-1]
-    return fall + [base * (1 + rise * i / (alerts.RISING_WINDOW - 1)) for i in range(1, 21)]
+    return fall + [base * (1 + rise * i / (RISING_WINDOW - 1)) for i in range(1, 21)]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +125,7 @@ def _rising(rise: float, n: int = 30) -> list[float]:
         (_rising(0.02), False),  # rises, but by less than RISING_FRACTION
         ([2.0 - 0.05 * i for i in range(30)], False),  # falling
         ([1.0 + 0.3 * (-1) ** i for i in range(30)], False),  # noisy but flat
-        (_rising(0.5)[-(alerts.RISING_WINDOW - 1) :], False),  # too few points to judge
+        (_rising(0.5)[-(RISING_WINDOW - 1) :], False),  # too few points to judge
     ],
 )
 def test_loss_rising(values: list[float], fires: bool) -> None:
@@ -153,7 +156,7 @@ def test_run_stalled(interval: float, gap: float, agent_status: str | None, fire
 
 def test_gone_run_is_not_stalled() -> None:
     r = run("j/train", series("loss", [1.0] * 10, end=NOW - 100), status="gone")
-    assert alerts.run_stalled(r, NOW) is None
+    assert run_stalled(r, NOW) is None
 
 
 @pytest.mark.parametrize(
@@ -246,8 +249,8 @@ def test_keep_since_tells_run_less_alerts_apart_by_host_and_gpu() -> None:
 def test_a_burst_writer_is_not_stalled() -> None:
     """Everything logged at once (a finished history dumped by one call), then silence."""
     r = run("burst", series("loss", [1.0] * 500, interval=0.0001, end=NOW - 120))
-    assert alerts.usual_interval(r) is None
-    assert alerts.run_stalled(r, NOW) is None
+    assert usual_interval(r) is None
+    assert run_stalled(r, NOW) is None
 
 
 def test_bursts_follow_the_pause_between_them() -> None:
@@ -256,10 +259,10 @@ def test_bursts_follow_the_pause_between_them() -> None:
     base = fixed.series("loss", [1.0] * 100, end=NOW, every=1.0, step_every=1)
     r = run("bursts", base.__class__(**{**base.__dict__, "wall_times": tuple(walls),
                                          "last_wall_time": walls[-1]}))
-    assert alerts.usual_interval(r) == pytest.approx(60.0, abs=0.01)
+    assert usual_interval(r) == pytest.approx(60.0, abs=0.01)
     quiet = run("bursts", *r.scalars.values())
-    assert alerts.run_stalled(quiet, walls[-1] + 300) is None  # 5 pauses: not yet
-    late = alerts.run_stalled(quiet, walls[-1] + 601, "running")
+    assert run_stalled(quiet, walls[-1] + 300) is None  # 5 pauses: not yet
+    late = run_stalled(quiet, walls[-1] + 601, "running")
     assert late is not None and "usually every 60 s" in late.message
 
 
@@ -277,7 +280,7 @@ def test_bursts_follow_the_pause_between_them() -> None:
 def test_agent_outcome(
     status: str | None, error: str | None, severity: str | None, words: str
 ) -> None:
-    found = alerts.agent_outcome("job", status, 42, error, NOW)
+    found = agent_outcome("job", status, 42, error, NOW)
     if severity is None:
         assert found is None
     else:
@@ -289,9 +292,9 @@ def test_rules_on_the_tail_match_the_whole_curve() -> None:
     """loss_rising smooths only the tail: the same verdict and numbers as the whole series."""
     values = [2.0 - 0.001 * i for i in range(1500)] + [0.5 + 0.05 * i for i in range(30)]
     r = run("r", series("loss", values))
-    found = alerts.loss_rising(r)
+    found = loss_rising(r)
     assert found is not None
     from distcore.smoothing import debiased_ema
 
-    whole = debiased_ema(values)[-alerts.RISING_WINDOW:]
+    whole = debiased_ema(values)[-RISING_WINDOW:]
     assert f"{whole[-1]:.4g}" in found.message and f"{min(whole):.4g}" in found.message

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from distcore import alerts, names
+from distcore import names
+from distcore.alerts.outcomes import recovered
+from distcore.alerts.series import gradient_spike, series_alerts
 from distcore.jobs.agent import agent_record_from, recoveries_from
 from distcore.jobs.judge import job_facts
 from distcore.jobs.snapshots import RecoveryNote
@@ -35,21 +37,21 @@ def grad_run(values: Sequence[float]) -> Any:
     ([1.0], False),
 ])
 def test_gradient_spike(values: list[float], fires: bool) -> None:
-    found = alerts.gradient_spike(grad_run(values))
+    found = gradient_spike(grad_run(values))
     assert (found is not None) is fires
     if found is not None:
         assert found.kind == "gradient_spike" and found.severity == "warning"
         assert "gradient spike" in found.message and "recent median 1" in found.message
-        assert found in alerts.series_alerts(grad_run(values))
+        assert found in series_alerts(grad_run(values))
 
 
 def test_no_grad_norm_no_spike() -> None:
-    assert alerts.gradient_spike(fixed.run("r", fixed.series(names.LOSS, STEADY))) is None
+    assert gradient_spike(fixed.run("r", fixed.series(names.LOSS, STEADY))) is None
 
 
 def test_the_newest_spike_is_the_one_reported() -> None:
     values = [*STEADY, 20.0, *STEADY, 30.0, 1.0]
-    found = alerts.gradient_spike(grad_run(values))
+    found = gradient_spike(grad_run(values))
     assert found is not None and f"at step {len(STEADY) * 2 + 1}" in found.message
 
 
@@ -59,7 +61,7 @@ def test_the_newest_spike_is_the_one_reported() -> None:
     (RecoveryNote(7, None, 0.02, None), "recovered from divergence at step 7"),
 ])
 def test_recovered(note: RecoveryNote, message: str) -> None:
-    (found,) = alerts.recovered("job", [note], 5.0)
+    (found,) = recovered("job", [note], 5.0)
     assert (found.kind, found.severity, found.run, found.since) == ("recovered", "warning", "job",
                                                                     5.0)
     assert found.message == message

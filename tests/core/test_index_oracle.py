@@ -13,13 +13,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcore import alerts, names, tails
+from distcore import names, tails
+from distcore.alerts.cadence import usual_interval
+from distcore.alerts.series import RISING_WARMUP, RISING_WINDOW, series_alerts
 from distcore.events.snapshots import Column, RunSnapshot, Series
 from distcore.jobs.judge import job_facts_many
 from distcore.location import RunLocation
 from tests.core import oracle_rules as oracle
 
-POINTS = alerts.RISING_WINDOW + alerts.RISING_WARMUP
+POINTS = RISING_WINDOW + RISING_WARMUP
 
 _odd = st.sampled_from([math.nan, math.inf, -math.inf, 1.7e308, -1.7e308, 5e-324, 1e-310, 0.0,
                         -0.0, 1e200, 1e-200])
@@ -112,10 +114,10 @@ def _same(ours: Sequence[object], theirs: Sequence[object]) -> None:
 def test_point_rules_match_the_rules_as_they_were(runs: list[RunSnapshot]) -> None:
     expected = [oracle.series_alerts(r) for r in runs]
     _same(tails.series_alerts_many(runs), expected)
-    _same([alerts.series_alerts(r) for r in runs], expected)
+    _same([series_alerts(r) for r in runs], expected)
     cadences = [oracle.usual_interval(r) for r in runs]
     _same(tails.usual_intervals(runs), cadences)
-    _same([alerts.usual_interval(r) for r in runs], cadences)
+    _same([usual_interval(r) for r in runs], cadences)
 
 
 @settings(max_examples=10, deadline=None)
@@ -150,7 +152,7 @@ def _near_threshold(rng: np.random.Generator, scale: float) -> list[float]:
     drift = rng.uniform(0.0, 0.012)
     noise = rng.choice([0.0, 1e-12, 1e-6, rng.uniform(0.0, 0.012)])
     steps = drift + noise * rng.standard_normal(POINTS)
-    steps[: alerts.RISING_WARMUP] *= rng.uniform(0.0, 0.3)
+    steps[: RISING_WARMUP] *= rng.uniform(0.0, 0.3)
     return ((1.0 + np.cumsum(steps)) * scale).tolist()
 
 

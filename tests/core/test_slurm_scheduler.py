@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distcore.alerts import agent_died
+from distcore.alerts.outcomes import agent_died
 from distcore.jobs.agent import agent_record_from
 from distcore.jobs.jsonify import scheduler_to_json
 from distcore.jobs.judge import job_facts, judge_job

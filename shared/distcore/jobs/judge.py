@@ -11,8 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distcore import alerts, names
-from distcore.alerts import Alert
+from distcore import names
+from distcore.alerts import Alert, sort_alerts
+from distcore.alerts.cadence import (
+    STALL_FACTOR,
+    STALL_HORIZON_SECONDS,
+    STALL_MIN_SECONDS,
+    run_stalled,
+)
+from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
+from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
@@ -50,8 +58,8 @@ def _outcome(name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | N
     end = agent.extra.get("end_time")
     newest = max((r.last_update for r in parts.values() if r.last_update is not None), default=None)
     since = float(end) if isinstance(end, int | float) else newest
-    found = alerts.agent_outcome(name, agent.status, agent.last_step, agent.error, since)
-    return ([found] if found is not None else []) + alerts.recovered(name, agent.recoveries, since)
+    found = agent_outcome(name, agent.status, agent.last_step, agent.error, since)
+    return ([found] if found is not None else []) + recovered(name, agent.recoveries, since)
 
 
 def job_facts(
@@ -118,23 +126,23 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     training = [r for p, r in facts.parts.items() if not is_system_part(p)]
     found = list(facts.point_alerts)
     for run in training:
-        stalled = alerts.run_stalled(run, now, agent_status, facts.intervals.get(run.name))
+        stalled = run_stalled(run, now, agent_status, facts.intervals.get(run.name))
         if stalled is not None:
             found.append(stalled)
     # GPUs idle while steps advance: the job's own workers' GPUs where it records them.
     fresh = [h for h in facts.hosts if not is_stale(h, now)]
     gpus = [g for h in fresh for g in h.gpus] if fresh else list(local_gpus)
     if agent_status in (None, "running"):
-        found += alerts.input_bound_suspected(training, gpus, now, facts.intervals)
+        found += input_bound_suspected(training, gpus, now, facts.intervals)
     if state is not None:
         # Only once the end has settled: a shared filesystem may show run.json's last write late.
-        died = alerts.agent_died(facts.name, agent_status, state.job_id, state.state,
+        died = agent_died(facts.name, agent_status, state.job_id, state.state,
                                  ended_long_enough(state, now), now)
         if died is not None:
             found.append(died)
         elif agent_status == names.STATUS_RUNNING and ref is not None and ref.step_id and \
                 step_gone(state, ref.step_id, _start_time(facts.agent)):
-            found.append(alerts.agent_step_gone(facts.name, state.job_id, ref.step_id,
+            found.append(agent_step_gone(facts.name, state.job_id, ref.step_id,
                                                 state.steps_at))
     return Job(
         name=facts.name,
@@ -143,7 +151,7 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
         status=job_status(facts.parts, facts.agent),
         agent=facts.agent,
         hosts=facts.hosts,
-        alerts=alerts.sort_alerts(found),
+        alerts=sort_alerts(found),
         version=facts.version,
         scheduler_state=state,
     )
@@ -161,7 +169,7 @@ def host_alerts(hosts: Sequence[Host], now: float) -> list[Alert]:
         if host.source != "local" and is_stale(host, now):
             continue
         where = "" if host.source == "local" else f" on {host.name}"
-        found += alerts.gpu_alerts(host.gpus, now, where, host.name)
+        found += gpu_alerts(host.gpus, now, where, host.name)
     return found
 
 
@@ -179,8 +187,8 @@ def clock_free(facts: JobFacts, now: float) -> bool:
         interval = facts.intervals.get(run.name)
         if interval is None:
             continue
-        limit = max(alerts.STALL_FACTOR * interval, alerts.STALL_MIN_SECONDS)
-        if status is None and now - run.last_update > max(limit, alerts.STALL_HORIZON_SECONDS):
+        limit = max(STALL_FACTOR * interval, STALL_MIN_SECONDS)
+        if status is None and now - run.last_update > max(limit, STALL_HORIZON_SECONDS):
             continue  # just old: neither stalled nor advancing, and only older from now on
         return False
     return True

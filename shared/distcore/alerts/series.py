@@ -1,0 +1,172 @@
+"""The rules over a run's points: input stall, NaN loss, a loss that rises, a gradient spike.
+
+They depend only on a run's series, so the job index computes them again only for runs that
+changed; each looks at a series' tail only, so its cost does not grow with the points kept.
+distcore.tails runs the same rules over many runs' numpy tails at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from distcore import names
+from distcore.alerts import Alert, RunLike, SeriesLike, Severity
+from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
+from distcore.tags import pick_tag
+
+RISING_WINDOW: Final = 20  # points of loss looked at for divergence
+RISING_FRACTION: Final = 0.10  # smoothed loss above its window minimum by this much
+RISING_STEADY: Final = 0.7  # share of the smoothed steps that go up
+RISING_WARMUP: Final = 40  # points before the window that the EMA starts from
+TAIL_POINTS: Final = 64  # points of a series' tail the cadence and "since" look at
+SPIKE_FACTOR: Final = 10.0  # a gradient norm this many times its recent median is a spike
+SPIKE_WINDOW: Final = 20  # points before a gradient norm that make its recent median
+SPIKE_MIN_POINTS: Final = 5  # fewer points before it: no median to speak of
+REMEDY: Final = (
+    "use parallel map (num_parallel_calls=AUTOTUNE), prefetch, and cache the dataset if it fits"
+)
+
+
+def input_stall_severity(fraction: float) -> Severity | None:
+    """The TF profiler's bands: under 5% fine, 5-20% moderately, 20% or more highly input-bound."""
+    if not math.isfinite(fraction) or fraction < names.INPUT_WAIT_MODERATE:
+        return None
+    return "critical" if fraction >= names.INPUT_WAIT_HIGH else "warning"
+
+
+def _tail(values: Sequence[Any], n: int) -> Sequence[Any]:
+    """The newest n items: rules look at a series' tail only, so their cost does not grow with
+    the points kept (2,000 per series by default)."""
+    return values[-n:] if len(values) > n else values
+
+
+def tail_floats(values: Sequence[Any], n: int) -> list[Any]:
+    """The newest n items as a list of Python numbers, the items `_tail` holds: a store's
+    Column converts in one call (reading it item by item was most of the rules' time on a
+    sweep of 10,000 small runs)."""
+    tail = _tail(values, n)
+    tolist = getattr(tail, "tolist", None)
+    return tolist() if tolist is not None else list(tail)
+
+
+_LOSS_TAGS: dict[tuple[str, ...], str | None] = {}
+_LOSS_TAGS_KEPT: Final = 4096
+
+
+def loss_tag(scalars: Mapping[str, Any]) -> str | None:
+    """`pick_tag(scalars, "loss")`, remembered per set of tags: a sweep's runs share theirs,
+    and three rules ask it of every run."""
+    key = tuple(scalars)
+    found = _LOSS_TAGS.get(key, "")
+    if found != "":
+        return found
+    if len(_LOSS_TAGS) >= _LOSS_TAGS_KEPT:
+        _LOSS_TAGS.clear()
+    found = _LOSS_TAGS[key] = pick_tag(key, "loss")
+    return found
+
+
+def _trailing_since(series: SeriesLike, holds: Any) -> float:
+    """Wall time of the first point of the newest unbroken stretch where `holds(value)`, looked
+    for in the tail (an older start is kept by `keep_since` while the alert persists)."""
+    since = series.last_wall_time
+    values = tail_floats(series.values, TAIL_POINTS)
+    walls = tail_floats(series.wall_times, TAIL_POINTS)
+    for value, wall in zip(reversed(values), reversed(walls), strict=False):
+        if not holds(value):
+            break
+        since = wall
+    return since
+
+
+def input_stall(run: RunLike) -> Alert | None:
+    series = run.scalars.get(names.INPUT_WAIT_FRACTION)
+    if series is None:
+        return None
+    severity = input_stall_severity(series.last_value)
+    if severity is None:
+        return None
+    level = "highly" if severity == "critical" else "moderately"
+    message = (
+        f"Your program is {level} input-bound: {series.last_value:.0%} of the step time is spent "
+        f"waiting for input. Recommendation: {REMEDY}."
+    )
+    since = _trailing_since(series, lambda v: input_stall_severity(v) is not None)
+    return Alert("input_stall", severity, run.name, message, since)
+
+
+def loss_nan(run: RunLike) -> Alert | None:
+    tag = loss_tag(run.scalars)
+    if tag is None:
+        return None
+    series = run.scalars[tag]
+    if math.isfinite(series.last_value):
+        return None
+    since = _trailing_since(series, lambda v: not math.isfinite(v))
+    step = f" at step {series.steps[-1]}" if series.steps else ""
+    message = f"{tag} is {series.last_value}{step} — training diverged (lower the learning rate?)"
+    return Alert("loss_nan", "critical", run.name, message, since)
+
+
+EMA_WEIGHT: Final = DEFAULT_WEIGHT
+EMA_DIVISORS: Final = debiasing_divisors(EMA_WEIGHT, RISING_WINDOW + RISING_WARMUP)
+
+
+def loss_rising(run: RunLike) -> Alert | None:
+    """A smoothed loss that climbs steadily over its last RISING_WINDOW points.
+
+    The EMA starts RISING_WARMUP points before the window: with the default weight 0.6 the
+    start's influence is 0.6**40 ≈ 1e-9 by the window, so the tail gives the whole curve's
+    smoothed values at a fixed cost."""
+    tag = loss_tag(run.scalars)
+    if tag is None:
+        return None
+    series = run.scalars[tag]
+    values = tail_floats(series.values, RISING_WINDOW + RISING_WARMUP)
+    if len(values) < RISING_WINDOW or not all(map(math.isfinite, values)):
+        return None
+    window = debiased_ema(values, EMA_WEIGHT)[-RISING_WINDOW:]
+    low = min(window)
+    low_at = window.index(low)
+    rise = window[-1] - low
+    ups = sum(b > a for a, b in itertools.pairwise(window))
+    if rise <= RISING_FRACTION * max(abs(low), 1e-12) or ups < RISING_STEADY * (len(window) - 1):
+        return None
+    since = series.wall_times[len(series.wall_times) - RISING_WINDOW + low_at]
+    message = (
+        f"{tag} rising steadily: {low:.4g} -> {window[-1]:.4g} over the last {RISING_WINDOW} "
+        "points (divergence? check the learning rate)"
+    )
+    return Alert("loss_rising", "warning", run.name, message, since)
+
+
+def gradient_spike(run: RunLike) -> Alert | None:
+    """The newest gradient norm in the tail above SPIKE_FACTOR × the median of the SPIKE_WINDOW
+    points before it: a warning that often comes before a NaN (clip, or lower the rate)."""
+    series = run.scalars.get(names.GRAD_NORM)
+    if series is None:
+        return None
+    values = list(_tail(series.values, TAIL_POINTS + SPIKE_WINDOW))
+    walls, steps = _tail(series.wall_times, len(values)), _tail(series.steps, len(values))
+    for i in range(len(values) - 1, max(SPIKE_MIN_POINTS, len(values) - TAIL_POINTS) - 1, -1):
+        before = [v for v in values[max(0, i - SPIKE_WINDOW):i] if math.isfinite(v)]
+        if len(before) < SPIKE_MIN_POINTS:
+            continue
+        median = statistics.median(before)
+        value = values[i]
+        if median > 0 and math.isfinite(value) and value > SPIKE_FACTOR * median:
+            message = (f"gradient spike: {names.GRAD_NORM} {value:.4g} at step {steps[i]} is "
+                       f"{value / median:.0f}× its recent median {median:.4g} (divergence ahead? "
+                       "set optimizer.clip_norm or lower the learning rate)")
+            return Alert("gradient_spike", "warning", run.name, message, walls[i])
+    return None
+
+
+def series_alerts(run: RunLike) -> list[Alert]:
+    """The rules that depend only on a run's points: computed again only when the run changed."""
+    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run)]
+    return [a for a in found if a is not None]
