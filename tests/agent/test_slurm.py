@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 
 from distcore import names
-from distcore.jobs.scheduler import COMMAND_TIMEOUT_SECONDS, STEP_START_MARGIN, SlurmStates
+from distcore.jobs.scheduler import STEP_START_MARGIN
+from distcore.jobs.slurm_states import COMMAND_TIMEOUT_SECONDS, SlurmStates
 from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.tui.test_serve import Serve, sample, scrape
 

@@ -24,17 +24,19 @@ from distcore.jobs.judge import job_facts, judge_job
 from distcore.jobs.scheduler import (
     SchedulerRef,
     SchedulerState,
-    SlurmStates,
     describe_scheduler,
     ended_long_enough,
+    scheduler_ref_from,
+    step_gone,
+)
+from distcore.jobs.slurm_states import SlurmStates
+from distcore.jobs.slurm_text import (
     normalize_state,
     parse_sacct,
     parse_scontrol,
     parse_squeue,
     parse_squeue_steps,
-    scheduler_ref_from,
     slurm_time,
-    step_gone,
 )
 from distcore.jobs.snapshots import Job
 from distcore.textsafe import json_safe

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from distcore.jobs.scheduler import SlurmStates
+from distcore.jobs.slurm_states import SlurmStates
 from distmon.widgets.panels import render_details
 from tests.core.test_jobs_index import index_over, snapshot, write_loss
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from distcore.jobs.scheduler import SlurmStates
+from distcore.jobs.slurm_states import SlurmStates
 from distcore.jobs.snapshots import HostSource, JobsSnapshot
 from distcore.producer import Producer, RunSource, Telemetry
 from distmon.options import Options

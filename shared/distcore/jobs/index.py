@@ -59,7 +59,7 @@ class AgentRecordSource(Protocol):
 
 
 class SchedulerSource(Producer, Protocol):
-    """The scheduler's producer (distcore.jobs.scheduler.SlurmStates): told which jobs the
+    """The scheduler's producer (distcore.jobs.slurm_states.SlurmStates): told which jobs the
     logdirs name, it answers with its cached states (never waiting for the scheduler)."""
 
     def track(self, job_ids: Iterable[str]) -> None: ...
