@@ -138,7 +138,7 @@ async def dashboard(
     """(seconds until the runs table lists `expected` runs, share of a core between refreshes:
     distmon's process, its ssh clients, the sshd side) for the real app over `argv`."""
     from distmon.app import DistmonApp
-    from distmon.cli import parse_options
+    from distmon.arguments import parse_options
     from distmon.producers import make_producers
     from distmon.widgets.runs import RunsTable
 

@@ -14,8 +14,8 @@ import pytest
 
 from distagent.cli import build_parser as agent_parser
 from distagent.cli import main as agent_main
-from distmon.cli import build_parser as distmon_parser
 from distmon.cli import main as distmon_main
+from distmon.flags import build_parser as distmon_parser
 
 
 def exit_code(main: Callable[[list[str]], int], argv: list[str]) -> int | str | None:

@@ -64,7 +64,7 @@ def test_every_distcore_module_is_free_of_tensorflow_and_textual() -> None:
 
 def test_distmon_never_loads_tensorflow() -> None:
     imports = "\n".join(f"import {m}" for m in _all_submodules("distmon"))
-    code = imports + "\nimport distmon.cli\ndistmon.cli.build_parser()"
+    code = imports + "\nimport distmon.flags\ndistmon.flags.build_parser()"
     loaded = _top_level(_loaded_modules(code))
     assert "tensorflow" not in loaded
     assert "keras" not in loaded

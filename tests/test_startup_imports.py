@@ -32,7 +32,7 @@ SERVE_ONLY = {"distcore.notify", "distmon.serve", "urllib.request", "http.client
 def test_parsing_the_command_line_loads_no_reader(tmp_path: Path, argv: list[str]) -> None:
     args = [str(tmp_path) if a == "LOGDIR" else a for a in argv]
     probe = (
-        "import json, sys\nfrom distmon.cli import parse_options\n"
+        "import json, sys\nimport distmon.cli\nfrom distmon.arguments import parse_options\n"
         f"options = parse_options({args!r})\n"
         "print(json.dumps([sorted(sys.modules), [str(p) for p in options.logdirs]]))"
     )

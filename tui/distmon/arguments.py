@@ -1,0 +1,130 @@
+"""`distmon`'s command line checked into `Options`: one usage error per line, exit 2.
+
+What argparse cannot say alone is checked here: flags that need another (`--json` needs
+`--once`), flags that do not go together, the sources, the storage options, the table's sort
+and filter. Only `--serve` imports its URL and address parsers, and only then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distcore.errors import DistmonError
+from distmon.flags import build_parser
+from distmon.options import DEFAULT_MAX_SERIES, Options
+
+
+def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """The --serve fields of Options, or a usage error naming what is missing or misplaced."""
+    if not args.serve:
+        for flag in ("metrics", "notify", "notify_level", "max_series"):
+            if getattr(args, flag) is not None:
+                parser.error(f"--{flag.replace('_', '-')} needs --serve")
+        return {}
+    # Only with --serve: the webhook client's urllib, http.client and email cost a dashboard's
+    # start 0.1 s of CPU before Textual even loaded.
+    from distcore.notify import check_url
+    from distmon.serve import parse_listen
+
+    for flag in ("once", "json", "check"):
+        if getattr(args, flag):
+            parser.error(f"--serve and --{flag} do not go together")
+    if args.metrics is None and args.notify is None:
+        parser.error("--serve needs an output: add --metrics [HOST:]PORT and/or --notify URL")
+    if args.notify_level is not None and args.notify is None:
+        parser.error("--notify-level needs --notify URL")
+    if args.max_series is not None and args.metrics is None:
+        parser.error("--max-series needs --metrics")
+    try:
+        metrics = parse_listen(args.metrics) if args.metrics is not None else None
+        notify = check_url(args.notify) if args.notify is not None else None
+    except DistmonError as err:
+        parser.error(str(err))
+    return {
+        "serve": True,
+        "metrics": metrics,
+        "notify": notify,
+        "notify_level": args.notify_level or "critical",
+        "max_series": args.max_series or DEFAULT_MAX_SERIES,
+    }
+
+
+def _check_table_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    chosen = [f"--{n}" for n in ("json", "table", "csv", "points") if getattr(args, n)]
+    if len(chosen) > 1:
+        parser.error(f"{' and '.join(chosen)}: choose one")
+    for flag in ("table", "csv", "points"):
+        if getattr(args, flag) and not args.once:
+            parser.error(f"--{flag} needs --once")
+    from distcore.table import parse_filter, parse_sort
+
+    try:
+        parse_filter(args.filter)
+        if args.sort is not None:
+            parse_sort(args.sort)
+    except DistmonError as err:
+        parser.error(str(err))
+
+
+def _default_logdirs() -> tuple[Path, ...]:
+    runs = Path("runs")
+    return (runs,) if runs.is_dir() else (Path("."),)
+
+
+def _joined_sort(argv: Sequence[str]) -> list[str]:
+    """`--sort -loss` as `--sort=-loss`: argparse would take `-loss` for an option."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] == "--sort" and arg.startswith("-") and arg not in ("-", "--"):
+            out[-1] = f"--sort={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def parse_options(argv: Sequence[str] | None = None) -> Options:
+    parser = build_parser()
+    args = parser.parse_args(_joined_sort(sys.argv[1:] if argv is None else argv))
+    if args.json and not args.once:
+        parser.error("--json needs --once")
+    if args.check and not args.once:
+        parser.error("--check needs --once")
+    serve = _serve_options(parser, args)
+    _check_table_arguments(parser, args)
+    from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
+
+    try:
+        specs = parse_sources(args.logdirs)
+        storage_options = parse_storage_options(args.storage_option)
+    except DistmonError as err:
+        parser.error(str(err))
+    if args.ssh_config is not None and not args.ssh_config.is_file():
+        parser.error(f"--ssh-config: no such file: {args.ssh_config}")
+    remotes = tuple(s for s in specs if not isinstance(s, LocalSpec))
+    logdirs = tuple(s.path for s in specs if isinstance(s, LocalSpec))
+    if not specs:
+        logdirs = _default_logdirs()
+    return Options(
+        logdirs=logdirs,
+        poll=args.poll,
+        refresh=args.refresh,
+        no_gpu=args.no_gpu,
+        simulate_gpus=args.simulate_gpus,
+        once=args.once,
+        json=args.json,
+        check=args.check,
+        max_points=args.max_points,
+        remotes=remotes,
+        ssh_config=args.ssh_config,
+        storage_options=storage_options,
+        **serve,
+        table=args.table,
+        csv=args.csv,
+        points=args.points,
+        sort=args.sort,
+        filter=args.filter,
+    )

@@ -1,0 +1,177 @@
+"""What `distmon`'s command line accepts: the argparse parser, its flag groups and bounds.
+
+Building the parser imports no reader and no --serve machinery; distmon.arguments checks what
+it parsed into `Options`, and distmon.cli runs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from distcore import __version__
+from distcore.cli_parser import OneLineParser
+from distmon.options import (
+    DEFAULT_MAX_SERIES,
+    MAX_POINTS,
+    MAX_REFRESH,
+    MAX_SERIES,
+    MAX_SIMULATED_GPUS,
+    MIN_REFRESH,
+)
+
+
+def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable[[str], float]:
+    """An argparse type: a finite number of `kind` in [low, high]."""
+
+    def shown(x: float) -> str:
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+    what = f"{'a count' if kind is int else 'seconds'} from {shown(low)} to {shown(high)}"
+
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        # NaN compares false both ways: refused with the infinities and the out-of-range.
+        if not (math.isfinite(value) and low <= value <= high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="distmon",
+        description="Watch TensorBoard logdirs and GPUs live in the terminal. When standard output "
+        "(or standard error, where the dashboard draws) is not a terminal, distmon prints the "
+        "--once report instead.",
+    )
+    parser.add_argument(
+        "logdirs",
+        nargs="*",
+        metavar="LOGDIR",
+        help="log directories, [user@]host:PATH over ssh, or s3://, gs://... URLs"
+        " (default: ./runs, else .)",
+    )
+    parser.add_argument(
+        "--ssh-config", type=Path, metavar="FILE", help="ssh config file for host:PATH (ssh -F)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec option for URLs (e.g. endpoint_url=http://127.0.0.1:9000)",
+    )
+    parser.add_argument("--poll", action="store_true", help="poll files instead of inotify")
+    parser.add_argument(
+        "--refresh",
+        type=_bounded(float, MIN_REFRESH, MAX_REFRESH),
+        default=1.0,
+        metavar="SECONDS",
+        help=f"refresh interval, {MIN_REFRESH}-{MAX_REFRESH:g} (default 1)",
+    )
+    parser.add_argument(
+        "--no-gpu", action="store_true", help="no GPUs: no NVML here, no nvidia-smi on ssh hosts"
+    )
+    parser.add_argument(
+        "--simulate-gpus",
+        type=_bounded(int, 0, MAX_SIMULATED_GPUS),
+        default=0,
+        metavar="N",
+        help="show N simulated GPUs (demo)",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="read everything once, print a report, exit"
+    )
+    parser.add_argument("--json", action="store_true", help="with --once: print JSON")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --once: exit 1 when any alert is critical (a diverged or failed job, NaN "
+        "loss, a highly input-bound job), else 0; for cron, Slurm epilogues and CI",
+    )
+    parser.add_argument(
+        "--max-points",
+        type=_bounded(int, 2, MAX_POINTS),
+        default=2000,
+        metavar="N",
+        help="points kept per series (default 2000)",
+    )
+    _add_serve_flags(parser)
+    _add_table_arguments(parser)
+    parser.add_argument("--version", action="version", version=f"distmon {__version__}")
+    return parser
+
+
+def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    """`--serve` and its outputs (issue 22)."""
+    serve = parser.add_argument_group("headless service (--serve)")
+    serve.add_argument(
+        "--serve",
+        action="store_true",
+        help="watch the sources without a terminal until SIGTERM/SIGINT (cron, systemd, a Slurm "
+        "job); needs --metrics and/or --notify",
+    )
+    serve.add_argument(
+        "--metrics",
+        metavar="[HOST:]PORT",
+        help="with --serve: Prometheus metrics at http://HOST:PORT/metrics (HOST defaults to "
+        "127.0.0.1; 0.0.0.0 for every interface; port 0 picks a free one, printed at start)",
+    )
+    serve.add_argument(
+        "--notify",
+        metavar="URL",
+        help="with --serve: POST each new alert as JSON with a Slack-compatible 'text' field to "
+        "this webhook (retried with backoff; the URL is never printed whole)",
+    )
+    serve.add_argument(
+        "--notify-level",
+        choices=("info", "warning", "critical"),
+        help="with --notify: the least severe alert posted (default critical)",
+    )
+    serve.add_argument(
+        "--max-series",
+        type=_bounded(int, 1, MAX_SERIES),
+        metavar="N",
+        help=f"with --metrics: series exported at most; the rest are counted in "
+        f"distmon_series_dropped (default {DEFAULT_MAX_SERIES:,})",
+    )
+
+
+def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
+    """The comparison table (issue 20): one row per job, its hparams and metrics as columns."""
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="with --once: print the comparison table, one row per job: status, step, its "
+        "hparams and each tag's last value, TAG.min and TAG.max",
+    )
+    parser.add_argument(
+        "--csv", action="store_true", help="with --once: the same rows as CSV, a header first"
+    )
+    parser.add_argument(
+        "--points",
+        action="store_true",
+        help="with --once: every kept point as CSV run,tag,step,wall_time,value "
+        "(--max-points says how many a series keeps)",
+    )
+    parser.add_argument(
+        "--sort",
+        metavar="[-]COLUMN",
+        help="sort the table (and the dashboard's jobs) by COLUMN: numbers as numbers, missing "
+        "last; -COLUMN reverses",
+    )
+    parser.add_argument(
+        "--filter",
+        metavar="EXPR",
+        default="",
+        help="keep the jobs matching every NAME OP VALUE of a comma-separated list, OP one of "
+        "< <= > >= = != (e.g. 'lr<0.01,optimizer=adam'); a job without NAME does not match; "
+        "the dashboard starts with it too",
+    )
