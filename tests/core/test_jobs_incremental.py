@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from distcore.events import LogdirWatcher, RunStore, many, watch
+from distcore.events import LogdirWatcher, RunStore, first_read, many
 from distcore.jobs import index as index_module
 from distcore.jobs.index import JobIndex
 
@@ -136,7 +136,7 @@ def test_a_first_read_is_told_newest_first_as_it_lands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
-    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     now = time.time()
     for i in range(5):
         write_loss(tmp_path / f"run{i}", [1.0, 0.5], now - 100)
@@ -189,7 +189,7 @@ def test_a_first_read_sets_each_runs_status_as_it_lands_and_ends_changing_none(
     """Set at the end of the read, every run's files and status changed at once: the index
     judged all 10,000 jobs again and the table updated every row, after all were listed."""
     monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
-    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     for i in range(6):
         write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time() - 5000)
         age(tmp_path / f"run{i}", 5000 - i)
