@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from distcore.events import LogdirWatcher, RunStore, first_read, many
-from distcore.jobs import index as index_module
+from distcore.jobs import agent as agent_module
 from distcore.jobs.index import JobIndex
 
 
@@ -107,8 +107,8 @@ def test_the_jobs_tuple_stays_while_no_job_changed(tmp_path: Path) -> None:
 
 def test_a_run_json_written_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Dormant jobs without run.json are looked at a share at a time, all after wake()."""
-    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 1)
-    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_MIN", 1)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     names = [f"job{i}" for i in range(4)]
     for name in names:
         write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
@@ -216,8 +216,8 @@ def test_many_live_jobs_are_not_each_looked_at_every_refresh(
 ) -> None:
     """A sweep just written is 10,000 live jobs: a stat of each one's run.json every second
     was most of the dashboard's idle CPU. While few are live, each is looked at always."""
-    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 2)
-    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_MIN", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     for i in range(6):
         write_loss(tmp_path / f"job{i}", [1.0, 0.5], time.time() - 5000)  # live: just written
     store = RunStore()
