@@ -1,11 +1,12 @@
 """A first read of many runs (a sweep's thousands), planned so that the first rows show early.
 
-The LogdirWatcher (watch.py) keeps the state and does the reading; this says in what order and
-when: the walk's newest FIRST_RUNS are read before the other runs' Paths are even made
-(`head_start`); runs never read before are read newest first (`newest_first`), the newest few
-alone, then, once the front end drew them (FIRST_DRAW_WAIT at most: `wait_for_draw`), the rest
-dealt out among the reader threads (`read_in_turn`); `Landed` tells the store's listeners what
-landed as it lands, at most every NOTIFY_SECONDS, and is the read's progress.
+The LogdirWatcher (watch.py) keeps the state (the files read, the read's progress); this says
+in what order and when: the walk's newest FIRST_RUNS are read before the other runs' Paths are
+even made (`head_start`); runs never read before are read in batches (`read_fresh`, many.py),
+newest first (`newest_first`), the newest few alone, then, once the front end drew them
+(FIRST_DRAW_WAIT at most: `wait_for_draw`), the rest dealt out among the reader threads
+(`read_in_turn`); `Landed` tells the store's listeners what landed as it lands, at most every
+NOTIFY_SECONDS, and is the read's progress.
 """
 
 from __future__ import annotations
@@ -17,9 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 from distcore.events.discovery import Found, RunDir
+from distcore.events.many import Apply, read_fresh_runs
+from distcore.events.reader import FileState
+from distcore.events.store import RunStore
+from distcore.tfrecord.batch import Batch
 
 FIRST_RUNS = 16  # a sweep's newest runs, read (and shown) before the rest
 # How long a first read waits, once its newest runs are in the store, for the front end to draw
@@ -69,6 +75,40 @@ def head_start(walked: list[Found]) -> list[Found] | None:
     if len(walked) <= FIRST_RUNS:
         return None
     return heapq.nlargest(FIRST_RUNS, walked, key=lambda w: w.mtime)
+
+
+def read_fresh(
+    runs: list[RunDir], known: dict[str, float | None], landed: Landed, *, store: RunStore,
+    apply: Apply, plugins: Callable[[str], dict[str, str]], workers: int,
+    stop: threading.Event, drawn: Callable[[], None],
+) -> list[tuple[RunDir, list[FileState]]]:
+    """Read runs none of whose files was read before, batched (many.py), newest first and in
+    turns; `drawn()` once the newest are told. The store hears of each run as it lands (its
+    files, then its points through `apply`), so that the first rows show while the rest is
+    read. Returns the runs read with their file states; those many.py leaves are not in it.
+    `known`: mtimes the walk found (the others are looked up)."""
+    runs, mtimes = newest_first(runs, known)
+    begun: set[str] = set()  # each run is one thread's: no lock needed
+
+    def apply_fresh(run: RunDir, path: Path, batch: Batch) -> None:
+        if run.name not in begun:  # its files (and so its status) before its points, and
+            # now: set at the end, they changed every run at once (the index judged all
+            # 10,000 jobs again, the table updated every row, after all were listed)
+            begun.add(run.name)
+            store.set_files(run.name, run.path, len(run.files), mtimes[run.name])
+        apply(run, path, batch)
+        landed.add(run.name)
+
+    def read(part: list[RunDir]) -> dict[str, list[FileState]]:
+        return {} if stop.is_set() else read_fresh_runs(part, plugins, apply_fresh)[0]
+
+    def told() -> None:  # the newest are in: tell them, and let the front end draw them
+        landed.flush()
+        drawn()
+
+    by_name = {run.name: run for run in runs}
+    done = read_in_turn(runs, read, workers, told)
+    return [(by_name[name], files) for states in done for name, files in states.items()]
 
 
 def newest_first(

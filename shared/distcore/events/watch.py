@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from distcore.events.discovery import Found, RunDir, walk_runs
-from distcore.events.first_read import Landed, head_start, newest_first, read_in_turn, wait_for_draw
+from distcore.events.first_read import Landed, head_start, read_fresh, wait_for_draw
 from distcore.events.fstype import Mode, choose_mode, mount_fs_type
-from distcore.events.many import read_fresh_runs
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
 from distcore.producer import Failing, Loop, ProducerError, backoff
@@ -266,39 +265,18 @@ class LogdirWatcher:
     def _read_fresh(
         self, runs: list[RunDir], known: dict[str, float | None] | None = None
     ) -> dict[str, bool]:
-        """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
-        Newest first, in turns (first_read.py), and the store is told as batches land, so that
-        the first rows show while the rest is read. `known`: mtimes the walk found."""
-        runs, mtimes = newest_first(runs, known or {})
+        """Fresh runs of small files, batched and told as they land (first_read.read_fresh);
+        those it leaves are not in the result. `known`: mtimes the walk found."""
         # One progress for a whole first read (_read_newest began it), else this read's own
         landed = self._landing = self._landing or Landed(self._store.notify, len(runs))
-        begun: set[str] = set()  # each run is one thread's: no lock needed
-
-        def apply(run: RunDir, path: Path, batch: Batch) -> None:
-            if run.name not in begun:  # its files (and so its status) before its points, and
-                # now: set at the end, they changed every run at once (the index judged all
-                # 10,000 jobs again, the table updated every row, after all were listed)
-                begun.add(run.name)
-                self._store.set_files(run.name, run.path, len(run.files), mtimes[run.name])
-            self._apply(run, path, batch)
-            landed.add(run.name)
-
-        def read(part: list[RunDir]) -> dict[str, list[FileState]]:
-            if self._stop.is_set():
-                return {}
-            plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
-            return read_fresh_runs(part, plugins, apply)[0]
-
-        def drawn() -> None:  # the newest are in: tell them, and let the front end draw them
-            landed.flush()
-            self._wait_for_the_draw()
-
-        done = read_in_turn(runs, read, self._workers, drawn)
-        by_name = {r.name: r for r in runs}
-        for states in done:
-            for name, files in states.items():
-                self._keep_read(by_name[name], files)
-        return {name: True for states in done for name in states}
+        read = read_fresh(
+            runs, known or {}, landed, store=self._store, apply=self._apply,
+            plugins=lambda name: self._plugins.setdefault(name, {}), workers=self._workers,
+            stop=self._stop, drawn=self._wait_for_the_draw,
+        )
+        for run, files in read:
+            self._keep_read(run, files)
+        return {run.name: True for run, _ in read}
 
     def _keep_read(self, run: RunDir, files: list[FileState]) -> None:
         """A batched read's file states are the run's now, as if read one by one."""
