@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from distcore.events import LogdirWatcher, RunStore, discovery, watch
+from distcore.events import LogdirWatcher, RunStore, discovery, first_read, watch
 
 RUNS = 6
 
@@ -43,8 +43,8 @@ def test_the_newest_runs_are_told_before_the_others_are_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _sweep(tmp_path)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
-    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
+    monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     made: list[str] = []
     run = discovery.Found.run
     monkeypatch.setattr(discovery.Found, "run", lambda self: made.append(self.name) or run(self))
@@ -68,7 +68,7 @@ def test_a_head_start_reads_what_a_read_without_one_reads(
     _sweep(tmp_path)
     plain = RunStore()
     LogdirWatcher([tmp_path], plain, workers=2).scan_once()  # 6 runs: FIRST_RUNS covers them
-    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
     headed = RunStore()
     LogdirWatcher([tmp_path], headed, workers=2).scan_once()
     assert _state(headed) == _state(plain)
@@ -80,8 +80,8 @@ def test_the_rest_is_read_once_the_first_rows_are_drawn(
 ) -> None:
     """The rest's reader threads would take the GIL that the front end's first draw needs."""
     _sweep(tmp_path)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
-    monkeypatch.setattr(watch, "FIRST_DRAW_WAIT", 120.0)  # only the draw ends the wait here
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
+    monkeypatch.setattr(first_read, "FIRST_DRAW_WAIT", 120.0)  # only the draw ends the wait here
     drawn = threading.Event()
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store, workers=2, first_drawn=drawn)
@@ -104,8 +104,8 @@ def test_a_front_end_that_never_draws_holds_the_read_back_a_bounded_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _sweep(tmp_path)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
-    monkeypatch.setattr(watch, "FIRST_DRAW_WAIT", 0.05)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
+    monkeypatch.setattr(first_read, "FIRST_DRAW_WAIT", 0.05)
     store = RunStore()
     LogdirWatcher([tmp_path], store, first_drawn=threading.Event()).scan_once()
     assert len(store.snapshot()) == RUNS
@@ -115,7 +115,7 @@ def test_the_read_waits_for_a_draw_once(tmp_path: Path, monkeypatch: pytest.Monk
     """A sweep's first read tells its newest runs twice (its head start, then the rest's own
     newest): only the first waits for the draw."""
     _sweep(tmp_path)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 2)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
     waits: list[bool] = []
     wait = watch.LogdirWatcher._wait_for_the_draw
 

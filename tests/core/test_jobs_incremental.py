@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from distcore.events import LogdirWatcher, RunStore, many, watch
-from distcore.jobs import index as index_module
+from distcore.events import LogdirWatcher, RunStore, first_read, many
+from distcore.jobs import agent as agent_module
 from distcore.jobs.index import JobIndex
 
 
@@ -107,8 +107,8 @@ def test_the_jobs_tuple_stays_while_no_job_changed(tmp_path: Path) -> None:
 
 def test_a_run_json_written_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Dormant jobs without run.json are looked at a share at a time, all after wake()."""
-    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 1)
-    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_MIN", 1)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     names = [f"job{i}" for i in range(4)]
     for name in names:
         write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
@@ -136,7 +136,7 @@ def test_a_first_read_is_told_newest_first_as_it_lands(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
-    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     now = time.time()
     for i in range(5):
         write_loss(tmp_path / f"run{i}", [1.0, 0.5], now - 100)
@@ -189,7 +189,7 @@ def test_a_first_read_sets_each_runs_status_as_it_lands_and_ends_changing_none(
     """Set at the end of the read, every run's files and status changed at once: the index
     judged all 10,000 jobs again and the table updated every row, after all were listed."""
     monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
-    monkeypatch.setattr(watch._Landed, "NOTIFY_SECONDS", 0.0)
+    monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     for i in range(6):
         write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time() - 5000)
         age(tmp_path / f"run{i}", 5000 - i)
@@ -216,8 +216,8 @@ def test_many_live_jobs_are_not_each_looked_at_every_refresh(
 ) -> None:
     """A sweep just written is 10,000 live jobs: a stat of each one's run.json every second
     was most of the dashboard's idle CPU. While few are live, each is looked at always."""
-    monkeypatch.setattr(index_module, "AGENT_CHECK_MIN", 2)
-    monkeypatch.setattr(index_module, "AGENT_CHECK_SHARE", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_MIN", 2)
+    monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     for i in range(6):
         write_loss(tmp_path / f"job{i}", [1.0, 0.5], time.time() - 5000)  # live: just written
     store = RunStore()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from distcore.events import watch
+from distcore.events import first_read, watch
 from distcore.textsafe import shown_names
 from distmon.pace import MAX_WAIT, Pacer, next_draw
 from distmon.widgets.compare_view import distinct_names, reading_note
@@ -125,7 +125,7 @@ async def test_the_header_says_how_far_the_first_read_is(
             gate.wait(TIMEOUT)
 
     monkeypatch.setattr(watch.LogdirWatcher, "_apply", held_apply)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 4)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 4)
     app = app_over(tmp_path)
     status = lambda: str(app.query_one("#status").render())  # noqa: E731
     async with app.run_test(size=(160, 48)) as pilot:

@@ -1,18 +1,21 @@
 """Which filesystem a path lives on, from /proc/self/mountinfo: inotify never fires on network
-and FUSE filesystems (a change made on another host is not seen), so those must be polled."""
+and FUSE filesystems (a change made on another host is not seen), so those must be polled; and
+so how a watcher watches its roots (`choose_mode`)."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 MOUNTINFO: Final = Path("/proc/self/mountinfo")
 NETWORK_FS: Final = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "smb2", "lustre", "gpfs", "ceph", "9p", "afs",
      "beegfs", "fuse", "fuseblk"}
 )
+Mode = Literal["inotify", "poll"]
 _ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
@@ -53,3 +56,17 @@ def mount_fs_type(path: Path) -> str | None:
 
 def needs_polling(fstype: str | None) -> bool:
     return fstype is not None and (fstype in NETWORK_FS or fstype.startswith(("fuse.", "smb")))
+
+
+def choose_mode(
+    roots: Sequence[Path], poll: bool, fs_type: Callable[[Path], str | None]
+) -> tuple[Mode, str]:
+    """Poll or use inotify, and why: polling as asked, or where a root's filesystem never sends
+    inotify events for changes made elsewhere."""
+    if poll:
+        return "poll", "polling as asked (--poll)"
+    for root in roots:
+        kind = fs_type(root)
+        if needs_polling(kind):
+            return "poll", f"{root} is on {kind}, where inotify sees no remote changes"
+    return "inotify", "inotify through watchdog"

@@ -9,123 +9,36 @@ The thread (a distcore.producer.Loop) never dies: a failure reading one file is 
 problem in its run (the other files and runs go on); a failure of a whole pass is kept in
 `errors()` and the loop backs off and tries again. What cannot be listed under the roots is in
 `problems()`.
+
+Its rooms: inotify.py (the watchdog observer and its handler, loaded only in inotify mode),
+first_read.py (the order and pace of a sweep's first read), fstype.py (the mode); here the
+state (each file's offset, each run's files), the loop's step, the passes and the reads.
 """
 
 from __future__ import annotations
 
-import contextlib
-import heapq
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from watchdog.events import (
-    DirCreatedEvent,
-    DirDeletedEvent,
-    DirModifiedEvent,
-    DirMovedEvent,
-    FileClosedEvent,
-    FileCreatedEvent,
-    FileDeletedEvent,
-    FileModifiedEvent,
-    FileMovedEvent,
-    FileSystemEvent,
-    FileSystemEventHandler,
-)
-from watchdog.observers import Observer
-
-from distcore.events.discovery import EVENT_MARKER, Found, RunDir, walk_runs
-from distcore.events.fstype import mount_fs_type, needs_polling
-from distcore.events.many import read_fresh_runs
+from distcore.events.discovery import Found, RunDir, walk_runs
+from distcore.events.first_read import Landed, head_start, read_fresh, wait_for_draw
+from distcore.events.fstype import Mode, choose_mode, mount_fs_type
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
 from distcore.producer import Failing, Loop, ProducerError, backoff
 from distcore.tfrecord.batch import Batch
 
-Mode = Literal["inotify", "poll"]
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5  # a failed pass is tried again soon: most are a file replaced mid-pass
-_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
-# What inotify is asked for: writes only. Our own reads (open, close without a write) would
-# otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
-# overflowed the kernel's queue (16,384 events), and watchdog rebuilt its watches by walking the
-# whole tree each time (py-spy: most of the 50-80% of a core distmon took with nothing written).
-_WATCHED_EVENTS = [
-    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent,
-    DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent,
-]  # fmt: skip
 # The share of a core a pass over everything may take while nothing changes: a pass over a
 # sweep's 10,000 runs takes about a second, so it runs less often than the interval says.
 # With inotify the pass is only the safety net; polling is how changes are seen at all.
 _IDLE_SHARE: dict[Mode, float] = {"inotify": 0.02, "poll": 0.05}
-FIRST_RUNS = 16  # a sweep's newest runs, read (and shown) before the rest
-# How long a first read waits, once its newest runs are in the store, for the front end to draw
-# them: the rest's reader threads would take the GIL that the draw needs (at 4 threads the
-# first rows took 0.3-0.5 s longer to appear on a loaded machine). A bound, not a pause.
-FIRST_DRAW_WAIT = 0.5
-
-
-class _Handler(FileSystemEventHandler):
-    def __init__(self, on_change: Callable[[str, bool], None]) -> None:
-        # on_change(path, structural): structural = directories, deletions and moves.
-        self._on_change = on_change
-
-    def on_any_event(self, event: FileSystemEvent) -> None:
-        # Our own reads produce "opened"/"closed_no_write": ignoring them avoids a feedback loop.
-        if event.event_type not in _WAKING_EVENTS:
-            return
-        for raw in (event.src_path, getattr(event, "dest_path", "")):
-            path = raw.decode() if isinstance(raw, bytes) else raw
-            if path and (event.is_directory or EVENT_MARKER in Path(path).name):
-                structural = event.is_directory or event.event_type in ("deleted", "moved")
-                self._on_change(path, structural)
-
-
-def _newest_mtime(run: RunDir) -> float:
-    mtimes = []
-    for path in run.files:
-        with contextlib.suppress(OSError):  # gone: the read says so
-            mtimes.append(os.stat(path).st_mtime)
-    return max(mtimes, default=0.0)
-
-
-class _Landed:
-    """Runs read so far in a long first pass, told to the store's listeners at most every
-    NOTIFY_SECONDS (from any reader thread)."""
-
-    NOTIFY_SECONDS = 0.1
-
-    def __init__(self, notify: Callable[[frozenset[str]], None], total: int) -> None:
-        self._notify = notify
-        self._lock = threading.Lock()
-        self._names: set[str] = set()
-        self._landed: set[str] = set()  # every run read so far in this pass
-        self.total = total
-        self._last = float("-inf")  # the first run read is told at once
-
-    @property
-    def count(self) -> int:
-        return len(self._landed)
-
-    def add(self, name: str) -> None:
-        with self._lock:
-            self._names.add(name)
-            self._landed.add(name)
-            if time.monotonic() - self._last < self.NOTIFY_SECONDS:
-                return
-            names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
-        self._notify(names)
-
-    def flush(self) -> None:
-        """Tell what landed since the last notice now (the first rows)."""
-        with self._lock:
-            names, self._names, self._last = frozenset(self._names), set(), time.monotonic()
-        if names:
-            self._notify(names)
 
 
 class LogdirWatcher:
@@ -140,12 +53,13 @@ class LogdirWatcher:
         debounce: float = 0.02,
         fs_type: Callable[[Path], str | None] = mount_fs_type,
         clock: Callable[[], float] = time.monotonic,
-        observer_factory: Callable[[], Any] = Observer,
+        observer_factory: Callable[[], Any] | None = None,
         workers: int | None = None,
         first_drawn: threading.Event | None = None,
     ) -> None:
         """`first_drawn`: set by a front end once it drew the first runs a first read told it
-        of; the read of the rest waits for it (FIRST_DRAW_WAIT at most)."""
+        of; the read of the rest waits for it (first_read.FIRST_DRAW_WAIT at most).
+        `observer_factory`: makes the inotify observer (watchdog's `Observer` unless given)."""
         self._roots = tuple(Path(r) for r in roots)
         self._first_drawn = first_drawn
         self._store = store
@@ -162,7 +76,7 @@ class LogdirWatcher:
         self._rescan_needed = False
         self._dirty_lock = threading.Lock()
         self._observer: Any = None
-        self._mode, self._reason = self._choose_mode(poll, fs_type)
+        self._mode, self._reason = choose_mode(self._roots, poll, fs_type)
         # The loop's step paces itself (next_in): the interval is only its fallback.
         self._loop = Loop("distmon-logdir-watcher", self._tick, interval=self._interval(),
                           clock=clock, on_error=self._failed)
@@ -173,7 +87,7 @@ class LogdirWatcher:
         self._failing = Failing("watcher")
         self._wall_clock: Callable[[], float] = time.time
         self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
-        self._landing: _Landed | None = None  # the batched first read under way
+        self._landing: Landed | None = None  # the batched first read under way
 
     @property
     def mode(self) -> Mode:
@@ -182,15 +96,6 @@ class LogdirWatcher:
     @property
     def mode_reason(self) -> str:
         return self._reason
-
-    def _choose_mode(self, poll: bool, fs_type: Callable[[Path], str | None]) -> tuple[Mode, str]:
-        if poll:
-            return "poll", "polling as asked (--poll)"
-        for root in self._roots:
-            kind = fs_type(root)
-            if needs_polling(kind):
-                return "poll", f"{root} is on {kind}, where inotify sees no remote changes"
-        return "inotify", "inotify through watchdog"
 
     def problems(self) -> tuple[str, ...]:
         """Paths under the roots that could not be listed or are not regular files (one line
@@ -234,34 +139,23 @@ class LogdirWatcher:
         self._loop.join(10)
 
     def _start_observer(self) -> None:
-        observer = self._observer_factory()
-        try:
-            handler = _Handler(self._on_change)
-            for root in self._roots:
-                observer.schedule(
-                    handler, str(root), recursive=True, event_filter=_WATCHED_EVENTS
-                )
-            observer.start()
-        except OSError as err:  # typically ENOSPC: the inotify watch limit
-            self._stop_observer(observer)
-            self._mode, self._reason = "poll", f"inotify failed ({err}); polling"
-            return
-        self._observer = observer
+        from distcore.events.inotify import start_observer  # watchdog: only where it is used
 
-    def _stop_observer(self, observer: Any = None) -> None:
-        observer = observer or self._observer
-        if observer is None:
-            return
         try:
-            observer.stop()
-            if observer.is_alive():
-                observer.join(timeout=10)
-        except RuntimeError:  # never started
-            pass
-        if observer is self._observer:
-            self._observer = None
+            self._observer = start_observer(self._roots, self._on_change, self._observer_factory)
+        except OSError as err:  # typically ENOSPC: the inotify watch limit
+            self._mode, self._reason = "poll", f"inotify failed ({err}); polling"
+
+    def _stop_observer(self) -> None:
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            from distcore.events.inotify import stop_observer
+
+            stop_observer(observer)
 
     def _on_change(self, path: str, structural: bool) -> None:
+        """inotify's word (on its thread) that `path` changed; structural: a directory, a
+        deletion or a move, which only a full pass can follow."""
         with self._dirty_lock:
             if structural or Path(path) not in self._files:
                 self._rescan_needed = True
@@ -315,8 +209,9 @@ class LogdirWatcher:
         self._problems = tuple(problems)
         mtimes = {w.name: w.mtime or None for w in walked} if first else None
         try:
-            if mtimes is not None and len(walked) > FIRST_RUNS:  # a sweep: its newest first
-                self._read_newest(walked, mtimes)
+            newest = head_start(walked) if mtimes is not None else None
+            if newest is not None:  # a sweep's first read: its newest first
+                self._read_newest(newest, len(walked), mtimes)
             found = {w.name: w.run() for w in walked}
             synced = self._sync_runs(list(found.values()), mtimes)
         finally:
@@ -338,11 +233,12 @@ class LogdirWatcher:
         self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
         return frozenset(changed)
 
-    def _read_newest(self, walked: list[Found], mtimes: dict[str, float | None]) -> None:
+    def _read_newest(
+        self, newest: list[Found], total: int, mtimes: dict[str, float | None] | None
+    ) -> None:
         """A first read of many runs: the newest few are read (and shown) before the others'
         Paths are even made; the rest of the read (_sync_runs) finds them read."""
-        newest = heapq.nlargest(FIRST_RUNS, walked, key=lambda w: w.mtime)  # sorted()'s order
-        self._landing = _Landed(self._store.notify, len(walked))  # the whole read's progress
+        self._landing = Landed(self._store.notify, total)  # the whole read's progress
         self._read_fresh([w.run() for w in newest], mtimes)
 
     def _sync_runs(
@@ -369,64 +265,31 @@ class LogdirWatcher:
     def _read_fresh(
         self, runs: list[RunDir], known: dict[str, float | None] | None = None
     ) -> dict[str, bool]:
-        """Fresh runs of small files, batched (many.py); those it leaves are not in the result.
-        Newest first, dealt out among the workers (each share is one thread's numpy work), and
-        the store is told as batches land, so that the first rows show while the rest is read.
-        `known`: mtimes the walk found (the others are looked up)."""
-        known = known or {}
-        mtimes = {run.name: known.get(run.name) or _newest_mtime(run) or None for run in runs}
-        runs = sorted(runs, key=lambda run: mtimes[run.name] or 0.0, reverse=True)
-        # The newest few alone first, so that the first rows need not wait for whole batches.
-        head, tail = runs[:FIRST_RUNS], runs[FIRST_RUNS:]
-        count = min(max(1, self._workers), len(tail)) if tail else 0
-        slices = [tail[i::count] for i in range(count)]
+        """Fresh runs of small files, batched and told as they land (first_read.read_fresh);
+        those it leaves are not in the result. `known`: mtimes the walk found."""
         # One progress for a whole first read (_read_newest began it), else this read's own
-        landed = self._landing = self._landing or _Landed(self._store.notify, len(runs))
-        begun: set[str] = set()  # each run is one thread's: no lock needed
+        landed = self._landing = self._landing or Landed(self._store.notify, len(runs))
+        read = read_fresh(
+            runs, known or {}, landed, store=self._store, apply=self._apply,
+            plugins=lambda name: self._plugins.setdefault(name, {}), workers=self._workers,
+            stop=self._stop, drawn=self._wait_for_the_draw,
+        )
+        for run, files in read:
+            self._keep_read(run, files)
+        return {run.name: True for run, _ in read}
 
-        def apply(run: RunDir, path: Path, batch: Batch) -> None:
-            if run.name not in begun:  # its files (and so its status) before its points, and
-                # now: set at the end, they changed every run at once (the index judged all
-                # 10,000 jobs again, the table updated every row, after all were listed)
-                begun.add(run.name)
-                self._store.set_files(run.name, run.path, len(run.files), mtimes[run.name])
-            self._apply(run, path, batch)
-            landed.add(run.name)
-
-        def read(part: list[RunDir]) -> dict[str, list[FileState]]:
-            if self._stop.is_set():
-                return {}
-            plugins = lambda name: self._plugins.setdefault(name, {})  # noqa: E731
-            return read_fresh_runs(part, plugins, apply)[0]
-
-        done = [read(head)]
-        landed.flush()
-        self._wait_for_the_draw()
-        if len(slices) <= 1:
-            done += [read(part) for part in slices]
-        else:
-            with ThreadPoolExecutor(len(slices), thread_name_prefix="distmon-batch") as pool:
-                done += list(pool.map(read, slices))
-        hits = {}
-        by_name = {r.name: r for r in runs}
-        for states in done:
-            for name, files in states.items():
-                run = by_name[name]
-                for state in files:
-                    self._files[state.path] = state
-                    self._store.set_file_error(run.name, run.path, state.path.name, None)
-                self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
-                hits[name] = True
-        return hits
+    def _keep_read(self, run: RunDir, files: list[FileState]) -> None:
+        """A batched read's file states are the run's now, as if read one by one."""
+        for state in files:
+            self._files[state.path] = state
+            self._store.set_file_error(run.name, run.path, state.path.name, None)
+        self._store.set_files(run.name, run.path, len(run.files), self._newest(run))
 
     def _wait_for_the_draw(self) -> None:
         """Once per watcher: the first rows are drawn once."""
         drawn, self._first_drawn = self._first_drawn, None
-        deadline = time.monotonic() + FIRST_DRAW_WAIT
-        while drawn is not None and not drawn.is_set() and not self._stop.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0 or drawn.wait(min(left, 0.05)):
-                break
+        if drawn is not None:
+            wait_for_draw(drawn, self._stop)
 
     def _sync_run(self, run: RunDir) -> bool:
         old = self._runs.get(run.name)

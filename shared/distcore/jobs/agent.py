@@ -1,4 +1,5 @@
-"""distagent's run.json, read into an `AgentRecord` — on the job index's thread, cached by mtime.
+"""distagent's run.json, read into an `AgentRecord` — on the job index's thread, cached by mtime,
+and which jobs' run.json a refresh looks at (`due_checks`).
 
 run.json is untrusted (anyone may write a logdir): every field is checked for its type and a
 field of the wrong type is unknown (None), never an exception. Strings stay as written; the
@@ -20,6 +21,8 @@ from distcore.jobs.snapshots import AgentRecord, RecoveryNote
 from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
+AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 refreshes
+AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
 EXTRA_KEYS: Final = ("host", "pid", "start_time", "end_time", "total_steps", "message")
 
 
@@ -192,3 +195,17 @@ class AgentRecords:
             for path in [p for p in self._cache if p not in keep]:
                 del self._cache[path]
                 self._paths.pop(path, None)
+
+
+def due_checks(
+    jobs: list[str], cursor: int, always: set[str], live: set[str]
+) -> tuple[set[str], int]:
+    """The jobs whose run.json a refresh looks at, and the cursor for the next: `always` (jobs
+    that have one, or changed), the live ones while they are few (a sweep just written has
+    10,000: a stat of each every second was most of its idle CPU), and a rotating share of
+    the rest (AGENT_CHECK_SHARE, at least AGENT_CHECK_MIN)."""
+    share = min(len(jobs), max(AGENT_CHECK_MIN, len(jobs) // AGENT_CHECK_SHARE))
+    start = cursor % len(jobs) if jobs else 0
+    due = set(jobs[start : start + share]) | set(jobs[: max(0, start + share - len(jobs))])
+    live = live if len(live) <= AGENT_CHECK_MIN else set()
+    return due | always | live, start + share

@@ -15,6 +15,10 @@ judge.clock_free). run.json is looked at (a `stat`) every refresh for jobs that 
 changed, or are live while few are (a sweep just written has 10,000 live jobs: a stat of each
 every second was most of its idle CPU); for the others a rotating share each refresh, all of
 them after `wake()`.
+
+Its rooms: parts.py groups the runs into jobs (`regroup`), judge.py builds facts and judges,
+agent.py reads run.json and says which to look at (`due_checks`), inputs.py gathers from the
+other producers (errors, problems, hosts, records, states); here the caches and the thread.
 """
 
 from __future__ import annotations
@@ -22,13 +26,21 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.events.snapshots import RunSnapshot
-from distcore.jobs.agent import AgentRecords
+from distcore.jobs.agent import AgentRecords, due_checks
 from distcore.jobs.hosts import local_history, local_host
+from distcore.jobs.inputs import (
+    AgentRecordSource,
+    SchedulerSource,
+    errors_of,
+    problems_of,
+    remote_hosts,
+    remote_records,
+    scheduler_states,
+)
 from distcore.jobs.judge import (
     FactsInput,
     JobFacts,
@@ -38,8 +50,8 @@ from distcore.jobs.judge import (
     job_facts_many,
     judge_job,
 )
-from distcore.jobs.parts import job_dir_of, split_run
-from distcore.jobs.scheduler import SchedulerState, slurm_job_ids
+from distcore.jobs.parts import Grouping, job_dir_of, regroup
+from distcore.jobs.scheduler import SchedulerState
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
@@ -48,38 +60,6 @@ from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource,
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
 MAX_COALESCE_SECONDS = 1.0
-AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 refreshes
-AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
-
-
-class AgentRecordSource(Protocol):
-    """A producer that reads run.json itself (a remote reader): its job directories' records."""
-
-    def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
-
-
-class SchedulerSource(Producer, Protocol):
-    """The scheduler's producer (distcore.jobs.slurm_states.SlurmStates): told which jobs the
-    logdirs name, it answers with its cached states (never waiting for the scheduler)."""
-
-    def track(self, job_ids: Iterable[str]) -> None: ...
-    def states(self) -> Mapping[str, SchedulerState]: ...
-
-
-def _errors_of(producer: Producer) -> tuple[ProducerError, ...]:
-    try:
-        return tuple(producer.errors())
-    except Exception as err:  # a producer's bug is one more error, never the index's end
-        return (ProducerError(type(producer).__name__, f"errors() failed: {err}", time.time()),)
-
-
-def _problems_of(producer: Producer) -> tuple[str, ...]:
-    """A producer's source-level problems (a directory it cannot list, a FIFO named like an
-    event file), one line each."""
-    try:
-        return tuple(str(p) for p in producer.problems())
-    except Exception as err:
-        return (f"{type(producer).__name__}: problems() failed: {err}",)
 
 
 class JobIndex:
@@ -109,16 +89,13 @@ class JobIndex:
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
         # What the last refresh saw, so that the next one costs what changed.
-        self._runs_seen: tuple[RunSnapshot, ...] | None = None
-        self._by_run: dict[str, RunSnapshot] = {}
-        self._members: dict[str, set[str]] = {}  # job -> its runs' names
-        self._grouped: dict[str, dict[str, RunSnapshot]] = {}
+        self._grouping = Grouping()
         self._judged: dict[str, tuple[JobFacts, Job, bool]] = {}  # facts, job, kept as is
         self._dynamic: set[str] = set()  # jobs judged again every refresh
         self._jobs: tuple[Job, ...] = ()
         self._job_hosts: tuple[Host, ...] = ()
         self._job_alerts: tuple[Alert, ...] = ()
-        self._cursor = 0  # where the rotating run.json check goes on
+        self._cursor = 0  # where the rotating run.json check goes on (agent.due_checks)
         self._check_all = True
         self._watched: set[str] = set()  # jobs with a run.json: looked at always
         self._live: set[str] = set()  # jobs with a live run: always too, while they are few
@@ -227,56 +204,15 @@ class JobIndex:
             return self._remote_records.get(directory)  # None: not read yet
         return self._records.get(local)
 
-    def _gather_remote_records(self) -> dict[RunLocation, AgentRecord | None]:
-        """The run.json records that remote readers read themselves."""
-        found: dict[RunLocation, AgentRecord | None] = {}
-        for source in self._record_sources:
-            found.update(source.agent_records())
-        return found
-
-    def _group(self, runs: tuple[RunSnapshot, ...]) -> set[str]:
-        """Update job -> part -> run for the runs that changed; the jobs touched."""
-        if runs is self._runs_seen:
-            return set()
-        self._runs_seen = runs
-        by_run = {run.name: run for run in runs}
-        old = self._by_run
-        touched = {split_run(n)[0] for n, r in by_run.items() if old.get(n) is not r}
-        gone = old.keys() - by_run.keys()
-        touched |= {split_run(n)[0] for n in gone}
-        for name in gone:
-            self._members[split_run(name)[0]].discard(name)
-        for name, run in by_run.items():
-            if old.get(name) is not run:
-                self._members.setdefault(split_run(name)[0], set()).add(name)
-        self._by_run = by_run
-        grouped = self._grouped
-        added = False
-        for job in touched:
-            members = self._members.get(job)
-            if not members:
-                self._members.pop(job, None)
-                grouped.pop(job, None)
-                continue
-            added |= job not in grouped
-            parts = sorted((split_run(n)[1], by_run[n]) for n in members)
-            grouped[job] = dict(parts)
-        if added:  # jobs sorted by name, as group_runs gives them
-            self._grouped = {job: grouped[job] for job in sorted(grouped)}
-        return touched
-
     def _due(self, touched: set[str]) -> set[str] | None:
         """The jobs whose run.json gets a look this refresh (None: all of them)."""
         if self._check_all:
             self._check_all = False
             return None
-        names = list(self._grouped)
-        share = min(len(names), max(AGENT_CHECK_MIN, len(names) // AGENT_CHECK_SHARE))
-        start = self._cursor % len(names) if names else 0
-        due = set(names[start : start + share]) | set(names[: max(0, start + share - len(names))])
-        self._cursor = start + share
-        live = self._live if len(self._live) <= AGENT_CHECK_MIN else set()
-        return due | touched | self._watched | live
+        due, self._cursor = due_checks(
+            list(self._grouping.jobs), self._cursor, touched | self._watched, self._live
+        )
+        return due
 
     def _judge(self, facts: JobFacts, now: float, local: Host,
                states: Mapping[str, SchedulerState]) -> Job:
@@ -299,10 +235,11 @@ class JobIndex:
     def _update_facts(self, touched: set[str]) -> set[str]:
         """Facts again for the jobs touched or whose run.json is due; the jobs whose facts
         changed."""
+        grouped = self._grouping.jobs
         due = self._due(touched)
-        names = self._grouped.keys() if due is None else due & self._grouped.keys()
+        names = grouped.keys() if due is None else due & grouped.keys()
         renewed = set()
-        found = [(name, self._facts_for(name, self._grouped[name])) for name in names]
+        found = [(name, self._facts_for(name, grouped[name])) for name in names]
         built = iter(job_facts_many([f for _, f in found if not isinstance(f, JobFacts)]))
         for name, facts_or_input in found:
             facts = facts_or_input if isinstance(facts_or_input, JobFacts) else next(built)
@@ -319,16 +256,14 @@ class JobIndex:
                 else:
                     kind.discard(name)
         if touched:
-            for name in self._facts.keys() - self._grouped.keys():
+            for name in self._facts.keys() - grouped.keys():
                 del self._facts[name]
                 self._judged.pop(name, None)
                 self._watched.discard(name)
                 self._live.discard(name)
                 self._dynamic.discard(name)
-            if self._facts.keys() != self._grouped.keys() or list(self._facts) != list(
-                self._grouped
-            ):
-                self._facts = {name: self._facts[name] for name in self._grouped}
+            if self._facts.keys() != grouped.keys() or list(self._facts) != list(grouped):
+                self._facts = {name: self._facts[name] for name in grouped}
             places = {f.directory.local for f in self._facts.values() if f.directory}
             self._records.forget({path for path in places if path is not None})
         return renewed
@@ -339,12 +274,13 @@ class JobIndex:
             self._judged = {}
             self._dynamic = set(self._facts)
         self._last_now = now
-        self._remote_records = self._gather_remote_records()
-        touched = self._group(self._store.snapshot())
+        self._remote_records = remote_records(self._record_sources)
+        touched = regroup(self._grouping, self._store.snapshot())
         renewed = self._update_facts(touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
-        states = self._scheduler_states()
+        agents = (f.agent for f in self._facts.values() if f.agent)
+        states = scheduler_states(self._scheduler, agents)
         # Only jobs whose facts changed, and those the clock or the scheduler can change.
         changed = bool(touched)
         for name in renewed | self._dynamic:
@@ -357,50 +293,25 @@ class JobIndex:
             self._jobs = jobs
             self._job_hosts = tuple(h for j in jobs for h in j.hosts)
             self._job_alerts = tuple(a for j in jobs for a in j.alerts)
-        hosts = (local, *self._job_hosts, *self._remote_hosts())
+        hosts = (local, *self._job_hosts, *remote_hosts(self._host_sources))
         found: list[Alert] = [*self._job_alerts, *host_alerts(hosts, now)]
         previous = self._latest.alerts if self._latest is not None else ()
         self.refreshes += 1
+        others = self._others()  # and the sampler's errors first
+        failing = others if self._telemetry is None else (self._telemetry, *others)
         return JobsSnapshot(
             generated_at=now,
             logdirs=self._logdirs,
             jobs=self._jobs,
             hosts=hosts,
             alerts=sort_alerts(keep_since(previous, found)),
-            errors=self._gather_errors(),
-            problems=tuple(p for producer in self._others() for p in _problems_of(producer)),
+            errors=(*self.errors(), *errors_of(failing)),
+            problems=problems_of(others),
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
             local_telemetry=telemetry,
         )
-
-    def _scheduler_states(self) -> Mapping[str, SchedulerState]:
-        """Tell the scheduler which Slurm jobs the logdirs name; take its cached states. Never
-        waits for the scheduler."""
-        if self._scheduler is None:
-            return {}
-        self._scheduler.track(
-            slurm_job_ids(f.agent.scheduler for f in self._facts.values() if f.agent)
-        )
-        return self._scheduler.states()
 
     def _others(self) -> tuple[Producer, ...]:
         """The producers whose errors and problems the snapshot carries, in order."""
         scheduler = () if self._scheduler is None else (self._scheduler,)
         return (*self._producers, *scheduler)
-
-    def _remote_hosts(self) -> list[Host]:
-        out: list[Host] = []
-        for source in self._host_sources:
-            try:
-                out += source.hosts()
-            except Exception as err:
-                name = type(source).__name__
-                out.append(Host(f"error:{name}", name, "ssh", error=f"{err}"))
-        return out
-
-    def _gather_errors(self) -> tuple[ProducerError, ...]:
-        found = [*self.errors()]
-        for producer in (self._telemetry, *self._others()):
-            if producer is not None:
-                found += _errors_of(producer)
-        return tuple(found)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -70,6 +71,48 @@ def group_runs(runs: Iterable[RunSnapshot]) -> dict[str, dict[str, RunSnapshot]]
         job, part = split_run(run.name)
         grouped.setdefault(job, {})[part] = run
     return {job: dict(sorted(grouped[job].items())) for job in sorted(grouped)}
+
+
+@dataclass
+class Grouping:
+    """`group_runs` kept between refreshes, so that grouping again costs what changed."""
+
+    seen: tuple[RunSnapshot, ...] | None = None  # the runs last grouped
+    by_run: dict[str, RunSnapshot] = field(default_factory=dict)
+    members: dict[str, set[str]] = field(default_factory=dict)  # job -> its runs' names
+    jobs: dict[str, dict[str, RunSnapshot]] = field(default_factory=dict)  # as group_runs'
+
+
+def regroup(grouping: Grouping, runs: tuple[RunSnapshot, ...]) -> set[str]:
+    """Update `grouping` to `group_runs(runs)` for the runs that are not the objects they were
+    (a store hands out the same object while a run is unchanged); the jobs touched."""
+    if runs is grouping.seen:
+        return set()
+    grouping.seen = runs
+    by_run = {run.name: run for run in runs}
+    old, members = grouping.by_run, grouping.members
+    touched = {split_run(n)[0] for n, r in by_run.items() if old.get(n) is not r}
+    gone = old.keys() - by_run.keys()
+    touched |= {split_run(n)[0] for n in gone}
+    for name in gone:
+        members[split_run(name)[0]].discard(name)
+    for name, run in by_run.items():
+        if old.get(name) is not run:
+            members.setdefault(split_run(name)[0], set()).add(name)
+    grouping.by_run = by_run
+    jobs = grouping.jobs
+    added = False
+    for job in touched:
+        runs_of = members.get(job)
+        if not runs_of:
+            members.pop(job, None)
+            jobs.pop(job, None)
+            continue
+        added |= job not in jobs
+        jobs[job] = dict(sorted((split_run(n)[1], by_run[n]) for n in runs_of))
+    if added:  # jobs sorted by name, as group_runs gives them
+        grouping.jobs = {job: jobs[job] for job in sorted(jobs)}
+    return touched
 
 
 def job_status(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> JobStatus:
