@@ -14,8 +14,9 @@ from distcore.events import LogdirWatcher, RunStore
 from distcore.jobs.agent import AgentRecords, agent_record_from
 from distcore.jobs.index import JobIndex
 from distcore.jobs.parts import job_status, split_run, worker_of
-from distcore.jobs.snapshots import JobsSnapshot, ProducerError
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.location import RunLocation
+from distcore.producer import ProducerError
 from tests.tui import fixed
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from distcore.jobs.hosts import host_age, is_stale
-from distcore.jobs.snapshots import Host, Job, JobsSnapshot, ProducerError
+from distcore.jobs.snapshots import Host, Job, JobsSnapshot
+from distcore.producer import ProducerError
 from distcore.snapshot import SNAPSHOT_VERSION, json_float
 from distcore.telemetry.jsonify import device_to_json, telemetry_to_json
 from distcore.textsafe import json_names, json_text

@@ -15,10 +15,7 @@ from distcore.alerts import Alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.scheduler import SchedulerRef, SchedulerState
 from distcore.location import RunLocation
-
-# ProducerError lives in the producer kit (a leaf); re-exported for the modules that import it
-# from here.
-from distcore.producer import ProducerError as ProducerError
+from distcore.producer import ProducerError
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.

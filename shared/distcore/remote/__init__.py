@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from distcore.jobs.snapshots import AgentRecord, Host, HostSource, ProducerError
+from distcore.jobs.snapshots import AgentRecord, Host, HostSource
 from distcore.location import RunLocation
+from distcore.producer import ProducerError
 from distcore.remote.spec import (
     LocalSpec,
     SourceSpec,

@@ -21,9 +21,9 @@ from typing import Any, Final
 
 from distcore.events.store import RunStore
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
-from distcore.jobs.snapshots import AgentRecord, ProducerError
+from distcore.jobs.snapshots import AgentRecord
 from distcore.location import RunLocation
-from distcore.producer import Failing, Loop
+from distcore.producer import Failing, Loop, ProducerError
 from distcore.remote.spec import UrlSpec
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text

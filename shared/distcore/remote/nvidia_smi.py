@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Final
 
-from distcore.jobs.snapshots import Host, ProducerError
-from distcore.producer import Failing, Loop
+from distcore.jobs.snapshots import Host
+from distcore.producer import Failing, Loop, ProducerError
 from distcore.remote.ssh import SshConnection, SshUnreachable
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text

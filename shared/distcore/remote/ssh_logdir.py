@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from distcore.events.store import RunStore
-from distcore.jobs.snapshots import AgentRecord, ProducerError
+from distcore.jobs.snapshots import AgentRecord
 from distcore.location import RunLocation
-from distcore.producer import Failing, Loop
+from distcore.producer import Failing, Loop, ProducerError
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.ssh_reads import (

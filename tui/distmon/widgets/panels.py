@@ -18,7 +18,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from distcore.alerts import Alert
-from distcore.jobs.snapshots import Job, JobsSnapshot, ProducerError
+from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.producer import ProducerError
 from distcore.textsafe import terminal_text
 from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.view_model import main_run
