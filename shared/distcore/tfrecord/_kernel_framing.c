@@ -87,6 +87,41 @@ fail_b:
 
 /* --- records: framing._check_data, the data CRC of each record the chain found ------------ */
 
+/* Whether the record whose header is at h has the data CRC it says (heads_inside held). */
+static inline int data_ok(const Bytes *b, int64_t h) {
+    int64_t s = h + HEADER, l = (int64_t)u64_at(b->data + h);
+    return kernel_masked_crc(b->data + s, (size_t)l) == u32_at(b->data + s + l);
+}
+
+/* Each head's record, data and footer, must lie in the buffer before its PAD bytes. */
+static int heads_inside(const Bytes *b, const Bytes *heads, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(heads, i);
+        if (h < 0 || h > (int64_t)b->len - PAD - HEADER ||
+            u64_at(b->data + h) > (uint64_t)(b->len - PAD - HEADER - h)) {
+            PyErr_SetString(PyExc_ValueError, "record outside the buffer");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The heads whose data CRC fails, appended to `bad`: rare, so found again, with the GIL,
+ * rather than making Python objects in the GIL-free loop. */
+static int append_bad(const Bytes *b, const Bytes *heads, Py_ssize_t n, PyObject *bad) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t h = i64_item(heads, i);
+        if (data_ok(b, h)) continue;
+        PyObject *head = PyLong_FromLongLong(h);
+        if (head == NULL || PyList_Append(bad, head) < 0) {
+            Py_XDECREF(head);
+            return -1;
+        }
+        Py_DECREF(head);
+    }
+    return 0;
+}
+
 /* records(buf, heads) -> (starts, lengths, bad heads): each record's data start and length
  * where its data CRC holds, in order, and the heads of those where it does not. */
 PyObject *kernel_records(PyObject *self, PyObject *args) {
@@ -100,14 +135,7 @@ PyObject *kernel_records(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *starts = NULL, *lengths = NULL, *bad = NULL, *result = NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t h = i64_item(&heads, i);
-        if (h < 0 || h > (int64_t)b.len - PAD - HEADER ||
-            u64_at(b.data + h) > (uint64_t)(b.len - PAD - HEADER - h)) {
-            PyErr_SetString(PyExc_ValueError, "record outside the buffer");
-            goto done;
-        }
-    }
+    if (heads_inside(&b, &heads, n) < 0) goto done;
     starts = PyByteArray_FromStringAndSize(NULL, n * 8);
     lengths = PyByteArray_FromStringAndSize(NULL, n * 8);
     bad = PyList_New(0);
@@ -119,7 +147,7 @@ PyObject *kernel_records(PyObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t h = i64_item(&heads, i), s = h + HEADER;
         int64_t l = (int64_t)u64_at(b.data + h);
-        if (kernel_masked_crc(b.data + s, (size_t)l) == u32_at(b.data + s + l)) {
+        if (data_ok(&b, h)) {
             memcpy(s_out + kept, &s, 8);
             memcpy(l_out + kept, &l, 8);
             kept++;
@@ -128,19 +156,7 @@ PyObject *kernel_records(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
-    if (wrong) /* rare: found again, with the GIL */
-        for (Py_ssize_t i = 0; i < n; i++) {
-            int64_t h = i64_item(&heads, i), s = h + HEADER;
-            int64_t l = (int64_t)u64_at(b.data + h);
-            if (kernel_masked_crc(b.data + s, (size_t)l) != u32_at(b.data + s + l)) {
-                PyObject *head = PyLong_FromLongLong(h);
-                if (head == NULL || PyList_Append(bad, head) < 0) {
-                    Py_XDECREF(head);
-                    goto done;
-                }
-                Py_DECREF(head);
-            }
-        }
+    if (wrong && append_bad(&b, &heads, n, bad) < 0) goto done;
     if (PyByteArray_Resize(starts, kept * 8) < 0 || PyByteArray_Resize(lengths, kept * 8) < 0)
         goto done;
     result = Py_BuildValue("(OOO)", starts, lengths, bad);
@@ -223,4 +239,3 @@ done:
     for (int g = 0; g < got; g++) PyBuffer_Release(&v[g].view);
     return result;
 }
-

@@ -126,10 +126,38 @@ fail:
     return -1;
 }
 
-/* hparams_event(data, keys, plugin) -> (wall_time, step, tag, hparams) for an event of exactly
- * [wall_time] [step] summary{value{tag, [tensor], metadata{plugin_data{`plugin`, content}}}}
- * whose content is a session start of plain values; None for anything else (record.py then
- * decodes it: every record accepted here is one it decodes to the same). */
+/* Whether the event is exactly [wall_time] [step] summary{value{tag, [tensor],
+ * metadata{plugin_data{`plugin`, content}}}} with content not empty: then 1, and *wall,
+ * *step, *tag and *content read from it; else 0. Reads only, sets no error. */
+static int event_layout(const uint8_t *k, const Bytes *b, const Bytes *plugin, double *wall,
+                        uint64_t *step, Cur *tag, Cur *content) {
+    Cur c = {b->data, 0, b->len}, summary, value, skipped, meta, data, name;
+    int wide;
+    if (cur_key(&c, k[H_WALL])) {
+        if (c.end - c.pos < 8) return 0;
+        memcpy(wall, c.p + c.pos, 8);
+        c.pos += 8;
+    }
+    if (cur_key(&c, k[H_STEP]) && cur_varint(&c, step, &wide) < 0) return 0;
+    if (!cur_field(&c, k[H_SUMMARY], &summary) || c.pos != c.end) return 0;
+    if (!cur_field(&summary, k[H_VALUE], &value) || summary.pos != summary.end) return 0;
+    if (!cur_field(&value, k[H_TAG], tag)) return 0;
+    if (value.pos < value.end && value.p[value.pos] == k[H_TENSOR] &&
+        !cur_field(&value, k[H_TENSOR], &skipped))
+        return 0;
+    if (!cur_field(&value, k[H_METADATA], &meta) || value.pos != value.end) return 0;
+    if (!cur_field(&meta, k[H_PLUGIN_DATA], &data) || meta.pos != meta.end) return 0;
+    if (!cur_field(&data, k[H_PLUGIN_NAME], &name) || !cur_field(&data, k[H_CONTENT], content) ||
+        data.pos != data.end)
+        return 0;
+    return name.end - name.pos == plugin->len &&
+           memcmp(name.p + name.pos, plugin->data, (size_t)plugin->len) == 0 &&
+           content->pos != content->end;
+}
+
+/* hparams_event(data, keys, plugin) -> (wall_time, step, tag, hparams) for an event of
+ * event_layout's shape whose content is a session start of plain values; None for anything
+ * else (record.py then decodes it: every record accepted here is one it decodes to the same). */
 PyObject *kernel_hparams_event(PyObject *self, PyObject *args) {
     PyObject *obj, *keys_obj, *plugin_obj;
     if (!PyArg_ParseTuple(args, "OOO", &obj, &keys_obj, &plugin_obj)) return NULL;
@@ -145,37 +173,15 @@ PyObject *kernel_hparams_event(PyObject *self, PyObject *args) {
         return NULL;
     }
     PyObject *result = NULL, *tag = NULL, *hparams = NULL;
-    const uint8_t *k = keys.data;
-    Cur c = {b.data, 0, b.len}, summary, value, tag_bytes, skipped, meta, data, name, content;
+    Cur tag_bytes, content;
     double wall = 0.0;
     uint64_t step = 0;
-    int wide;
     if (keys.len != N_HKEYS) {
         PyErr_SetString(PyExc_ValueError, "bad keys for hparams_event()");
         goto done;
     }
-    if (cur_key(&c, k[H_WALL])) {
-        if (c.end - c.pos < 8) goto not_this;
-        memcpy(&wall, c.p + c.pos, 8);
-        c.pos += 8;
-    }
-    if (cur_key(&c, k[H_STEP]) && cur_varint(&c, &step, &wide) < 0) goto not_this;
-    if (!cur_field(&c, k[H_SUMMARY], &summary) || c.pos != c.end) goto not_this;
-    if (!cur_field(&summary, k[H_VALUE], &value) || summary.pos != summary.end) goto not_this;
-    if (!cur_field(&value, k[H_TAG], &tag_bytes)) goto not_this;
-    if (value.pos < value.end && value.p[value.pos] == k[H_TENSOR] &&
-        !cur_field(&value, k[H_TENSOR], &skipped))
-        goto not_this;
-    if (!cur_field(&value, k[H_METADATA], &meta) || value.pos != value.end) goto not_this;
-    if (!cur_field(&meta, k[H_PLUGIN_DATA], &data) || meta.pos != meta.end) goto not_this;
-    if (!cur_field(&data, k[H_PLUGIN_NAME], &name) || !cur_field(&data, k[H_CONTENT], &content) ||
-        data.pos != data.end)
-        goto not_this;
-    if (name.end - name.pos != plugin.len ||
-        memcmp(name.p + name.pos, plugin.data, (size_t)plugin.len) != 0 ||
-        content.pos == content.end)
-        goto not_this;
-    int found = start_hparams(k, content, &hparams);
+    if (!event_layout(keys.data, &b, &plugin, &wall, &step, &tag_bytes, &content)) goto not_this;
+    int found = start_hparams(keys.data, content, &hparams);
     if (found < 0) goto done;
     if (found == 0) goto not_this;
     if ((tag = cur_str(&tag_bytes)) == NULL) goto done;
@@ -192,4 +198,3 @@ done:
     PyBuffer_Release(&b.view);
     return result;
 }
-

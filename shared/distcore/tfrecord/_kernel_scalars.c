@@ -175,64 +175,87 @@ static int64_t lookup(Tags *t, const uint8_t *buf, int64_t start, int64_t len) {
     }
 }
 
-static PyObject *new_array(Py_ssize_t bytes) { return PyByteArray_FromStringAndSize(NULL, bytes); }
-
-PyObject *kernel_scalars(PyObject *self, PyObject *args) {
-    PyObject *obj, *s_obj, *l_obj, *keys_obj, *f32_obj, *f64_obj, *md_obj;
-    long long max_tag;
-    if (!PyArg_ParseTuple(args, "OOOOOOOL", &obj, &s_obj, &l_obj, &keys_obj, &f32_obj,
-                          &f64_obj, &md_obj, &max_tag))
-        return NULL;
-    Bytes b, starts, lengths, keys, f32, f64, md;
-    Py_ssize_t n, n2;
-    int got = 0; /* how many views to release */
-    PyObject *result = NULL, *arrays[7] = {NULL}, *tags = NULL;
-    Tags t = {0};
-    if (kernel_get_bytes(obj, &b, 0) < 0) goto done;
-    got = 1;
-    if (kernel_get_i64(s_obj, &starts, &n) < 0) goto done;
-    got = 2;
-    if (kernel_get_i64(l_obj, &lengths, &n2) < 0) goto done;
-    got = 3;
-    if (kernel_get_bytes(keys_obj, &keys, 0) < 0) goto done;
-    got = 4;
-    if (kernel_get_bytes(f32_obj, &f32, 0) < 0) goto done;
-    got = 5;
-    if (kernel_get_bytes(f64_obj, &f64, 0) < 0) goto done;
-    got = 6;
-    if (kernel_get_bytes(md_obj, &md, 0) < 0) goto done;
-    got = 7;
-    if (n != n2 || keys.len != N_KEYS || f32.len > 8 || f64.len > 8 || md.len > 15 ||
-        b.len < PAD) {
-        PyErr_SetString(PyExc_ValueError, "bad arguments to scalars()");
-        goto done;
-    }
-    if (kernel_check_records(&starts, &lengths, n, b.len) < 0) goto done;
-    Buf buf = {b.data, (int64_t)b.len - PAD};
-    Schema sc = {keys.data, &f32, &f64, &md, max_tag};
-    Py_ssize_t widths[7] = {8, 8, 8, 8, 8, 1, 1}; /* index tag step wall value tensor md */
-    for (int a = 0; a < 7; a++)
-        if ((arrays[a] = new_array(n * widths[a])) == NULL) goto done;
+/* Room for n distinct tags, the table at most half full. */
+static int tags_init(Tags *t, Py_ssize_t n) {
     size_t cap = 16;
     while (cap < 2 * (size_t)n) cap *= 2;
-    t.mask = cap - 1;
-    for (int r = 0; r < RECENT; r++) t.recent[r] = -1;
-    t.slot = PyMem_Calloc(cap, sizeof(int64_t));
-    t.first_start = PyMem_Malloc((n + 1) * sizeof(int64_t));
-    t.first_len = PyMem_Malloc((n + 1) * sizeof(int64_t));
-    if (!t.slot || !t.first_start || !t.first_len) {
+    t->mask = cap - 1;
+    for (int r = 0; r < RECENT; r++) t->recent[r] = -1;
+    t->slot = PyMem_Calloc(cap, sizeof(int64_t));
+    t->first_start = PyMem_Malloc((n + 1) * sizeof(int64_t));
+    t->first_len = PyMem_Malloc((n + 1) * sizeof(int64_t));
+    if (!t->slot || !t->first_start || !t->first_len) {
         PyErr_NoMemory();
-        goto done;
+        return -1;
     }
-    char *out[7];
-    for (int a = 0; a < 7; a++) out[a] = PyByteArray_AS_STRING(arrays[a]);
+    return 0;
+}
+
+static void tags_free(Tags *t) {
+    PyMem_Free(t->slot);
+    PyMem_Free(t->first_start);
+    PyMem_Free(t->first_len);
+}
+
+/* The interned tags' names, by id. */
+static PyObject *tag_names(const Tags *t, const uint8_t *buf) {
+    PyObject *tags = PyList_New(t->count);
+    if (tags == NULL) return NULL;
+    for (int64_t id = 0; id < t->count; id++) {
+        PyObject *name = PyUnicode_DecodeUTF8((const char *)buf + t->first_start[id],
+                                              t->first_len[id], "surrogateescape");
+        if (name == NULL) {
+            Py_DECREF(tags);
+            return NULL;
+        }
+        PyList_SET_ITEM(tags, id, name);
+    }
+    return tags;
+}
+
+/* --- the call -------------------------------------------------------------------------------- */
+
+/* scalars' buffer arguments, in the order they are taken. */
+enum { A_BUF, A_STARTS, A_LENGTHS, A_KEYS, A_F32, A_F64, A_MD, N_ARGS };
+/* Its output columns: index tag step wall value (8 bytes a row), tensor md (1 byte). */
+enum { N_COLS = 7 };
+static const Py_ssize_t widths[N_COLS] = {8, 8, 8, 8, 8, 1, 1};
+
+/* Takes the views (*got of them held, to release, whatever happens) and checks them. */
+static int scalars_open(PyObject *args, Bytes v[N_ARGS], int *got, Py_ssize_t *n,
+                        long long *max_tag) {
+    PyObject *o[N_ARGS];
+    Py_ssize_t n2;
+    if (!PyArg_ParseTuple(args, "OOOOOOOL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          max_tag))
+        return -1;
+    for (*got = 0; *got < N_ARGS; (*got)++) {
+        int a = *got, taken = a == A_STARTS    ? kernel_get_i64(o[a], &v[a], n)
+                              : a == A_LENGTHS ? kernel_get_i64(o[a], &v[a], &n2)
+                                               : kernel_get_bytes(o[a], &v[a], 0);
+        if (taken < 0) return -1;
+    }
+    if (*n != n2 || v[A_KEYS].len != N_KEYS || v[A_F32].len > 8 || v[A_F64].len > 8 ||
+        v[A_MD].len > 15 || v[A_BUF].len < PAD) {
+        PyErr_SetString(PyExc_ValueError, "bad arguments to scalars()");
+        return -1;
+    }
+    return kernel_check_records(&v[A_STARTS], &v[A_LENGTHS], *n, v[A_BUF].len);
+}
+
+/* The fast path over every record, into rows of `out`: plain memory only, so it runs without
+ * the GIL. Returns the number of rows (the records that are one scalar). */
+static Py_ssize_t scalars_loop(const Bytes v[N_ARGS], Py_ssize_t n, long long max_tag, Tags *t,
+                               char *out[N_COLS]) {
+    Buf buf = {v[A_BUF].data, (int64_t)v[A_BUF].len - PAD};
+    Schema sc = {v[A_KEYS].data, &v[A_F32], &v[A_F64], &v[A_MD], max_tag};
     Py_ssize_t m = 0;
-    Py_BEGIN_ALLOW_THREADS /* plain memory only until the loop ends */
+    Py_BEGIN_ALLOW_THREADS /* the views pin the buffers; the bytearrays are made */
     for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t s = i64_item(&starts, i), e = s + i64_item(&lengths, i);
+        int64_t s = i64_item(&v[A_STARTS], i), e = s + i64_item(&v[A_LENGTHS], i);
         Scalar r;
         if (!scalar_of(&buf, &sc, s, e, &r)) continue;
-        int64_t index = i, tag = intern(&t, b.data, r.tag_start, r.tag_len);
+        int64_t index = i, tag = intern(t, buf.buf, r.tag_start, r.tag_len);
         memcpy(out[0] + 8 * m, &index, 8);
         memcpy(out[1] + 8 * m, &tag, 8);
         memcpy(out[2] + 8 * m, &r.step, 8);
@@ -243,25 +266,34 @@ PyObject *kernel_scalars(PyObject *self, PyObject *args) {
         m++;
     }
     Py_END_ALLOW_THREADS
-    for (int a = 0; a < 7; a++)
+    return m;
+}
+
+/* scalars(buf, starts, lengths, keys, f32, f64, md, max_tag) -> (index, tag ids, tags, steps,
+ * walls, values, is_tensor, has_md): fastpath.decode_scalars' columns, one row a scalar. */
+PyObject *kernel_scalars(PyObject *self, PyObject *args) {
+    Bytes v[N_ARGS];
+    Py_ssize_t n;
+    long long max_tag;
+    int got = 0; /* how many views to release */
+    PyObject *result = NULL, *arrays[N_COLS] = {NULL}, *tags = NULL;
+    Tags t = {0};
+    if (scalars_open(args, v, &got, &n, &max_tag) < 0) goto done;
+    for (int a = 0; a < N_COLS; a++)
+        if ((arrays[a] = PyByteArray_FromStringAndSize(NULL, n * widths[a])) == NULL) goto done;
+    if (tags_init(&t, n) < 0) goto done;
+    char *out[N_COLS];
+    for (int a = 0; a < N_COLS; a++) out[a] = PyByteArray_AS_STRING(arrays[a]);
+    Py_ssize_t m = scalars_loop(v, n, max_tag, &t, out);
+    for (int a = 0; a < N_COLS; a++)
         if (PyByteArray_Resize(arrays[a], m * widths[a]) < 0) goto done;
-    if ((tags = PyList_New(t.count)) == NULL) goto done;
-    for (int64_t id = 0; id < t.count; id++) {
-        PyObject *name = PyUnicode_DecodeUTF8((const char *)b.data + t.first_start[id],
-                                              t.first_len[id], "surrogateescape");
-        if (name == NULL) goto done;
-        PyList_SET_ITEM(tags, id, name);
-    }
+    if ((tags = tag_names(&t, v[A_BUF].data)) == NULL) goto done;
     result = Py_BuildValue("(OOOOOOOO)", arrays[0], arrays[1], tags, arrays[2], arrays[3],
                            arrays[4], arrays[5], arrays[6]);
 done:
-    PyMem_Free(t.slot);
-    PyMem_Free(t.first_start);
-    PyMem_Free(t.first_len);
+    tags_free(&t);
     Py_XDECREF(tags);
-    for (int a = 0; a < 7; a++) Py_XDECREF(arrays[a]);
-    Bytes *views[7] = {&b, &starts, &lengths, &keys, &f32, &f64, &md};
-    for (int v = 0; v < got; v++) PyBuffer_Release(&views[v]->view);
+    for (int a = 0; a < N_COLS; a++) Py_XDECREF(arrays[a]);
+    for (int a = 0; a < got; a++) PyBuffer_Release(&v[a].view);
     return result;
 }
-
