@@ -7,8 +7,8 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test lint typecheck pytest hunt bench clean
 
 # Reinstall only when the project's metadata changed (the code itself is installed editable),
-# or the decoder's C kernel did (pip builds it in place; see setup.py).
-$(STAMP): pyproject.toml setup.py shared/distcore/tfrecord/_kernel.c
+# or a source of the decoder's C kernel did (pip builds it in place; see setup.py).
+$(STAMP): pyproject.toml setup.py $(wildcard shared/distcore/tfrecord/_kernel*.[ch])
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[agent,test,bench]'

@@ -1,4 +1,4 @@
-"""The compiled kernel (distcore/tfrecord/_kernel.c) and the numpy path give the same results.
+"""The compiled kernel (distcore/tfrecord/_kernel*.c) and the numpy path give the same results.
 
 Every test here runs both paths and compares them with each other and with
 the per-record decoder: on the wild corpus, on the writers' long stretches, and on hostile
@@ -250,3 +250,22 @@ def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch: pytest.Monke
     old.chain = built.chain  # type: ignore[attr-defined]
     monkeypatch.setattr(importlib, "import_module", lambda name: old)
     assert kernel._load() is None
+
+
+def test_setup_builds_every_kernel_source() -> None:
+    """setup.py lists each _kernel*.c of the package: a file left out builds a module that
+    fails to import (undefined kernel_* symbols), and then numpy reads, slower, silently."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    tree = ast.parse((root / "setup.py").read_text())
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "SOURCES" for t in node.targets)
+    )
+    package = root / "shared" / "distcore" / "tfrecord"
+    assert sorted(listed) == sorted(p.name for p in package.glob("_kernel*.c"))
+    assert (package / "_kernel.h").is_file()

@@ -86,7 +86,7 @@ _KEYS: Final = bytes(
 
 
 def _compiled(compiled: ModuleType, buf: U8, starts: I64, lengths: I64) -> FastScalars:
-    """The same checks record by record in C (_kernel.c), with tags interned exactly."""
+    """The same checks record by record in C (_kernel_scalars.c), with tags interned exactly."""
     index, tag_ids, tags, steps, walls, values, is_tensor, has_md = compiled.scalars(
         buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(lengths, np.int64),
         _KEYS, _F32_PREFIX, _F64_PREFIX, _SCALARS_MD, _MAX_TAG,

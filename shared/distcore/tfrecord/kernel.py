@@ -1,4 +1,4 @@
-"""The compiled kernel (_kernel.c), when it was built and is not turned off.
+"""The compiled kernel (_kernel*.c, listed in _kernel.c), when it was built and is not turned off.
 
 `ACTIVE` is the extension module, or None: then framing, CRC and the fast path run on numpy.
 DISTMON_PURE=1 in the environment forces the numpy path (tests run both and compare them);
