@@ -57,6 +57,7 @@ from distcore import names
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 
 
 def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -> Any:
@@ -231,8 +232,10 @@ def _train(job: _Job) -> str:
     record.update(last_step=start_step)
     # Names and paths come from the config: escaped, like every outside string on a terminal.
     progress.message(terminal_text(
-        f"{cfg.run.name}: {plan.total_steps} steps of {plan.global_batch_size} examples on "
-        f"{plan.replicas} replica(s), learning rate {plan.learning_rate_provenance}; {run_dir}"
+        f"{cfg.run.name}: {counted(plan.total_steps, 'step')} of "
+        f"{counted(plan.global_batch_size, 'example')} on "
+        f"{counted(plan.replicas, 'replica')}, learning rate {plan.learning_rate_provenance}; "
+        f"{run_dir}"
     ))
     if resumed:
         progress.message(terminal_text(f"resuming {run_dir} from step {start_step} ({resumed})"))
