@@ -15,6 +15,7 @@ from typing import Any
 from distagent.schema import StrategyConfig
 from distagent.strategy_setup import StrategySetup
 from distcore.errors import DistmonError
+from distcore.wording import counted
 
 
 def resolve_strategy(cfg: StrategyConfig, *, cluster: Any = None) -> StrategySetup:
@@ -85,7 +86,8 @@ def split_cpu(tf: Any, replicas: int) -> tuple[str, ...]:
     if len(logical) < replicas:
         raise DistmonError(
             f"strategy.cpu_replicas = {replicas}, but TensorFlow was already started in this "
-            f"process with {len(logical)} logical CPU device(s); split the CPU before TensorFlow "
+            f"process with {counted(len(logical), 'logical CPU device')}; split the CPU "
+            "before TensorFlow "
             "starts, or lower cpu_replicas"
         )
     return tuple(d.name for d in logical[:replicas])

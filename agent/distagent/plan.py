@@ -18,6 +18,7 @@ from typing import Any
 
 from distagent.schema import JobConfig
 from distcore.errors import ConfigError
+from distcore.wording import counted
 
 ADAPTIVE_OPTIMIZERS = ("adam", "adamw")
 LARGE_GLOBAL_BATCH = 8192
@@ -80,8 +81,8 @@ WARNING_KINDS = {
     "partial_batch": "final partial batch",
     "small_validation": "the validation split",
     "cache": "too big to cache",
-    "few_files": "TFRecord files for",
-    "skipped_images": "unreadable images skipped",
+    "few_files": "workers: sharding by data",  # "1 TFRecord file", "3 TFRecord files"
+    "skipped_images": 'skipped (data.images.on_error = "skip")',  # "1 unreadable image"
 }
 """A short name for each kind of warning, found by a phrase its text always contains."""
 
@@ -102,10 +103,11 @@ def scaled_learning_rate(base: float, base_batch: int, global_batch: int, rule: 
 
 def provenance(base: float, base_batch: int, per_replica: int, replicas: int, rule: str,
                rate: float) -> str:
-    batch = f"batch {per_replica} × {replicas} replicas"
+    batch = f"batch {per_replica} × {counted(replicas, 'replica')}"
     if base_batch != per_replica:
         global_batch = per_replica * replicas
-        batch = f"batch {base_batch} → {global_batch} ({per_replica} × {replicas} replicas)"
+        batch = (f"batch {base_batch} → {global_batch} "
+                 f"({per_replica} × {counted(replicas, 'replica')})")
     return f"{_num(base)} @ {batch} ({rule}) = {_num(rate)}"
 
 
@@ -127,8 +129,10 @@ def shard_policy(source: str, num_files: int | None, workers: int) -> tuple[str,
         return "DATA", []  # an images directory: every worker lists it, autoshard by data
     if num_files is not None and num_files >= workers:
         return "FILE", []
+    files = ("an unknown number of TFRecord files" if num_files is None
+             else f"only {counted(num_files, 'TFRecord file')}")
     warning = (
-        f"only {num_files} TFRecord files for {workers} workers: sharding by data "
+        f"{files} for {workers} workers: sharding by data "
         "(every worker reads every file and keeps 1/workers); write at least one file per worker"
     )
     return "DATA", [warning]
@@ -250,7 +254,8 @@ def _data_warnings(train: int | None, validation: int, global_batch: int,
             "and the rest rolls over into the next pass"
         )
     if 0 < validation < global_batch:
-        warnings.append(f"the validation split ({validation} examples) is smaller than one global "
+        warnings.append(f"the validation split ({counted(validation, 'example')}) is smaller "
+                        "than one global "
                         f"batch ({global_batch}): no validation")
     return warnings
 

@@ -146,19 +146,23 @@ def test_any_run_json_through_distmon_and_distagent(
     assert table.returncode == 0, table.stderr
     assert "Traceback" not in table.stderr
     rows = {row["name"]: row for row in json.loads(table.stdout)}
-    # Listed where run.json is a file (through links); its status only where it is readable.
-    assert sorted(rows) == sorted(n for n in expected if (root / n / names.RUN_JSON).is_file())
+    # Every run listed, whatever its run.json; its status only where it is readable, else why.
+    assert sorted(rows) == sorted(expected)
     for name, row in rows.items():
         want = None if expected[name] is UNREADABLE else _json_ready(expected[name])
         assert row["status"] == want, (name, row)
+        assert (row["problem"] is None) == (expected[name] is not UNREADABLE), (name, row)
 
 
-@pytest.mark.parametrize(("kind", "why"), [
+HOSTILE_KINDS = [
     ("fifo", "a FIFO, not a regular file"), ("link-to-fifo", "a symbolic link (not followed)"),
     ("link-to-dev-zero", "a symbolic link (not followed)"),
     ("directory", "a directory, not a regular file"), ("too-big", "larger than 16777216 bytes"),
     ("socket", "No such device or address"),  # open(2) on a socket: ENXIO
-])
+]
+
+
+@pytest.mark.parametrize(("kind", "why"), HOSTILE_KINDS)
 def test_stop_on_a_hostile_run_json_is_one_line(tmp_path: Path, kind: str, why: str) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -167,6 +171,29 @@ def test_stop_on_a_hostile_run_json_is_one_line(tmp_path: Path, kind: str, why: 
     assert stop.returncode == 2
     assert stop.stderr == f"distagent: {run_dir}: no readable {names.RUN_JSON} ({why}; not a " \
                           "distagent run directory?)\n"
+
+
+@pytest.mark.parametrize(("kind", "why"), HOSTILE_KINDS)
+def test_status_lists_a_run_whose_run_json_is_hostile_and_says_why(
+    tmp_path: Path, kind: str, why: str
+) -> None:
+    """Never dropped, never a hang on opening (a FIFO blocks a plain open until a writer
+    comes): the run is listed "unreadable", the reason under the table and in JSON."""
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / names.RUN_JSON).write_text('{"status": "finished", "last_step": 3}')
+    (tmp_path / "bad").mkdir()
+    KINDS[kind](tmp_path / "bad" / names.RUN_JSON, None)
+    table = cli("distagent", "status", str(tmp_path))
+    assert table.returncode == 0 and table.stderr == "", table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[1].split() == ["bad", "unreadable", "-/-", "-", "-", "-"]
+    assert lines[2].split()[:2] == ["good", "finished"]
+    assert lines[3:] == [f"warning: bad: {names.RUN_JSON} unreadable: {why}"]
+    rows = {r["name"]: r for r in json.loads(cli("distagent", "status", str(tmp_path),
+                                                 "--json").stdout)}
+    assert rows["bad"]["status"] is None
+    assert rows["bad"]["problem"] == f"{names.RUN_JSON} unreadable: {why}"
+    assert rows["good"]["status"] == "finished" and rows["good"]["problem"] is None
 
 
 def test_the_opener_says_why(tmp_path: Path) -> None:

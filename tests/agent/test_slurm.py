@@ -299,3 +299,43 @@ def test_multi_worker_in_the_batch_script_outside_srun_says_so(slurm: SlurmClust
     assert len(lines) == 1, lines
     assert f"Slurm job {job_id}: this is the batch script, not a job step" in lines[0]
     assert "srun distagent start" in lines[0]
+
+
+def _task_pid(job_id: str, rank: int) -> int | None:
+    """The `distagent start` process of task `rank` of the job's step, by its environment."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            continue
+        cmdline = " ".join(proc.info["cmdline"] or ())
+        if (env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") not in (None, "batch")
+                and env.get("SLURM_PROCID") == str(rank) and "distagent start" in cmdline
+                and "srun" not in cmdline):
+            return int(proc.pid)
+    return None
+
+
+def test_a_worker_killed_in_the_batch_script_fails_the_other_naming_it(
+    slurm: SlurmCluster, tmp_path: Path
+) -> None:
+    """No hang in a collective, and the survivor's own account kept: distagent's collective and
+    heartbeat timeouts (cluster.timeout_seconds) end worker 0 with `failed`, naming worker 1,
+    within that time. srun --kill-on-bad-exit would kill worker 0 before it said so."""
+    run_dir = tmp_path / "runs" / "halved"
+    job_id = sbatch(slurm, tmp_path, str(SBATCH), str(TOML),
+                    *tiny(tmp_path / "runs", steps=400, latency=2.0, name="halved"))
+    wait_until("a first checkpoint", lambda: checkpoint_step(run_dir) > 0, slurm=slurm)
+    pid = wait_until("worker 1's process", lambda: _task_pid(job_id, 1), timeout=30)
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    record = wait_until("run.json failed", lambda: run_json(run_dir).get(
+        "status") == names.STATUS_FAILED and run_json(run_dir), timeout=120, slurm=slurm)
+    assert time.monotonic() - killed_at < 30 + 30  # cluster.timeout_seconds, and a margin
+    assert "lost worker 1 (worker:1 at " in record["error"], record["error"]
+    slurm.wait_state(job_id, ("FAILED",), timeout=60)
+    text = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert re.search(r"^0: .*lost worker 1 \(worker:1 at ", text, re.M), text[-3000:]
+    assert "Traceback" not in text, text[-3000:]

@@ -104,7 +104,7 @@ def test_when_the_tries_run_out_the_run_ends_diverged(tf: Any, tmp_path: Path) -
     assert run_job(cfg) == names.STATUS_DIVERGED
     record = run_json(tmp_path / "out")
     assert len(record["recoveries"]) == 1 and record["recoveries"][0]["loss"] is None
-    assert record["error"].endswith("(after 1 recoveries)")
+    assert record["error"].endswith("(after 1 recovery)")
     assert record["error_step"] >= 1
 
 

@@ -3,7 +3,9 @@
 Two references, both TensorBoard's own code on the same files:
 - the Rust data server (`tensorboard --load_fast`, TensorBoard's default loader when the
   `tensorboard-data-server` package is installed), asked over its gRPC data-provider API with
-  every point kept: it must equal ours exactly, point for point, wall times included;
+  every point kept: it must equal ours exactly, point for point, wall times included (the
+  histograms too: steps and wall times exactly, distribution bands to rounding; rollbacks from
+  real writers are tests/core/test_histograms_rollback.py);
 - the Python EventAccumulator (TensorBoard's loader without the data server). It keeps points
   whose step repeats or goes back, where the data server (and distcore) apply the restart rule
   "a point at step s drops the tag's kept points at steps >= s". That is the one deliberate
@@ -15,19 +17,18 @@ from __future__ import annotations
 
 import functools
 import math
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from distcore.events import load_once
+from tests.core.data_server import data_server
 from tests.core.events_helpers import WILD, require_wild
 
-INSTALLS = "pip install -e '.[test]' installs it (make test does)"
-
 Points = list[tuple[int, float, float]]
+Bands = list[tuple[int, float, list[float]]]
 
 
 
@@ -65,50 +66,51 @@ def _same(a: Points, b: Points) -> bool:
 
 
 @functools.cache  # asked once for both decoder paths
-def _rust_data_server() -> dict[str, dict[str, Points]]:
-    grpc = pytest.importorskip("grpc", reason=f"grpcio missing: {INSTALLS}")
-    server = pytest.importorskip("tensorboard_data_server",
-                                 reason=f"tensorboard-data-server missing: {INSTALLS}")
+def _rust_data_server() -> tuple[dict[str, dict[str, Points]], dict[str, dict[str, Bands]]]:
     from tensorboard import context
-    from tensorboard.data import grpc_provider
-    from tensorboard.data.proto import data_provider_pb2_grpc
+    from tensorboard.plugins.distribution import compressor
 
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = Path(tmp) / "port"
-        proc = subprocess.Popen(
-            [server.server_binary(), "--logdir", str(WILD), "--host", "127.0.0.1", "--port", "0",
-             "--port-file", str(port_file), "--reload", "once", "-v",
-             "--samples-per-plugin=scalars=all"],
-            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-        )
-        try:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                if "Finished load cycle" in line:
-                    break
-            address = f"127.0.0.1:{int(port_file.read_text())}"
-            with grpc.insecure_channel(address) as channel:
-                stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(channel)
-                data = grpc_provider.GrpcDataProvider(address, stub).read_scalars(
-                    context.RequestContext(), experiment_id="", plugin_name="scalars",
-                    downsample=10**9,
-                )
-        finally:
-            proc.kill()
-            proc.wait()
-    return {
+    with data_server(WILD, "scalars", "histograms") as provider:
+        ctx = context.RequestContext()
+        data = provider.read_scalars(ctx, experiment_id="", plugin_name="scalars",
+                                     downsample=10**9)
+        histograms = provider.read_tensors(ctx, experiment_id="", plugin_name="histograms",
+                                           downsample=10**9)
+    scalars = {
         run: {tag: [(p.step, p.value, p.wall_time) for p in points] for tag, points in tags.items()}
         for run, tags in data.items()
     }
+    bands = {
+        run: {tag: [(d.step, d.wall_time, [v for _, v in compressor.compress_histogram(d.numpy)])
+                    for d in points] for tag, points in tags.items()}
+        for run, tags in histograms.items()
+    }
+    return scalars, bands
 
 
 def test_wild_scalars_equal_tensorboards_data_server(decoder_path: str) -> None:
-    ours, theirs = _ours(), _rust_data_server()
+    ours, theirs = _ours(), _rust_data_server()[0]
     assert sorted(ours) == sorted(theirs)
     for run, tags in theirs.items():
         assert sorted(ours[run]) == sorted(tags), run
         for tag, points in tags.items():
             assert _same(ours[run][tag], points), (run, tag)
+
+
+def test_wild_histograms_equal_tensorboards_data_server() -> None:
+    """Steps and wall times exactly (the restart rule included), bands to rounding."""
+    runs = load_once([WILD], max_points=10**7)
+    ours = {run.name: {tag: [(p.step, p.wall_time, list(p.bands)) for p in s.points]
+                       for tag, s in run.histograms.items()} for run in runs if run.histograms}
+    theirs = {run: tags for run, tags in _rust_data_server()[1].items() if tags}
+    assert sorted(ours) == sorted(theirs)
+    for run, tags in theirs.items():
+        assert sorted(ours[run]) == sorted(tags), run
+        for tag, points in tags.items():
+            mine = ours[run][tag]
+            assert [p[:2] for p in mine] == [p[:2] for p in points], (run, tag)
+            for a, b in zip(mine, points, strict=True):
+                assert np.allclose(a[2], b[2], rtol=1e-12, atol=1e-9, equal_nan=True), (run, tag)
 
 
 def _event_accumulator(run_dir: Path) -> dict[str, Points]:

@@ -240,7 +240,7 @@ def test_pipe_closed_midway_through_a_long_report(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
-        assert proc.stdout.readline().startswith(b"1 runs in")
+        assert proc.stdout.readline().startswith(b"1 run in")
         proc.stdout.close()
         err = proc.stderr.read()
         code = proc.wait(TIMEOUT)

@@ -120,3 +120,15 @@ def test_status_text_carries_the_notes_in_order() -> None:
     assert text == ("distmon  /logs  ·  1/3 jobs  ·  filter /a/  ·  1 selected  ·  reloading…"
                     "  ·  bad expression  ·  telemetry: NVML went away")
     assert views.status_text(ViewState(), None, ["/logs"], 0, None).endswith("0 jobs  ·  reading…")
+
+
+@pytest.mark.parametrize(("shown", "total", "pattern", "expected"), [
+    (1, 1, "", "1 job"), (2, 2, "", "2 jobs"), (0, 0, "", "0 jobs"),
+    (1, 1, "a", "1/1 jobs"), (1, 3, "a", "1/3 jobs"),
+])
+def test_status_line_counts_jobs_in_their_number(
+    shown: int, total: int, pattern: str, expected: str
+) -> None:
+    from distmon.widgets.view_model import status_line
+
+    assert status_line(["/logs"], shown, total, pattern, 0, ()).split("  ·  ")[1] == expected

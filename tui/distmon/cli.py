@@ -66,15 +66,21 @@ def _run(argv: Sequence[str] | None) -> int:
         # Textual draws on stderr: both must be terminals, or escape codes go into a file.
         if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
             options = dataclasses.replace(options, once=True)
-        if options.once:
-            from distmon.once import run_once
+        from distmon.logs import configure  # tracebacks to DISTMON_LOG, never over the screen
 
-            # With no argv, main() is the program itself (the console script, `python -m
-            # distmon`), which exits when it returns; a caller passing argv may go on.
-            return run_once(options, last=argv is None)
-        from distmon.app import run_app
+        undo_logging = configure("once" if options.once else "dashboard", sys.stderr)
+        try:
+            if options.once:
+                from distmon.once import run_once
 
-        return run_app(options)
+                # With no argv, main() is the program itself (the console script, `python -m
+                # distmon`), which exits when it returns; a caller passing argv may go on.
+                return run_once(options, last=argv is None)
+            from distmon.app import run_app
+
+            return run_app(options)
+        finally:
+            undo_logging()
     except DistmonError as err:  # messages may quote outside strings (paths, hosts, keys)
         for line in str(err).splitlines() or [""]:
             print(f"distmon: {terminal_text(line, 500)}", file=sys.stderr)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from distcore.cli_parser import OneLineParser
+from distcore.wording import counted
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
 CONFIGS = (SAMPLES / "images.toml", SAMPLES / "images_input_bound.toml")
@@ -90,7 +91,7 @@ def stop_jobs(jobs: Sequence[subprocess.Popen[bytes]]) -> None:
     """SIGTERM to each job's session (it checkpoints and exits), SIGKILL after STOP_SECONDS."""
     running = [job for job in jobs if job.poll() is None]
     if running:  # said at once: the dashboard is gone and the jobs take a few seconds
-        print(f"distmon.demo: stopping {len(running)} job{'s' * (len(running) != 1)} "
+        print(f"distmon.demo: stopping {counted(len(running), 'job')} "
               "(saving checkpoints)...", flush=True)
     for job in running:
         _signal(job, signal.SIGTERM)
@@ -109,7 +110,8 @@ def _signal(job: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 
 
 def wait_jobs(jobs: Sequence[subprocess.Popen[bytes]], logdir: Path) -> None:
-    print(f"training {len(jobs)} jobs into {logdir} (no terminal: waiting for them to finish)")
+    print(f"training {counted(len(jobs), 'job')} into {logdir} "
+          "(no terminal: waiting for them to finish)")
     for job, config in zip(jobs, CONFIGS, strict=True):
         code = job.wait()
         if code != 0:

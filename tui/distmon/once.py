@@ -19,6 +19,7 @@ from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
 from distcore.textsafe import terminal_text as t
+from distcore.wording import counted
 from distmon.formats import number, step_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
@@ -100,7 +101,7 @@ def render_text(snap: JobsSnapshot, out: TextIO) -> None:
     """The readable report (`--once` without `--json`); outside strings escaped and elided."""
     runs = [run for job in snap.jobs for run in job.parts.values()]
     logdirs = ", ".join(t(d, NAME_LIMIT) for d in snap.logdirs)
-    out.write(f"{len(runs)} runs in {logdirs}\n")
+    out.write(f"{counted(len(runs), 'run')} in {logdirs}\n")
     jobs = _distinct(j.name for j in snap.jobs)
     for job in snap.jobs:
         out.write(_job_line(job, jobs[job.name]))

@@ -14,6 +14,7 @@ from typing import Any
 from distagent.config import load_config, replace_in
 from distagent.schema import JobConfig
 from distcore.errors import DistmonError
+from distcore.wording import counted
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,8 @@ def time_pipeline(cfg: JobConfig, plan: Any, batches: int) -> Timing:
 
 
 def format_result(result: dict[str, Any]) -> str:
-    lines = [f"{result['config']}: {result['batches']} batches of {result['global_batch_size']} "
-             f"({result['replicas']} replicas)"]
+    lines = [f"{result['config']}: {counted(result['batches'], 'batch', 'batches')} of "
+             f"{result['global_batch_size']} ({counted(result['replicas'], 'replica')})"]
     lines.append(f"{'pipeline':<10} {'examples/s':>12} {'batches/s':>10} {'first batch':>12} "
                  f"{'CPU cores':>10}")
     for name in ("optimized", "naive"):

@@ -27,6 +27,7 @@ from typing import IO, Any
 from distagent.cluster.strategy import environ_without_cluster
 from distagent.config import load_config
 from distcore.errors import DistmonError
+from distcore.wording import counted
 
 LOOPBACK = "127.0.0.1"
 GRACE_SECONDS = 30.0
@@ -139,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     env = environ_without_cluster(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's INFO lines, N times over, hide ours
     commands = [worker_command(args.config, overrides, i) for i in range(args.workers)]
-    print(f"launch-local: {args.workers} workers on {', '.join(cfg.cluster.workers)}",
+    print(f"launch-local: {counted(args.workers, 'worker')} on "
+          f"{', '.join(cfg.cluster.workers)}",
           file=sys.stderr)
     workers = Workers(commands, env, sys.stdout)
     try:

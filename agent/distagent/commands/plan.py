@@ -16,6 +16,7 @@ from distagent.config import load_config
 from distagent.plan import Plan
 from distagent.schema import JobConfig
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 
 VALUE_WIDTH = 400  # characters of one row: a 10,000-character run name is elided
 
@@ -60,14 +61,17 @@ def _with_warnings(plan: Plan, extra: tuple[str, ...]) -> Plan:
 def format_plan(cfg: JobConfig, plan: Plan) -> str:
     rows: list[tuple[str, Any]] = [
         ("job", f"{cfg.run.name} (model {cfg.model.name}, data {cfg.data.source})"),
-        ("replicas", f"{plan.replicas} on {plan.workers} worker(s): {', '.join(plan.devices)}"),
+        ("replicas", f"{plan.replicas} on {counted(plan.workers, 'worker')}: "
+                     f"{', '.join(plan.devices)}"),
         ("batch", f"{plan.per_replica_batch_size} per replica × {plan.replicas} = "
                   f"{plan.global_batch_size} global"),
         ("learning rate", plan.learning_rate_provenance),
         ("optimizer", f"{cfg.optimizer.name}, decay {cfg.optimizer.decay}"),
-        ("warmup", f"{plan.warmup_steps} steps ({plan.warmup_epochs:g} epochs)"),
+        ("warmup", f"{counted(plan.warmup_steps, 'step')} ({plan.warmup_epochs:g} "
+                   f"{'epoch' if plan.warmup_epochs == 1 else 'epochs'})"),
         ("examples", _examples(plan)),
-        ("steps", f"{plan.steps_per_epoch} per epoch × {plan.epochs} epochs = {plan.total_steps}"),
+        ("steps", f"{plan.steps_per_epoch} per epoch × {counted(plan.epochs, 'epoch')} = "
+                  f"{plan.total_steps}"),
         ("pipeline", ", ".join(f"{k}={v}" for k, v in plan.pipeline.items())),
         ("sharding", f"{plan.shard_policy} across workers"),
         ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
@@ -83,4 +87,4 @@ def _examples(plan: Plan) -> str:
     if plan.num_examples is None:
         return "unknown"
     return (f"{plan.num_examples} ({plan.train_examples} train, {plan.validation_examples} "
-            f"validation = {plan.validation_steps} steps)")
+            f"validation = {counted(plan.validation_steps, 'step')})")

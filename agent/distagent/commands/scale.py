@@ -41,6 +41,7 @@ from distcore.cli_parser import OneLineParser
 from distcore.errors import DistmonError
 from distcore.process import stop_child
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 
 WARMUP_STEPS = 5
 SCALE_SUFFIX = "-scale"
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         with _stopped_by_signals():
             for count in counts:
                 if not args.json:
-                    print(f"training {args.steps} steps on {count} replica(s)...",
+                    print(f"training {counted(args.steps, 'step')} on "
+                          f"{counted(count, 'replica')}...",
                           file=sys.stderr)
                 base = next((r["examples_per_second"] for r in runs if r["replicas"] == 1), None)
                 runs.append(_measure_in_child(args, count, base, run_dir))
@@ -173,7 +175,7 @@ def _measure_in_child(args: argparse.Namespace, count: int, base: float | None,
     if child.returncode != 0 or not lines:
         errors = [line for line in err.strip().splitlines() if line.strip()]
         last = errors[-1] if errors else f"exit status {child.returncode}"
-        raise DistmonError(f"{count} replica(s): {last.removeprefix('distagent: ')}")
+        raise DistmonError(f"{counted(count, 'replica')}: {last.removeprefix('distagent: ')}")
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -206,15 +208,17 @@ def scale_notes(kind: str, runs: Sequence[dict[str, Any]], cores: int) -> list[s
                 "`distagent bench-input` measures it alone)")
     if kind == "CPU" and any(r["replicas"] > 1 for r in runs):
         notes.append(
-            f"the replicas are logical devices on the same {cores} CPU core(s): they share "
+            f"the replicas are logical devices on the same {counted(cores, 'CPU core')}: "
+            "they share "
             "those cores, so an efficiency near 1/N is what this machine can do and says "
             "nothing about how GPUs would scale")
     return notes
 
 
 def format_document(doc: dict[str, Any]) -> str:
-    lines = [f"{doc['config']}: {doc['steps']} steps per count, {doc['per_replica_batch_size']} "
-             f"examples per replica, on {doc['device_kind']}",
+    lines = [f"{doc['config']}: {counted(doc['steps'], 'step')} per count, "
+             f"{counted(doc['per_replica_batch_size'], 'example')} per replica, "
+             f"on {doc['device_kind']}",
              f"{'replicas':>8} {'global batch':>12} {'lr':>9} {'examples/s':>11} "
              f"{'step ms':>8} {'input wait':>10} {'efficiency':>10}"]
     for r in doc["runs"]:
@@ -233,7 +237,8 @@ def _child_config(cfg: JobConfig, count: int, gpus: int) -> JobConfig:
         return replace_in(cfg, strategy__kind="mirrored", strategy__devices=(),
                           strategy__cpu_replicas=count)
     if count > gpus:
-        raise DistmonError(f"{count} replicas asked for, but this machine has {gpus} GPU(s)")
+        raise DistmonError(f"{counted(count, 'replica')} asked for, but this machine has "
+                           f"{counted(gpus, 'GPU')}")
     devices = tuple(f"GPU:{i}" for i in range(count))
     return replace_in(cfg, strategy__kind="mirrored", strategy__devices=devices)
 

@@ -6,7 +6,9 @@ on the same config resumes it from its checkpoint. No TensorFlow is loaded.
 
 Anyone who can write the logdir can write run.json, so every value in it is shown through
 `distcore.textsafe` (escaped and elided in the table, undecodable bytes as \\xNN in JSON) and a
-value of the wrong type shows as "-", never a traceback.
+value of the wrong type shows as "-", never a traceback. A run.json that cannot be read (a FIFO,
+a link, a directory, not JSON, too big) still lists its run: status "unreadable", and the reason
+on a warning line under the table (`problem` in JSON). Nothing is opened that could block.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from distagent.train.rundir import find_runs, is_same_process
 from distcore import names
 from distcore.errors import DistmonError
-from distcore.jobs.agent import read_run_json
+from distcore.jobs.agent import read_run_json_or_why
 from distcore.textsafe import json_text, terminal_text
 
 COLUMNS = ("RUN", "STATUS", "STEP", "LOSS", "EX/S", "INPUT WAIT")
@@ -41,11 +43,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"no runs under {terminal_text(logdir, 200)}")
     else:
         print(format_table([table_row(r) for r in rows]))
+        for row in rows:
+            if row["problem"]:
+                print(terminal_text(f"warning: {row['name']}: {row['problem']}", 300))
     return 0
 
 
 def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
-    record = read_run_json(run_dir) or {}
+    found, why = read_run_json_or_why(run_dir)
+    record = found or {}
     status = record.get("status")
     alive = is_same_process(record, run_dir) if status == names.STATUS_RUNNING else False
     metrics = record.get("metrics")
@@ -60,6 +66,7 @@ def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
         "metrics": metrics if isinstance(metrics, dict) else {},
         "error": record.get("error"),
         "message": record.get("message"),
+        "problem": None if found is not None else f"run.json unreadable: {why}",
     }
 
 
@@ -89,7 +96,9 @@ def _number(value: Any, spec: str) -> str:
 def table_row(summary: Mapping[str, Any]) -> tuple[str, ...]:
     status = summary.get("status")
     shown = terminal_text(status, STATUS_WIDTH) if isinstance(status, str) and status else "unknown"
-    if status == names.STATUS_RUNNING and not summary.get("alive"):
+    if summary.get("problem"):
+        shown = "unreadable"
+    elif status == names.STATUS_RUNNING and not summary.get("alive"):
         shown = "running (dead)"
     metrics = summary.get("metrics")
     metrics = metrics if isinstance(metrics, Mapping) else {}

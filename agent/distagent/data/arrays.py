@@ -13,6 +13,7 @@ import numpy as np
 from distagent.data import Source
 from distagent.schema import JobConfig
 from distcore.errors import DistmonError
+from distcore.wording import counted
 
 
 def open_source(cfg: JobConfig) -> Source:
@@ -55,7 +56,8 @@ def _first_line(err: BaseException) -> str:
 def arrays_source(x: np.ndarray, y: np.ndarray) -> Source:
     """A source over arrays already in memory: x (N, ...) numbers, y (N,) or (N, 1) labels."""
     if len(x) != len(y) or len(x) == 0:
-        raise DistmonError(f"data: x has {len(x)} examples and y {len(y)}; expected the same, > 0")
+        raise DistmonError(f"data: x has {counted(len(x), 'example')} and y {len(y)}; "
+                           "expected the same, > 0")
     labels = np.asarray(y).reshape(len(y)).astype(np.int32)
     if x.ndim == 3:  # (N, H, W) grayscale images: add the channel axis the models expect
         x = x[..., np.newaxis]

@@ -34,6 +34,7 @@ from distagent.data.tfrecord import MAX_PARALLEL_FILES
 from distagent.schema import AugmentConfig, JobConfig
 from distcore.errors import DistmonError
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 ENCODED = "image/encoded"
@@ -165,7 +166,8 @@ def list_directory(directory: Path, on_error: str = "skip") -> Listing:
     if len(classes) < 2 or not files:
         also = f" ({count} unreadable skipped: {', '.join(skipped)})" if count else ""
         raise DistmonError(f"data.images.directory: {terminal_text(directory)} holds "
-                           f"{len(files)} images in {len(classes)} class folders"
+                           f"{counted(len(files), 'image')} in "
+                           f"{counted(len(classes), 'class folder')}"
                            f"{also}; expected at least 2 folders of JPEG/PNG images"
                            f"{_make_hint(directory)}")
     return Listing(files, labels, classes, tuple(skipped), count)
@@ -184,8 +186,8 @@ def skipped_warning(listing: Listing) -> str | None:
         return None
     more = listing.skipped_count - len(listing.skipped)
     rest = f" and {more} more" if more else ""
-    return (f"{listing.skipped_count} unreadable images skipped (data.images.on_error = "
-            f'"skip"): {", ".join(listing.skipped)}{rest}')
+    return (f"{counted(listing.skipped_count, 'unreadable image')} skipped "
+            f'(data.images.on_error = "skip"): {", ".join(listing.skipped)}{rest}')
 
 
 def _make_hint(directory: Path) -> str:
@@ -253,10 +255,10 @@ def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
 
     count, classes = images.num_examples, images.num_classes
     if not count or not classes:
-        counted, largest = _count(tf, files)
-        count, classes = count or counted, classes or max(largest + 1, 2)
+        found, largest = _count(tf, files)
+        count, classes = count or found, classes or max(largest + 1, 2)
     if count == 0:
-        raise DistmonError(f"data.images.files: {len(files)} files but no records")
+        raise DistmonError(f"data.images.files: {counted(len(files), 'file')} but no records")
     return read, count, classes, len(files)
 
 

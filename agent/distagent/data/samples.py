@@ -21,6 +21,7 @@ import numpy as np
 
 from distagent.quiet import QuietStderr
 from distcore.cli_parser import OneLineParser
+from distcore.wording import counted
 
 NOISE = 0.4
 """Standard deviation of the noise blotches, on a [0, 1] scale."""
@@ -129,10 +130,12 @@ def _write(args: argparse.Namespace) -> int:
                                  args.seed)
     if args.tfrecord:
         paths = write_image_tfrecords(args.directory / "train", images, labels)
-        print(f"wrote {len(images)} images into {len(paths)} files {args.directory}/train-*")
+        print(f"wrote {counted(len(images), 'image')} into {counted(len(paths), 'file')} "
+              f"{args.directory}/train-*")
     else:
         write_image_folders(args.directory, images, labels)
-        print(f"wrote {len(images)} images into {args.classes} folders under {args.directory}")
+        print(f"wrote {counted(len(images), 'image')} into {counted(args.classes, 'folder')} "
+              f"under {args.directory}")
     return 0
 
 

@@ -19,6 +19,7 @@ from distagent.data import Source
 from distagent.schema import JobConfig
 from distcore.cli_parser import OneLineParser
 from distcore.errors import DistmonError
+from distcore.wording import counted
 
 LABEL = "label"
 MAX_PARALLEL_FILES = 8
@@ -88,11 +89,11 @@ def open_source(cfg: JobConfig) -> Source:
 
     num_examples, num_classes = tfr.num_examples, tfr.num_classes
     if not num_examples or not num_classes:
-        counted, largest = _count(tf, files)
-        num_examples = num_examples or counted
+        found, largest = _count(tf, files)
+        num_examples = num_examples or found
         num_classes = num_classes or max(largest + 1, 2)
     if num_examples == 0:
-        raise DistmonError(f"data.tfrecord.files: {len(files)} files but no records")
+        raise DistmonError(f"data.tfrecord.files: {counted(len(files), 'file')} but no records")
     return Source(read=read, num_examples=num_examples, input_shape=shape,
                   num_classes=num_classes, num_files=len(files),
                   example_bytes=math.prod(shape) * 4 + 4)
@@ -182,7 +183,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if quiet is not None:
             quiet.close()
-    print(f"wrote {len(paths)} files: {paths[0].parent}/{paths[0].name.split('-')[0]}-*.tfrecord")
+    print(f"wrote {counted(len(paths), 'file')}: "
+          f"{paths[0].parent}/{paths[0].name.split('-')[0]}-*.tfrecord")
     return 0
 
 

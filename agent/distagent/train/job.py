@@ -57,6 +57,7 @@ from distcore import names
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 
 
 def make_optimizer(name: str, schedule: Any, *, mixed_precision: bool = False) -> Any:
@@ -160,6 +161,7 @@ class _Job:
     stop: StopRequest
     steps_per_call: int
     make_step_hook: Callable[[Checkpointer], StepHook] | None
+    cluster: Any = None  # the ClusterRequest of a multi-worker job, else None
 
 
 def run_job(
@@ -196,7 +198,7 @@ def run_job(
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
             stop or StopRequest() as stop_request:
         job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
-                   steps_per_call or cfg.train.steps_per_execution, make_step_hook)
+                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster)
         return _train(job)
 
 
@@ -231,8 +233,10 @@ def _train(job: _Job) -> str:
     record.update(last_step=start_step)
     # Names and paths come from the config: escaped, like every outside string on a terminal.
     progress.message(terminal_text(
-        f"{cfg.run.name}: {plan.total_steps} steps of {plan.global_batch_size} examples on "
-        f"{plan.replicas} replica(s), learning rate {plan.learning_rate_provenance}; {run_dir}"
+        f"{cfg.run.name}: {counted(plan.total_steps, 'step')} of "
+        f"{counted(plan.global_batch_size, 'example')} on "
+        f"{counted(plan.replicas, 'replica')}, learning rate {plan.learning_rate_provenance}; "
+        f"{run_dir}"
     ))
     if resumed:
         progress.message(terminal_text(f"resuming {run_dir} from step {start_step} ({resumed})"))
@@ -264,7 +268,7 @@ def _train(job: _Job) -> str:
     except BaseException as err:
         at = int(state.step.numpy())
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
-                error=f"{type(err).__name__}: {err}", trace=traceback.format_exc())
+                error=_error_line(err, job.cluster), trace=traceback.format_exc())
         raise
     finally:
         writers.close()
@@ -274,6 +278,21 @@ def _train(job: _Job) -> str:
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
         + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
     return outcome.status
+
+
+def _error_line(err: BaseException, cluster: Any) -> str:
+    """run.json's `error`: for a lost peer, the line the worker prints ("lost worker 1 (...)"),
+    not TensorFlow's page of gRPC detail; else the exception itself."""
+    setup = getattr(cluster, "setup", None)
+    if setup is not None:
+        import tensorflow as tf
+
+        from distagent.cluster.faults import explain
+
+        lost = explain(err, setup.layout) if isinstance(err, tf.errors.OpError) else None
+        if lost is not None:
+            return str(lost)
+    return f"{type(err).__name__}: {err}"
 
 
 def _health(cfg: JobConfig) -> Health:

@@ -29,6 +29,7 @@ from distagent.train.rundir import RunRecord
 from distagent.train.signals import StopRequest
 from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
 from distcore import names
+from distcore.wording import counted
 
 if TYPE_CHECKING:  # TensorFlow stays unloaded for the pure parts (boundaries, settings)
     from distagent.train.checkpoint import Checkpointer
@@ -246,7 +247,7 @@ class Trainer:
             if len(self.recoveries) < self.s.max_recoveries:
                 self._roll_back(step, bad, loss)
                 return None
-            message += f" (after {len(self.recoveries)} recoveries)"
+            message += f" (after {counted(len(self.recoveries), 'recovery', 'recoveries')})"
         return Outcome(names.STATUS_DIVERGED, step, message, error_step=bad)
 
     def _roll_back(self, step: int, bad: int, loss: float) -> None:

@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from distcore.wording import counted
+
 STOP, ROLLBACK, CONTINUE = "stop", "rollback", "continue"
 
 
@@ -55,7 +57,8 @@ class Recovery:
         loss = f"{self.loss:.4g}" if math.isfinite(self.loss) else str(self.loss)
         return (f"warning: loss diverged at step {self.step} ({loss}); rolled back to step "
                 f"{self.restored_step}, learning rate {self.lr_before:.4g} -> "
-                f"{self.lr_after:.4g}, skipping {self.skipped_batches} batches "
+                f"{self.lr_after:.4g}, skipping "
+                f"{counted(self.skipped_batches, 'batch', 'batches')} "
                 f"(recovery {number} of {limit})")
 
 

@@ -63,9 +63,11 @@ class RunRecord:
 
 
 def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
-    """Run directories (those holding a run.json) under `logdir`, including logdir itself."""
+    """Run directories (those holding a run.json) under `logdir`, including logdir itself. A
+    run.json of any kind counts (a FIFO, a link, a directory: `status` says why it cannot be
+    read rather than leave the run out); only a stat is made, nothing opened."""
     logdir = Path(logdir)
-    if (logdir / names.RUN_JSON).is_file():
+    if os.path.lexists(logdir / names.RUN_JSON):
         yield logdir
     if max_depth <= 0 or not logdir.is_dir():
         return

@@ -41,13 +41,11 @@ class RunState:
                 if series is None:
                     series = self.series[tag] = SeriesBuffer(tag, self.max_points)
                 series.extend(steps, walls, values)
+            self.histograms.add(segment.histograms)
             if segment.restart_at is not None:
                 for series in self.series.values():
                     series.purge_from(segment.restart_at)
                 self.histograms.purge_from(segment.restart_at)
-        # After the batch's restarts (a histogram written before a restart in the same read
-        # survives it: rare, and only tf1 writers restart).
-        self.histograms.add(batch.histograms)
         self.hparams.update(batch.hparams)
         for kind, offset in batch.problems:
             entry = self.problems.setdefault((file_name, kind), [0, offset])

@@ -23,6 +23,7 @@ other producers (errors, problems, hosts, records, states); here the caches and 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -104,10 +105,12 @@ class JobIndex:
         self._compute_lock = threading.Lock()  # one refresh at a time (thread, tests, --once)
         self._latest: JobsSnapshot | None = None
         self._listeners: Listeners[JobsSnapshot] = Listeners()
-        self._loop = Loop("job-index", self._tick, interval=interval)
+        self._failing = Failing("jobs")
+        # refresh() turns its own failures into the ProducerError; a failure of the tick
+        # around it shows the same way (logged at debug level with its traceback).
+        self._loop = Loop("job-index", self._tick, interval=interval, on_error=self._tick_failed)
         self._last_tick = -float("inf")
         self._unsubscribe: Callable[[], None] | None = None
-        self._failing = Failing("jobs")
         self.refreshes = 0  # for tests and the benchmark
 
     # --- the producer's life ---------------------------------------------------------------
@@ -136,6 +139,9 @@ class JobIndex:
             return
         self._last_tick = time.monotonic()
         self.refresh()
+
+    def _tick_failed(self, err: Exception) -> None:
+        self._failing.fail(f"{type(err).__name__}: {err}", time.time())
 
     def wake(self) -> None:
         """Refresh soon (e.g. the user asked to reload), looking at every run.json again."""
@@ -167,15 +173,27 @@ class JobIndex:
         except Exception as err:
             log.exception("job index refresh failed")
             self._failing.fail(f"{type(err).__name__}: {err}", time.time())
-            return self.latest()
+            latest = self.latest()
+            self._publish(self._with_own_failure(latest))
+            return latest
         with self._lock:
             self._latest = snap
+        self._publish(snap)
+        return snap
+
+    def _with_own_failure(self, latest: JobsSnapshot | None) -> JobsSnapshot:
+        """What the front ends show while refreshing fails: the last rows (none before the
+        first), with the errors as they are now, the index's own first: shown, not only
+        logged, however long the failure lasts."""
+        base = latest or JobsSnapshot(time.time(), self._logdirs, (), (), ())
+        return dataclasses.replace(base, errors=self._gather_errors())
+
+    def _publish(self, snap: JobsSnapshot) -> None:
         for listener in self._listeners.current():
             try:
                 listener(snap)
             except Exception:
                 log.exception("job index listener failed")
-        return snap
 
     # --- the work ----------------------------------------------------------------------------
 

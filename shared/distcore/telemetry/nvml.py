@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from distcore.telemetry.samples import GpuDevice, GpuProcess, GpuStatus, StatusKind
+from distcore.wording import counted
 
 MIB = 1024 * 1024
 # NVML's "value not available" sentinels (NVML_VALUE_NOT_AVAILABLE for uint / ulonglong).
@@ -262,7 +263,7 @@ def device_status(devices: tuple[GpuDevice, ...], failures: list[StatusKind]) ->
     broken = [d.error for d in devices if d.error]
     if not broken:
         return GpuStatus(True, None, False, "ok")
-    summary = f"{len(broken)} of {len(devices)} GPUs unreadable: " + "; ".join(
+    summary = f"{len(broken)} of {counted(len(devices), 'GPU')} unreadable: " + "; ".join(
         e for e in broken if e
     )
     if len(broken) < len(devices):

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from distcore.telemetry.samples import GpuDevice, GpuStatus
+from distcore.wording import counted
 
 MODEL = "NVIDIA A100-SXM4-80GB"
 MEMORY_TOTAL_MIB = 81920.0
@@ -99,7 +100,8 @@ class SimulatedGpuSource:
             self._start = now
         t = now - self._start + self._offset
         devices = tuple(simulated_device(t, i) for i in range(self._count))
-        reason = f"simulated: {self._count} GPUs (--simulate-gpus), not real hardware"
+        reason = (f"simulated: {counted(self._count, 'GPU')} (--simulate-gpus), "
+                  "not real hardware")
         return GpuStatus(True, reason, simulated=True, kind="simulated"), devices
 
     def close(self) -> None:

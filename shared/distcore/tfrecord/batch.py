@@ -28,10 +28,12 @@ UNDECODABLE = "undecodable record"
 
 @dataclass
 class Segment:
-    """Points per tag, then (if not None) a session restart at that step for the whole run."""
+    """Points per tag and histograms, then (if not None) a session restart at that step for the
+    whole run: what comes before a restart in the same read is purged by it."""
 
     points: dict[str, tuple[I64, F64, F64]]  # tag -> (steps, wall_times, values)
     restart_at: int | None = None
+    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)  # written order
 
 
 @dataclass
@@ -40,7 +42,6 @@ class Batch:
     hparams: dict[str, Any] = field(default_factory=dict)
     problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset in chunk)
     newest_wall_time: float | None = None
-    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)
 
 
 @dataclass
@@ -50,6 +51,7 @@ class _Columns:
     steps: list[int] = field(default_factory=list)
     walls: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)
 
 
 def decode_frames(
@@ -77,7 +79,7 @@ def decode_frames(
     slow[fast.index] = False
     before = dict(plugins)
     timeline = _Timeline(fast)
-    restarts: list[tuple[int, int]] = []
+    restarts: list[tuple[int, int, int]] = []
     columns = _Columns()
     for i in np.flatnonzero(slow).tolist():
         start, size = int(frames.starts[i]), int(frames.lengths[i])
@@ -113,8 +115,14 @@ def _newest(walls: F64) -> float | None:
 
 
 def _collect(
-    index: int, event: Decoded, columns: _Columns, restarts: list[tuple[int, int]], batch: Batch
+    index: int,
+    event: Decoded,
+    columns: _Columns,
+    restarts: list[tuple[int, int, int]],
+    batch: Batch,
 ) -> None:
+    """One event of the general decoder into the columns; a restart notes the record it is at,
+    its step and how many histograms came before it (they belong to the segment it ends)."""
     for tag, value in event.scalars:
         columns.records.append(index)
         columns.tags.append(tag)
@@ -122,11 +130,11 @@ def _collect(
         columns.walls.append(event.wall_time)
         columns.values.append(value)
     if event.session_start:
-        restarts.append((index, event.step))
+        restarts.append((index, event.step, len(columns.histograms)))
     if event.hparams:
         batch.hparams.update(event.hparams)
     for tag, buckets in event.histograms:  # compressed here, outside the store's lock
-        batch.histograms.append((tag, histogram_point(event.step, event.wall_time, buckets)))
+        columns.histograms.append((tag, histogram_point(event.step, event.wall_time, buckets)))
 
 
 class _Timeline:
@@ -204,7 +212,7 @@ def _segments(
     fast: FastScalars,
     keep: npt.NDArray[np.bool_] | None,
     columns: _Columns,
-    restarts: list[tuple[int, int]],
+    restarts: list[tuple[int, int, int]],
 ) -> list[Segment]:
     # One id per distinct name. The fast path's ids are remapped rather than trusted to be
     # distinct names: were two of its tags equal as strings, ids and names would drift apart
@@ -234,16 +242,19 @@ def _segments(
         steps, walls, values = steps[order], walls[order], values[order]
         owned = True
     segments = []
-    lo = 0
-    for record, step in [*restarts, (None, None)]:
+    lo = h_lo = 0
+    ends = [*restarts, (None, None, len(columns.histograms))]
+    for record, step, h_hi in ends:
         hi = len(records) if record is None else int(np.searchsorted(records, record))
         part = slice(lo, hi)
         segments.append(
             Segment(
-                _by_tag(names, tag_ids[part], steps[part], walls[part], values[part], owned), step
+                _by_tag(names, tag_ids[part], steps[part], walls[part], values[part], owned),
+                step,
+                columns.histograms[h_lo:h_hi],
             )
         )
-        lo = hi
+        lo, h_lo = hi, h_hi
     return segments
 
 

@@ -65,7 +65,7 @@ class PlainFiles:
         after all (then `plugins` is as it was)."""
         before = dict(plugins)
         batch = Batch()
-        columns, restarts = _Columns(), list[tuple[int, int]]()
+        columns, restarts = _Columns(), list[tuple[int, int, int]]()
         for start, size in self._slow[self._slow_bounds[f] : self._slow_bounds[f + 1]]:
             try:
                 event = decode_event(bytes(raw[start : start + size]), plugins)
@@ -77,7 +77,7 @@ class PlainFiles:
                 plugins.clear()
                 plugins.update(before)
                 return None
-        batch.segments = [Segment(self._points.get(f, {}))]
+        batch.segments = [Segment(self._points.get(f, {}), None, columns.histograms)]
         batch.newest_wall_time = self._newest[f]
         return batch
 

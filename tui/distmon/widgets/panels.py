@@ -21,6 +21,7 @@ from distcore.alerts import Alert
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distcore.textsafe import terminal_text
+from distcore.wording import counted
 from distmon.widgets.hosts import gpus_title, render_hosts
 from distmon.widgets.view_model import main_run
 
@@ -67,7 +68,7 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
     lines = [
         Text.assemble(("job ", "bold"), terminal_text(job.name, 120), f"  [{job.status}]"),
         Text(f"path {terminal_text(job.directory, 160)}"),
-        Text(f"runs {parts}; {tags} tags; {files} files"),
+        Text(f"runs {parts}; {counted(tags, 'tag')}; {counted(files, 'file')}"),
     ]
     if main is not None and main.problems:
         problems = "; ".join(main.problems)
@@ -79,10 +80,10 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
         lines.append(Text("no run.json (not written by distagent)", style="dim"))
         return Text("\n").join(lines)
     batch = "–" if agent.global_batch_size is None else str(agent.global_batch_size)
-    replicas = "–" if agent.replicas is None else str(agent.replicas)
+    replicas = "– replicas" if agent.replicas is None else counted(agent.replicas, "replica")
     status = terminal_text(agent.status or "?", 20)
     step = "" if agent.last_step is None else f"; step {agent.last_step}"
-    lines.append(Text(f"distagent: {status}{step}; {replicas} replicas; global batch {batch}"))
+    lines.append(Text(f"distagent: {status}{step}; {replicas}; global batch {batch}"))
     lines.append(Text(f"learning rate {terminal_text(agent.learning_rate or '–', 120)}"))
     if agent.error:
         lines.append(Text(f"error: {terminal_text(agent.error, MESSAGE_LIMIT)}", style="red"))

@@ -211,7 +211,8 @@ def status_line(
 ) -> str:
     """The top line: where, how many jobs, the filter, the selection, then notes and errors."""
     count = f"{shown}/{total}" if pattern else str(total)
-    parts = [f"distmon  {terminal_text(', '.join(logdirs), 80)}", f"{count} jobs"]
+    noun = "job" if not pattern and total == 1 else "jobs"  # "2/5 jobs", "1 job"
+    parts = [f"distmon  {terminal_text(', '.join(logdirs), 80)}", f"{count} {noun}"]
     if pattern:
         parts.append(f"filter /{terminal_text(pattern, 40)}/")
     if selected:
