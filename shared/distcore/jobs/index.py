@@ -315,19 +315,23 @@ class JobIndex:
         found: list[Alert] = [*self._job_alerts, *host_alerts(hosts, now)]
         previous = self._latest.alerts if self._latest is not None else ()
         self.refreshes += 1
-        others = self._others()  # and the sampler's errors first
-        failing = others if self._telemetry is None else (self._telemetry, *others)
         return JobsSnapshot(
             generated_at=now,
             logdirs=self._logdirs,
             jobs=self._jobs,
             hosts=hosts,
             alerts=sort_alerts(keep_since(previous, found)),
-            errors=(*self.errors(), *errors_of(failing)),
-            problems=problems_of(others),
+            errors=self._gather_errors(),
+            problems=problems_of(self._others()),
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
             local_telemetry=telemetry,
         )
+
+    def _gather_errors(self) -> tuple[ProducerError, ...]:
+        """The index's own errors, then the sampler's, then the other producers'."""
+        others = self._others()
+        failing = others if self._telemetry is None else (self._telemetry, *others)
+        return (*self.errors(), *errors_of(failing))
 
     def _others(self) -> tuple[Producer, ...]:
         """The producers whose errors and problems the snapshot carries, in order."""
