@@ -19,14 +19,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
-	$(BIN)/mypy shared agent tui
+	$(BIN)/mypy shared agent tui bench
 	$(BIN)/pytest tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy shared agent tui
+	$(BIN)/mypy shared agent tui bench
 
 pytest: $(STAMP)
 	$(BIN)/pytest tests $(ARGS)
