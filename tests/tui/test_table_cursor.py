@@ -22,17 +22,16 @@ NAMES = [f"run{i:02}" for i in range(24)]  # written in order: the newest sort l
 
 
 def hold_the_read(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """The first read stops once its newest 4 runs have landed, until the event is set."""
-    gate, landed = threading.Event(), []
-    apply = watch.LogdirWatcher._apply
+    """The first read stops once its newest 4 runs are in the store and drawn (the watcher
+    waits for that draw anyway), until the event is set: the rest is not begun."""
+    gate = threading.Event()
+    wait = watch.LogdirWatcher._wait_for_the_draw
 
-    def held_apply(self: watch.LogdirWatcher, run: Any, path: Path, batch: Any) -> None:
-        apply(self, run, path, batch)
-        landed.append(run.name)
-        if len(landed) > 4:
-            gate.wait(TIMEOUT)
+    def held(self: watch.LogdirWatcher) -> None:
+        wait(self)
+        gate.wait(TIMEOUT)
 
-    monkeypatch.setattr(watch.LogdirWatcher, "_apply", held_apply)
+    monkeypatch.setattr(watch.LogdirWatcher, "_wait_for_the_draw", held)
     monkeypatch.setattr(watch, "FIRST_RUNS", 4)
     return gate
 
@@ -51,9 +50,10 @@ async def click_second_row(pilot: Any) -> None:
 
 async def read_held_then(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, act: Callable[[Any], Awaitable[None]]
-) -> tuple[list[str], dict[str, object]]:
-    """`act` on the rows of the newest runs; the rows then, and where the cursor is (its row,
-    its job, the charts' job, the scroll) once every run is listed."""
+) -> tuple[tuple[int, str | None], dict[str, object]]:
+    """`act` on the rows of the newest runs; the cursor's row and job right after it, and
+    where the cursor is (its row, its job, the charts' job, the scroll) once every run is
+    listed."""
     write_runs(tmp_path, NAMES)
     gate = hold_the_read(monkeypatch)
     app = app_over(tmp_path)
@@ -62,17 +62,16 @@ async def read_held_then(
         try:
             await until(
                 pilot,
-                lambda: "run23" in keys(app) and app.state.cursor_job == table.row_keys[0],
+                lambda: keys(app) == NAMES[-4:] and app.state.cursor_job == "run20",
                 "the newest rows, the cursor on the first",
             )
-            first = keys(app)
-            assert "run00" not in first  # the older runs come above them
             await act(pilot)
+            acted = (table.cursor_row, table.current_key)
         finally:
             gate.set()
         await until(pilot, lambda: keys(app) == NAMES, "every run listed")
         await pilot.pause()
-        return first, {
+        return acted, {
             "row": table.cursor_row, "key": table.current_key,
             "charts": app.state.cursor_job, "scroll": table.scroll_y,
         }  # fmt: skip
@@ -90,7 +89,7 @@ async def test_untouched_the_cursor_stays_on_the_first_row(
 async def test_once_moved_the_cursor_follows_the_chosen_job(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, act: Callable[[Any], Awaitable[None]]
 ) -> None:
-    first, cursor = await read_held_then(tmp_path, monkeypatch, act)
-    chosen = first[1]
+    (row, chosen), cursor = await read_held_then(tmp_path, monkeypatch, act)
+    assert row == 1 and chosen == "run21"
     assert cursor["key"] == cursor["charts"] == chosen
     assert cursor["row"] == NAMES.index(chosen) > 1  # moved down as runs landed above it
