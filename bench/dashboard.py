@@ -9,7 +9,7 @@
    80x24 and 160x48. `--long 10`: RSS at minute 1 and minute 10 of watching the writers.
 Targets: first screen < 1 s; <= 5% of one core while watching; memory flat.
 The job index's own cost per refresh: bench/dashboard_index.py.
-distmon runs as a user's install does, from byte-code caches (bench/installed.py).
+distmon runs as a user's install does, from byte-code caches (bench/_installed.py).
 
     python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
                               [--only first|watch|idle] [--long MINUTES]
@@ -37,7 +37,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import installed  # bench/ is not a package
+import _installed as installed  # bench/ is not a package
 
 CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-dashboard"))
 TAGS = ("loss", "accuracy", "learning_rate", "perf/examples_per_second", "perf/step_time_ms")

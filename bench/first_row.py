@@ -4,7 +4,7 @@ Each round starts `python -m distmon --no-gpu SWEEP` in tmux (160x48, bench/dash
 Terminal) once per checkout (PYTHONPATH on its shared/ and tui/), in turn, and measures the
 seconds until the first `lr-sweep-` row is on screen, with the CPU seconds the process had
 taken then (all threads, and the UI thread's). Every distmon runs as a user's install does,
-from byte-code caches (bench/installed.py): in a cache folder of this benchmark's own
+from byte-code caches (bench/_installed.py): in a cache folder of this benchmark's own
 (PYTHONPYCACHEPREFIX), filled by one untimed start per checkout, so that no checkout is written
 to. Medians over the rounds; CPU seconds are the fairer figure on a loaded machine, whose load
 average is printed with each round. Target (issue 20): first row within 1 s.
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import dashboard as dash  # bench/ is not a package
-import installed
+import _installed as installed  # bench/ is not a package
+import dashboard as dash
 import sweep
 
 

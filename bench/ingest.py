@@ -11,7 +11,7 @@ Loaders, each in a fresh process (its own peak RSS, nothing cached in Python):
   event_accumulator, tbparse   the Python readers (slow: --slow-repeats times only)
 Rounds alternate the loaders (A B C A B C ...), so machine load hits them alike; each figure
 is the median of --repeats rounds, with its spread, and each loader's ratio to rustboard.
-distmon_once runs as a user's install does, from byte-code caches (bench/installed.py).
+distmon_once runs as a user's install does, from byte-code caches (bench/_installed.py).
 
 Run: .venv/bin/python bench/ingest.py [--quick] [--repeats 3] [--cache DIR]
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import installed  # bench/ is not a package
+import _installed as installed  # bench/ is not a package
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-ingest"))
 LOADERS = ("rustboard", "distcore", "distmon_once", "event_accumulator", "tbparse")

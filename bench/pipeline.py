@@ -28,15 +28,43 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+if TYPE_CHECKING:  # distagent's imports bring TensorFlow: the children import it, not main()
+    from distagent.schema import JobConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_configs"
 TARGETS = {"latency_bound": 3.0, "input_bound": 1.5}
 IMAGES_CONFIG = SAMPLES / "images.toml"
 
+Pipeline = Literal["optimized", "naive"]
+Figure = Literal["examples_per_second", "first_batch_seconds", "cpu_cores"]
 
-def bench_once(config: Path, overrides: list[str], batches: int) -> dict[str, object]:
+
+class Timing(TypedDict):
+    """One pipeline's figures in `distagent bench-input --json` (its Timing, as a dict)."""
+
+    examples_per_second: float
+    batches_per_second: float
+    first_batch_seconds: float
+    total_seconds: float
+    cpu_cores: float
+
+
+class BenchInput(TypedDict):
+    """What `distagent bench-input --json` prints (distagent.commands.bench_input.bench)."""
+
+    config: str
+    batches: int
+    replicas: int
+    global_batch_size: int
+    optimized: Timing
+    naive: Timing
+    ratio: float
+
+
+def bench_once(config: Path, overrides: list[str], batches: int) -> BenchInput:
     command = [sys.executable, "-m", "distagent", "bench-input", str(config), "--json",
                "--batches", str(batches)]
     for item in overrides:
@@ -45,7 +73,7 @@ def bench_once(config: Path, overrides: list[str], batches: int) -> dict[str, ob
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{config.name}: bench-input failed:\n{done.stderr[-2000:]}")
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: BenchInput = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -73,6 +101,8 @@ def time_epochs(directory: str, optimize: bool) -> dict[str, float]:
                                f"data.optimize={str(optimize).lower()}", "data.read_latency_ms=0"])
     setup = resolve_strategy(cfg.strategy)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices)
+    if plan.train_examples is None:  # an epoch is what is timed: its size must be known
+        raise SystemExit(f"{IMAGES_CONFIG.name}: the image sample's size is unknown")
     steps = plan.train_examples // plan.global_batch_size
     _warm_up(cfg)
     start = time.perf_counter()
@@ -88,7 +118,7 @@ def time_epochs(directory: str, optimize: bool) -> dict[str, float]:
     return {"first_epoch": examples / first, "later_epochs": examples * LATER_EPOCHS / later}
 
 
-def _warm_up(cfg: Any) -> None:
+def _warm_up(cfg: JobConfig) -> None:
     """TensorFlow's one-off costs (the first tf.data iterator, the first image ops) before the
     clock starts, as `distagent bench-input` does, so neither pipeline is charged for them."""
     from distagent.data import open_source
@@ -140,8 +170,8 @@ def bench_images(workdir: Path, runs: int) -> bool:
     return ok
 
 
-def median_of(runs: list[dict[str, object]], name: str, key: str) -> float:
-    return statistics.median(float(r[name][key]) for r in runs)  # type: ignore[index]
+def median_of(runs: list[BenchInput], name: Pipeline, key: Figure) -> float:
+    return statistics.median(r[name][key] for r in runs)
 
 
 def main() -> int:
@@ -166,7 +196,7 @@ def main() -> int:
                 continue  # the image samples are timed by epoch, below
             overrides = tfrecord_files(Path(tmp)) if name == "tfrecord" else []
             runs = [bench_once(config, overrides, args.batches) for _ in range(args.runs)]
-            ratio = statistics.median(float(r["ratio"]) for r in runs)  # type: ignore[arg-type]
+            ratio = statistics.median(r["ratio"] for r in runs)
             target = TARGETS.get(name, 1.0)
             ok = ratio >= target
             failed |= not ok

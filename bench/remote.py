@@ -29,7 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' serve
 
 from distcore.events import LogdirWatcher, RunStore
 from distcore.remote import make_remote_producers, parse_source
+from distcore.remote.fsspec_logdir import FsspecLogdirReader
 from distcore.remote.spec import SshSpec
+from distcore.remote.ssh_logdir import SshLogdirReader
 from tests.core.events_helpers import record, scalar_event
 from tests.core.remote_servers import HOST_ALIAS, CountingProxy, Sshd, moto_server
 
@@ -53,7 +55,8 @@ def _image_record(step: int, size: int) -> bytes:
     return record(event.SerializeToString())
 
 
-def _grow(run: Path, step: int, nbytes: int, put: Callable[[Path, bytes], None]) -> None:
+def _grow(run: Path, step: int, nbytes: int, put: Callable[[Path, bytes], object]) -> None:
+    """`put` writes a file's new bytes (what it returns is not used)."""
     data = b"".join(_image_record(step + i, 100_000) for i in range(max(1, nbytes // 100_000)))
     data += record(scalar_event("loss", step, 1.0 / (step + 1), time.time()))
     put(run / "events.out.tfevents.1.bench", data)
@@ -179,7 +182,9 @@ def bench_bytes(
     s3r = make_remote_producers([parse_source("s3://bench/big")], s3_store)
     ssh.scan_once()
     s3r.scan_once()
-    conn = ssh.producers[0].connection  # type: ignore[attr-defined]
+    ssh_reader, s3_reader = ssh.producers[0], s3r.producers[0]
+    assert isinstance(ssh_reader, SshLogdirReader) and isinstance(s3_reader, FsspecLogdirReader)
+    conn = ssh_reader.connection
     grow = args.grow_mb * 1_000_000 // RUNS
 
     def put_both(p: Path, data: bytes) -> None:
@@ -206,9 +211,9 @@ def bench_bytes(
     whole_ssh = conn.bytes_received - before
     before = proxy.downstream
     t0 = time.perf_counter()
+    s3_fs = s3_reader._fs  # the reader's own filesystem: the same client and server
     for p in root.rglob("*tfevents*"):
-        s3r_fs = s3r.producers[0]._fs
-        s3r_fs.cat_file(f"bench/{p.relative_to(tmp)}")
+        s3_fs.cat_file(f"bench/{p.relative_to(tmp)}")
     t_get = time.perf_counter() - t0
     whole_s3 = proxy.downstream - before
     ssh.close()

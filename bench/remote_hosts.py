@@ -29,7 +29,7 @@ loaded 2-core machine). `--rc account` measures that case too.
 PYTHONPATH naming the one under test.
 
 The distmon processes (`--once`, `--serve`) run as a user's install does, from byte-code caches
-(bench/installed.py); the in-process dashboard is measured after its imports.
+(bench/_installed.py); the in-process dashboard is measured after its imports.
 
 Run: .venv/bin/python bench/remote_hosts.py [--hosts 100] [--rounds 3] [--window 20] [--rc clean]
 """
@@ -51,7 +51,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' server fixtures
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import installed
+import _installed as installed
 import psutil
 
 from tests.core.events_helpers import scalar_records

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _installed as installed
 import ingest  # bench/ is not a package: its helpers drive the same loaders
-import installed
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-sweep"))
 TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")

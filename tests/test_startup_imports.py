@@ -59,3 +59,55 @@ def test_numpy_loads_one_blas_thread_unless_told_otherwise(given: str | None, ke
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=env
     ).stdout
     assert out.strip().splitlines()[-1] == kept
+
+
+# What of NVML a start may load: distcore's NVML source and the library itself (nvidia-ml-py's
+# pynvml); and the simulated devices.
+NVML = {"distcore.telemetry.nvml", "pynvml"}
+SIMULATED = {"distcore.telemetry.simulated"}
+DASHBOARD = """
+import json, sys, time
+from distmon.cli import parse_options
+from distmon.producers import ProducerSet, make_producers
+options = parse_options(ARGS)
+made = make_producers(options)
+producers = ProducerSet(made, options)
+producers.start()
+deadline = time.monotonic() + 60  # bounds a failure only
+while made.telemetry.samples < 1 and time.monotonic() < deadline:
+    time.sleep(0.01)
+samples = made.telemetry.samples
+producers.close()
+print(json.dumps([sorted(sys.modules), samples]))
+"""
+ONCE = """
+import contextlib, io, json, sys
+from distmon.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    code = main(["--once", "--json", *ARGS])
+gpus = json.loads(out.getvalue())["gpus"]
+print(json.dumps([sorted(sys.modules), code == 0 and gpus["sampled_at"] is not None]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("probe", "flags", "loaded"),
+    [
+        (DASHBOARD, ["--no-gpu"], set()),
+        (ONCE, ["--no-gpu"], set()),
+        (DASHBOARD, ["--simulate-gpus", "2"], SIMULATED),
+        (DASHBOARD, [], NVML),  # the probe sees them: without --no-gpu NVML is asked
+    ],
+    ids=["dashboard-no-gpu", "once-no-gpu", "dashboard-simulated", "dashboard-nvml"],
+)
+def test_no_gpu_loads_nothing_of_nvml(
+    tmp_path: Path, probe: str, flags: list[str], loaded: set[str]
+) -> None:
+    """The GPU sources the flags do not ask for are never imported: the dashboard's producers
+    started until the sampler took a sample (or `--once`), in a fresh interpreter."""
+    code = probe.replace("ARGS", repr([*flags, str(tmp_path)]))
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    modules, sampled = json.loads(out.strip().splitlines()[-1])
+    assert sampled  # the telemetry was sampled
+    assert (NVML | SIMULATED) & set(modules) == loaded

@@ -7,9 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from distcore.telemetry.host import PsutilHostReader
-from distcore.telemetry.nvml import NvmlGpuSource
 from distcore.telemetry.samples import GpuDevice, GpuSource, GpuStatus, TelemetrySnapshot
-from distcore.telemetry.simulated import SimulatedGpuSource
 
 NO_GPU_REASON = "GPU sampling disabled (--no-gpu)"
 
@@ -61,12 +59,20 @@ def make_source(
     nvml: Any = None,
 ) -> TelemetrySource:
     """The source the flags ask for: simulated GPUs if `simulate_gpus` > 0 (NVML untouched),
-    none with `no_gpu`, else NVML (`nvml` injects a pynvml-like module)."""
+    none with `no_gpu`, else NVML (`nvml` injects a pynvml-like module).
+
+    Each kind's module is imported only when asked for: `--no-gpu` loads nothing of NVML
+    (neither distcore.telemetry.nvml nor pynvml) and no simulated devices
+    (tests/test_startup_imports.py checks it in a fresh interpreter)."""
     gpus: GpuSource
     if simulate_gpus > 0:
+        from distcore.telemetry.simulated import SimulatedGpuSource
+
         gpus = SimulatedGpuSource(simulate_gpus)
     elif no_gpu:
         gpus = DisabledGpuSource()
     else:
+        from distcore.telemetry.nvml import NvmlGpuSource
+
         gpus = NvmlGpuSource(nvml)
     return TelemetrySource(gpus, PsutilHostReader(pids) if host else None)

@@ -7,6 +7,9 @@ is on screen, kept per row and built again only when the row's signature (its ce
 selection) changes. Filling or reordering 10,000 jobs therefore costs the UI thread the rows
 in view, not the rows there are; the header stays on the first line and scrolls sideways with
 the rows.
+
+The cursor stays on the first row, whatever job a sweep's first read puts there, until the
+user moves it (a key, a click) or acts on its job; from then on it follows that job.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import contextlib
 from dataclasses import dataclass
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
@@ -103,10 +107,16 @@ class RunsTable(ScrollView, can_focus=True):
         self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
         self._header: Strip | None = None
         self._cursor = 0
+        # Set once the user moves the cursor (a key, a click) or acts on its job: until then it
+        # stays on the first row while a sweep's first read inserts jobs above it.
+        self._chosen = False
         self._hover: int | None = None  # the row under the mouse
         self._told: str | None = None  # the key last posted as highlighted
         self._built_width = -1  # the width the columns were laid out for
         self.renders = 0  # rows whose line was built: for tests and the benchmark
+        # The widget's rich style under every line, and what it was made from (_base_style).
+        self._base: tuple[tuple[int, ...], Style] | None = None
+        self.style_builds = 0  # times it was made: for tests and the benchmark
 
     # --- what the dashboard and the tests read ------------------------------------------------
 
@@ -158,9 +168,11 @@ class RunsTable(ScrollView, can_focus=True):
         self._longest = self._longest_name()
         self._lay_out()
         row = self._cursor  # where it is, when its job is gone
-        if current is not None:
+        if not self._chosen:
+            row = 0  # the top of the list, whatever job lands there
+        elif current is not None:
             with contextlib.suppress(ValueError):
-                row = self._keys.index(current)  # the cursor stays on its job
+                row = self._keys.index(current)  # the cursor stays on the job the user chose
         # Into view only when its job moved: a refresh keeps where the wheel scrolled to.
         self.move_cursor(row, scroll=row != self._cursor)
         self.refresh()
@@ -195,10 +207,28 @@ class RunsTable(ScrollView, can_focus=True):
 
     # --- drawing: only the lines in view -----------------------------------------------------
 
+    def notify_style_update(self) -> None:
+        """Textual's signal that the CSS applied here changed (a theme, a stylesheet, :focus)."""
+        self._base = None
+        super().notify_style_update()
+
+    def _base_style(self) -> Style:
+        """`rich_style`, made again only when a style it is made from changed.
+
+        `rich_style` walks every ancestor and blends their colours: 35 µs, most of a kept
+        line's cost when it ran for each line drawn. The key is each ancestor's styles' update
+        count, as Textual's own Widget.visual_style keys its cache, so that an inline style
+        set from code (which Textual does not signal) makes it again too."""
+        key = tuple(node.styles._cache_key for node in self.ancestors_with_self)
+        if self._base is None or self._base[0] != key:
+            self._base = (key, self.rich_style)
+            self.style_builds += 1
+        return self._base[1]
+
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         scroll_x, scroll_y = self.scroll_offset
-        base = self.rich_style
+        base = self._base_style()
         if y < HEADER:
             line = self._header_line()
             style = base + self.get_component_rich_style("runs-table--header")
@@ -254,6 +284,11 @@ class RunsTable(ScrollView, can_focus=True):
             self._told = key
             self.post_message(self.RowHighlighted(key))
 
+    def _move_by_user(self, row: int, *, scroll: bool = True) -> None:
+        """A key or a click moved the cursor: from now on it follows the job it is on."""
+        self._chosen = True
+        self.move_cursor(row, scroll=scroll)
+
     def _refresh_row(self, row: int) -> None:
         self.refresh_line(row + HEADER)
 
@@ -270,31 +305,31 @@ class RunsTable(ScrollView, can_focus=True):
 
     def action_cursor_down(self) -> None:
         self._set_hover(None)  # the keys drive: the mouse's faint row goes, as DataTable's
-        self.move_cursor(self._cursor + 1)
+        self._move_by_user(self._cursor + 1)
 
     def action_cursor_up(self) -> None:
         self._set_hover(None)
-        self.move_cursor(self._cursor - 1)
+        self._move_by_user(self._cursor - 1)
 
     def action_page_down(self) -> None:
         self._set_hover(None)
         self.scroll_to(y=self.scroll_y + self._page(), animate=False, force=True)
-        self.move_cursor(self._cursor + self._page(), scroll=False)
+        self._move_by_user(self._cursor + self._page(), scroll=False)
         self._scroll_to_cursor()
 
     def action_page_up(self) -> None:
         self._set_hover(None)
         self.scroll_to(y=self.scroll_y - self._page(), animate=False, force=True)
-        self.move_cursor(self._cursor - self._page(), scroll=False)
+        self._move_by_user(self._cursor - self._page(), scroll=False)
         self._scroll_to_cursor()
 
     def action_cursor_top(self) -> None:
         self._set_hover(None)
-        self.move_cursor(0)
+        self._move_by_user(0)
 
     def action_cursor_bottom(self) -> None:
         self._set_hover(None)
-        self.move_cursor(len(self._keys) - 1)
+        self._move_by_user(len(self._keys) - 1)
 
     def action_scroll_home(self) -> None:
         """home and end scroll sideways, as DataTable's row cursor does."""
@@ -314,7 +349,7 @@ class RunsTable(ScrollView, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         """A click on a row moves the cursor there (the header's line: nothing)."""
         if (row := self._row_at(event)) is not None:
-            self.move_cursor(row)
+            self._move_by_user(row)
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
         """The row under the mouse lit faintly, as DataTable's hover cursor."""
@@ -330,12 +365,16 @@ class RunsTable(ScrollView, can_focus=True):
                     self._refresh_row(old)
             self._hover = row
 
+    # Selecting or focusing the job under the cursor chooses it too: a second space must not
+    # land on whatever job a read put on the first row since.
     def action_toggle_select(self) -> None:
         if (key := self.current_key) is not None and not key.startswith("\x00"):
+            self._chosen = True
             self.post_message(self.ToggleSelect(key))
 
     def action_focus_job(self) -> None:
         if (key := self.current_key) is not None and not key.startswith("\x00"):
+            self._chosen = True
             self.post_message(self.FocusJob(key))
 
 

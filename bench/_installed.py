@@ -4,6 +4,9 @@ A developer's shell here sets PYTHONDONTWRITEBYTECODE=1, so a distmon started fr
 the project's ~100 modules from source on every start (0.3-0.5 s of CPU), which an installed
 distmon never does (pip writes the caches). The benchmarks start every measured distmon with
 `user_env()` and call `warm_caches()` once before their first measured round.
+
+A helper the benchmarks import, not a benchmark: `make bench` runs bench/[!_]*.py, so its
+leading underscore keeps it from being run as a script that does nothing.
 """
 
 from __future__ import annotations
