@@ -1,5 +1,5 @@
-"""The scheduler behind a job: run.json's `scheduler`, Slurm's answers parsed, the producer, and
-the alert when Slurm ended a job whose run.json still says running.
+"""The scheduler behind a job: run.json's `scheduler`, Slurm's answers parsed, and the alert
+when Slurm ended a job whose run.json still says running (test_slurm_states.py: the producer).
 
 Pure: the command outputs below are Slurm 22.05's real formats (captured from the suite's own
 slurmctld); tests/agent/test_slurm.py runs the real commands against a real cluster.
@@ -8,9 +8,6 @@ slurmctld); tests/agent/test_slurm.py runs the real commands against a real clus
 from __future__ import annotations
 
 import json
-import subprocess
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -29,7 +26,6 @@ from distcore.jobs.scheduler import (
     scheduler_ref_from,
     step_gone,
 )
-from distcore.jobs.slurm_states import SlurmStates
 from distcore.jobs.slurm_text import (
     normalize_state,
     parse_sacct,
@@ -40,38 +36,14 @@ from distcore.jobs.slurm_text import (
 )
 from distcore.jobs.snapshots import Job
 from distcore.textsafe import json_safe
-
-SQUEUE = """4|CANCELLED|Priority|2026-12-01T11:48:41
-2|COMPLETED|None|2026-12-01T11:48:40
-3|PENDING|Resources|NONE
-1|RUNNING|None|NONE
-"""
-SCONTROL_ONELINER = (
-    "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 "
-    "Nice=0 Account=(null) QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 "
-    "Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:07 TimeLimit=UNLIMITED\n"
-    "JobId=3 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901757 "
-    "Nice=0 Account=(null) QOS=(null) JobState=PENDING Reason=Resources Dependency=(null)\n"
+from tests.core.slurm_outputs import (
+    ENDED,
+    SACCT,
+    SCONTROL_BLOCKS,
+    SCONTROL_ONELINER,
+    SQUEUE,
+    SQUEUE_STEPS,
 )
-SCONTROL_BLOCKS = """JobId=3 JobName=wrap
-   UserId=root(0) GroupId=root(0) MCS_label=N/A
-   Priority=4294901757 Nice=0 Account=(null) QOS=(null)
-   JobState=TIMEOUT Reason=TimeLimit Dependency=(null)
-   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0
-
-JobId=7 JobName=train
-   JobState=NODE_FAIL Reason=NodeDown Dependency=(null)
-   StartTime=2026-12-01T11:48:38 EndTime=2026-12-01T11:48:40 Deadline=N/A
-"""
-SACCT = ("12|CANCELLED by 0|2026-12-01T11:48:40\n13|COMPLETED|2026-12-01T11:48:40\n"
-         "14|OUT_OF_MEMORY|2026-12-01T11:48:40\n15|RUNNING|Unknown\n16|CANCELLED+|Unknown\n")
-ENDED = "2026-12-01T11:48:40"
-# `squeue --noheader --steps --format=%i --jobs=1,2` with job 1's batch script and step 0
-# running, and job 2 a batch script whose srun step 0 ended (captured from the suite's cluster).
-SQUEUE_STEPS = "1.0\n1.batch\n2.batch\n"
-# What this machine's sacct answers without slurmdbd (exit 1), and its parsable2 format where a
-# database answers (JobIDRaw|State, one line per allocation).
-SACCT_DISABLED = "Slurm accounting storage is disabled\n"
 
 
 @pytest.mark.parametrize(
@@ -304,136 +276,3 @@ def test_a_gone_step_of_a_running_job_is_agent_died(status: str, alerted: bool) 
     if died:
         assert died[0].severity == "critical"
         assert "Slurm job 2 is RUNNING but its step 0, which ran distagent" in died[0].message
-
-
-class Commands:
-    """Slurm's commands as the producer sees them: argv in, CompletedProcess out."""
-
-    def __init__(self, answers: dict[str, tuple[int, str, str]], have: Sequence[str]) -> None:
-        self.answers, self.have = answers, set(have)
-        self.calls: list[list[str]] = []
-
-    def which(self, name: str) -> str | None:
-        return f"/usr/bin/{name}" if name in self.have else None
-
-    def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        self.calls.append(list(argv))
-        steps = "squeue --steps"
-        key = steps if "--steps" in argv and steps in self.answers else argv[0]
-        code, out, err = self.answers[key]
-        return subprocess.CompletedProcess(list(argv), code, out, err)
-
-
-def test_one_squeue_for_all_jobs_then_sacct_for_the_forgotten() -> None:
-    cmds = Commands({"squeue": (0, SQUEUE, ""), "sacct": (0, SACCT, ""),
-                     "squeue --steps": (0, SQUEUE_STEPS, "")}, have=("squeue", "sacct"))
-    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: 1000.0)
-    assert states.query_once() is False and cmds.calls == []  # nothing followed: nothing asked
-    states.track(["1", "3", "12", "bad id"])
-    assert states.query_once()
-    assert [c[0] for c in cmds.calls] == ["squeue", "sacct", "squeue"]
-    assert "--jobs=1,3,12" in cmds.calls[0] and "--jobs=12" in cmds.calls[1]
-    assert "--steps" in cmds.calls[2] and "--jobs=1" in cmds.calls[2]  # the running one only
-    found = states.states()
-    assert {j: s.state for j, s in found.items()} == {
-        "1": "RUNNING", "3": "PENDING", "12": "CANCELLED"}
-    assert found["1"].steps == {"0", "batch"} and found["1"].steps_at == 1000.0
-    assert found["3"].steps is None and found["3"].ended_at is None
-    assert found["12"].ended_at is not None  # sacct's End
-    assert states.errors() == ()
-
-
-def test_a_failed_step_listing_is_no_evidence() -> None:
-    cmds = Commands({"squeue": (0, SQUEUE, ""),
-                     "squeue --steps": (1, "", "slurm_load_jobs error: Socket timed out\n")},
-                    have=("squeue",))
-    states = SlurmStates(runner=cmds.run, which=cmds.which)
-    states.track(["1"])
-    states.query_once()
-    assert states.states()["1"].steps is None
-    assert not step_gone(states.states()["1"], "0", 0.0)
-
-
-@pytest.mark.parametrize(
-    ("answers", "error"),
-    [
-        ({"squeue": (1, "", "slurm_load_jobs error: Invalid job id specified\n")}, None),
-        ({"squeue": (1, "", "slurm_load_jobs error: Unable to contact slurm controller\n")},
-         "squeue exited 1: slurm_load_jobs error: Unable to contact slurm controller"),
-    ],
-)
-def test_controller_errors(answers: dict[str, tuple[int, str, str]], error: str | None) -> None:
-    cmds = Commands({**answers, "sacct": (1, "", SACCT_DISABLED)},
-                    have=("squeue", "sacct"))
-    states = SlurmStates(runner=cmds.run, which=cmds.which)
-    states.track(["5"])
-    states.query_once()
-    states.query_once()
-    assert states.states() == {}
-    assert [e.message for e in states.errors()] == ([error] if error else [])
-    assert sum(c[0] == "sacct" for c in cmds.calls) == 1  # no accounting database: asked once
-
-
-def test_scontrol_when_squeue_is_missing_and_nothing_without_slurm() -> None:
-    cmds = Commands({"scontrol": (0, SCONTROL_ONELINER, "")}, have=("scontrol",))
-    states = SlurmStates(runner=cmds.run, which=cmds.which)
-    states.track(["3"])
-    states.query_once()
-    assert {j: s.state for j, s in states.states().items()} == {"3": "PENDING"}
-    none = Commands({}, have=())
-    quiet = SlurmStates(runner=none.run, which=none.which)
-    quiet.track(["3"])
-    quiet.query_once()
-    assert none.calls == [] and quiet.states() == {} and quiet.errors() == ()
-
-
-def test_a_hung_squeue_is_an_error_not_a_hang() -> None:
-    def hung(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        raise subprocess.TimeoutExpired(list(argv), 10.0)
-
-    states = SlurmStates(runner=hung, which=lambda name: name)
-    states.track(["1"])
-    states.query_once()
-    assert "gave no answer" in states.errors()[0].message
-
-
-def test_thread_asks_when_a_new_job_appears_and_closes() -> None:
-    asked = threading.Event()
-    cmds = Commands({"squeue": (0, SQUEUE, "")}, have=("squeue",))
-
-    def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        asked.set()
-        return cmds.run(argv)
-
-    states = SlurmStates(interval=3600.0, runner=run, which=cmds.which)
-    states.start()
-    try:
-        states.track(["1"])  # new: wakes the thread long before its interval
-        assert asked.wait(10.0)
-    finally:
-        states.close()
-    assert states.states()["1"].state == "RUNNING"
-
-
-def test_listings_and_first_heard_ends_are_remembered_across_queries() -> None:
-    """The producer keeps each running job's recent step listings (so that absence over 30 s
-    can be told) and, where Slurm gives no end time, when it first heard of the end."""
-    now = [1000.0]
-    answers = {"squeue": (0, "1|RUNNING|None|NONE\n", ""),
-               "squeue --steps": (0, "1.batch\n", "")}
-    cmds = Commands(answers, have=("squeue",))
-    states = SlurmStates(runner=cmds.run, which=cmds.which, clock=lambda: now[0])
-    states.track(["1"])
-    for at in (1000.0, 1015.0, 1031.0):
-        now[0] = at
-        states.query_once()
-    state = states.states()["1"]
-    assert [at for at, _ in state.listings] == [1000.0, 1015.0, 1031.0]
-    assert step_gone(state, "0", 900.0) and not step_gone(state, "batch", 900.0)
-    answers["squeue"] = (0, "1|FAILED|NonZeroExitCode|Unknown\n", "")
-    for at in (1040.0, 1080.0):
-        now[0] = at
-        states.query_once()
-    state = states.states()["1"]
-    assert state.ended_at == 1040.0 and state.listings == ()
-    assert ended_long_enough(state, 1080.0) and not ended_long_enough(state, 1060.0)
