@@ -24,7 +24,6 @@ import os
 import shutil
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -38,9 +37,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _installed as installed  # bench/ is not a package
+from _logdir import ensure_logdir
 
-CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-dashboard"))
-TAGS = ("loss", "accuracy", "learning_rate", "perf/examples_per_second", "perf/step_time_ms")
 WRITER = """
 import math, sys, time
 from tensorboardX import SummaryWriter
@@ -52,68 +50,6 @@ while True:
     next_at += 0.1
     time.sleep(max(0.0, next_at - time.monotonic()))
 """
-
-
-# ---- the big logdir: records framed and encoded directly (fast enough for 10M points) ----
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _record(data: bytes, masked_crc: Callable[[bytes], int]) -> bytes:
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
-
-
-def _scalar_event(tag: bytes, value: float, step: int, wall: float) -> bytes:
-    """Event{wall_time, step, summary{value{tag, simple_value}}} as tensorboardX writes it."""
-    val = b"\x0a" + _varint(len(tag)) + tag + b"\x15" + struct.pack("<f", value)
-    summary = b"\x0a" + _varint(len(val)) + val
-    return (
-        b"\x09"
-        + struct.pack("<d", wall)
-        + b"\x10"
-        + _varint(step)
-        + b"\x2a"
-        + _varint(len(summary))
-        + summary
-    )
-
-
-def generate(root: Path, runs: int, steps: int) -> None:
-    from distcore.tfrecord.crc import masked_crc
-
-    version = b"\x09" + struct.pack("<d", 1.7e9) + b"\x1a\x0dbrain.Event:2"
-    for run in range(runs):
-        run_dir = root / f"exp{run // 2:03d}" / ("train" if run % 2 == 0 else "validation")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        chunks = [_record(version, masked_crc)]
-        for step in range(steps):
-            wall = 1.7e9 + step * 0.5
-            for i, tag in enumerate(TAGS):
-                value = 1.0 / (1 + step * 0.01) + i
-                chunks.append(_record(_scalar_event(tag.encode(), value, step, wall), masked_crc))
-        (run_dir / f"events.out.tfevents.{1_700_000_000 + run}.bench").write_bytes(b"".join(chunks))
-
-
-def ensure_logdir(runs: int, points: int) -> Path:
-    steps = points // (runs * len(TAGS))
-    root = CACHE / f"{runs}runs-{steps}steps"
-    if not (root / ".complete").exists():
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        print(f"generating {root} ({runs * steps * len(TAGS):,} points) ...", flush=True)
-        began = time.perf_counter()
-        generate(root, runs, steps)
-        (root / ".complete").write_text("ok\n")
-        print(f"  done in {time.perf_counter() - began:.0f} s", flush=True)
-    return root
 
 
 # ---- distmon in a terminal ----

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dashboard import CACHE, TAGS, _record, _scalar_event, generate
+from _logdir import CACHE, TAGS, generate, record, scalar_event
 
 from distcore.alerts import Alert
 from distcore.alerts.cadence import run_stalled
@@ -77,7 +77,7 @@ def append_points(root: Path, runs: int, step: int) -> None:
 
     for path in sorted(root.rglob("*tfevents*"))[:runs]:
         chunk = b"".join(
-            _record(_scalar_event(t.encode(), 0.1, step, time.time()), masked_crc) for t in TAGS
+            record(scalar_event(t.encode(), 0.1, step, time.time()), masked_crc) for t in TAGS
         )
         with open(path, "ab") as f:
             f.write(chunk)
