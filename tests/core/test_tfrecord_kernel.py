@@ -269,3 +269,19 @@ def test_setup_builds_every_kernel_source() -> None:
     package = root / "shared" / "distcore" / "tfrecord"
     assert sorted(listed) == sorted(p.name for p in package.glob("_kernel*.c"))
     assert (package / "_kernel.h").is_file()
+
+
+def test_the_built_kernel_exports_only_its_init() -> None:
+    """The seven sources share `kernel_*` helpers, hidden from the dynamic symbol table: a name
+    exported from one extension can bind to another extension's same-named symbol."""
+    import shutil
+
+    compiled = kernel.ACTIVE
+    nm = shutil.which("nm")
+    if compiled is None or nm is None:
+        pytest.skip("needs the built kernel and nm (binutils; `pip install -e .` builds it)")
+    listing = subprocess.run([nm, "-D", "--defined-only", compiled.__file__],
+                             capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in listing.splitlines()
+                if line.split() and line.split()[-2] in {"T", "D", "B", "R"}}
+    assert exported == {"PyInit__kernel"}
