@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from distcore.events import watch
+from distcore.events import first_read, watch
 from distmon.widgets.runs import RunsTable
 from tests.tui.test_table_keys import TIMEOUT, app_over, keys, until
 from tests.tui.test_table_scale import write_runs
@@ -32,7 +32,7 @@ def hold_the_read(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
         gate.wait(TIMEOUT)
 
     monkeypatch.setattr(watch.LogdirWatcher, "_wait_for_the_draw", held)
-    monkeypatch.setattr(watch, "FIRST_RUNS", 4)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 4)
     return gate
 
 
