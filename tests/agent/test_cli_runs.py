@@ -116,7 +116,10 @@ def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
 def test_detach_status_and_stop(tmp_path: Path) -> None:
     run_dir = tmp_path / "bg"
     detached = subprocess.run(
-        agent("start", str(QUICKSTART), *overrides(tmp_path, "bg"), "--detach"),
+        # Epochs enough to outlast `status` and `stop` (two Python starts, seconds each under
+        # load): with the usual 120 steps the job could finish first and read "finished".
+        agent("start", str(QUICKSTART), *overrides(tmp_path, "bg"), "--set", "train.epochs=1000",
+              "--detach"),
         capture_output=True, text=True, env=ENV, timeout=180,
     )
     assert detached.returncode == 0, detached.stderr
