@@ -69,3 +69,10 @@ def _last_highest(values: F64, starts: I64, sizes: I64) -> I64:
     found = np.full(len(starts), -1, dtype=np.int64)
     found[seg[lasts]] = hit[lasts]
     return found
+
+
+def stretch_share(step: int, prev: int, here: int) -> float:
+    """How much of a thinned stretch lies before `step`: the kept point at `here` stands for
+    the points read since the one kept at `prev`, and a purge from `step` (prev < step <= here)
+    keeps their share before it, pro rata by step (what was thinned cannot be counted)."""
+    return min(1.0, max(0.0, (step - prev - 1) / max(1, here - prev - 1)))

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 import distcore.tfrecord.kernel as kernel
-from distcore.events.decimate import keep_indices
+from distcore.events.decimate import keep_indices, stretch_share
 from distcore.events.snapshots import Column, Series
 
 I64 = npt.NDArray[np.int64]
@@ -150,8 +150,7 @@ class SeriesBuffer:
         if 0 < cut < len(self.steps) and self.weights[cut] > 1:
             # The first dropped point stood for a stretch; the part before `step` stays.
             prev, here = int(self.steps[cut - 1]), int(self.steps[cut])
-            share = min(1.0, max(0.0, (step - prev - 1) / max(1, here - prev - 1)))
-            removed -= round(int(self.weights[cut] - 1) * share)
+            removed -= round(int(self.weights[cut] - 1) * stretch_share(step, prev, here))
         self.count -= removed
         self.steps, self.values = self.steps[:cut], self.values[:cut]
         self.walls, self.weights = self.walls[:cut], self.weights[:cut]

@@ -20,6 +20,7 @@ import bisect
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from distcore.events.decimate import stretch_share
 from distcore.histograms.records import HistogramPoint, HistogramSeries
 
 
@@ -56,8 +57,7 @@ class HistogramStore:
         if cut > 0 and weights[cut] > 1:
             # The first dropped point stood for a thinned stretch; its part before `step` stays.
             prev, here = kept[cut - 1].step, kept[cut].step
-            share = min(1.0, max(0.0, (step - prev - 1) / max(1, here - prev - 1)))
-            weights[cut - 1] += round((weights[cut] - 1) * share)
+            weights[cut - 1] += round((weights[cut] - 1) * stretch_share(step, prev, here))
         del kept[cut:], weights[cut:]
 
     def clear(self) -> None:

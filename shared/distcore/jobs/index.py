@@ -185,7 +185,7 @@ class JobIndex:
         """What the front ends show while refreshing fails: the last rows (none before the
         first), with the errors as they are now, the index's own first: shown, not only
         logged, however long the failure lasts."""
-        base = latest or JobsSnapshot(time.time(), self._logdirs, (), (), ())
+        base = latest or JobsSnapshot(self._clock(), self._logdirs, (), (), ())
         return dataclasses.replace(base, errors=self._gather_errors())
 
     def _publish(self, snap: JobsSnapshot) -> None:
