@@ -206,3 +206,18 @@ def terminal_safe(value: Any, limit: int | None = None) -> Any:
     if isinstance(value, list | tuple):
         return [terminal_safe(v, limit) for v in value]
     return value
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula (or, for tab and CR,
+# may drop them and read what follows as one): OWASP's "CSV injection".
+_FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """A string cell for CSV that a spreadsheet shows as text and never runs.
+
+    As OWASP advises, a cell that starts like a formula gets a leading `'`. A cell that
+    already starts with `'` gets one too, so two distinct cells never become equal ("=1" and
+    "'=1" are written "'=1" and "''=1"). Numbers distmon writes itself are not strings and
+    are never prefixed; ordinary text is unchanged."""
+    return "'" + text if text.startswith((*_FORMULA_STARTS, "'")) else text

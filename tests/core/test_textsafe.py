@@ -18,6 +18,7 @@ from distcore.textsafe import (
     json_float,
     json_safe,
     json_text,
+    spreadsheet_cell,
     terminal_safe,
     terminal_text,
 )
@@ -174,3 +175,29 @@ def test_json_names_fast_path_changes_nothing(names: list[str]) -> None:
 
     ours, reference = json_names(names), _reference_json_names(names)
     assert ours == reference and list(ours) == list(reference)
+
+
+@pytest.mark.parametrize(
+    ("cell", "written"),
+    [
+        ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"),
+        ("+1+2", "'+1+2"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tcmd", "'\tcmd"),
+        ("\rcmd", "'\rcmd"),
+        ("'=1", "''=1"),  # stays apart from "=1"
+        ("run-1", "run-1"),
+        ("lr=0.1", "lr=0.1"),
+        ("", ""),
+    ],
+)
+def test_spreadsheet_cell(cell: str, written: str) -> None:
+    assert spreadsheet_cell(cell) == written
+
+
+@given(st.text(), st.text())
+def test_spreadsheet_cells_stay_distinct_and_never_start_a_formula(a: str, b: str) -> None:
+    cell = spreadsheet_cell(a)
+    assert not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+    assert (spreadsheet_cell(a) == spreadsheet_cell(b)) == (a == b)

@@ -91,3 +91,29 @@ def test_generated_filters_and_sorts_exit_0_or_one_line_2(
         assert rows[0][0] == "job" and len(rows) <= 1 + len(HOSTILE_NAMES)
     else:
         assert code == 2 and not out and err.count("\n") == 1 and not CONTROL & set(err)
+
+
+def test_formula_cells_reach_a_spreadsheet_as_text(tmp_path: Path) -> None:
+    """Run names, tags and hparams that start like a formula are written with a leading `'`
+    in --csv and --points (OWASP's CSV injection), through a real process."""
+    evil = '=HYPERLINK("http://x","y")'
+    run = tmp_path / "-2+3"
+    write_run(run, [Point(b"@SUM(A1)", s, 0.5, 1000.0 + s, "simple") for s in range(2)])
+    write_hparams(run / "1712345678.5", {"+cmd": evil, "lr": 0.1})
+    table = subprocess.run(
+        [sys.executable, "-m", "distmon", "--once", "--csv", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    header, row = list(csv.reader(io.StringIO(table.stdout)))
+    cells = dict(zip(header, row, strict=True))
+    assert cells["'+cmd"] == "'" + evil and cells["job"].startswith("'-2+3")
+    assert cells["lr"] == "0.1"  # numbers are distmon's own: never prefixed
+    points = subprocess.run(
+        [sys.executable, "-m", "distmon", "--once", "--points", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert points.returncode == 0, points.stderr
+    rows = list(csv.reader(io.StringIO(points.stdout)))[1:]
+    assert rows and all(r[0].startswith("'-2+3") and r[1] == "'@SUM(A1)" for r in rows)
+    assert not any(cell.startswith(("=", "+", "-", "@")) for r in rows for cell in r)

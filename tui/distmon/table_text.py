@@ -5,7 +5,9 @@ escaped (distcore.textsafe) and each column fits its widest cell, up to a bound;
 header row and the job's name first. Numbers in CSV are written exactly (`repr` of the double:
 reading them back gives the same value); strings from the logdir have their control
 characters and undecodable bytes escaped as in the text report (`\\n`, `\\x1b`, `\\xff`), so
-neither a terminal nor a spreadsheet acts on them; ordinary names are unchanged.
+neither a terminal nor a spreadsheet acts on them, and a string cell that starts like a
+formula (`=`, `+`, `-`, `@`) gets a leading `'` (distcore.textsafe.spreadsheet_cell); ordinary
+names are unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from distcore.table import (
     select_rows,
     sort_rows,
 )
-from distcore.textsafe import terminal_text
+from distcore.textsafe import spreadsheet_cell, terminal_text
 from distmon.options import Options
 
 NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
@@ -100,7 +102,7 @@ def exact_value(value: object) -> str:
         return repr(value) if math.isfinite(value) else str(value)
     if isinstance(value, int):
         return str(value)
-    return terminal_text(str(value))
+    return spreadsheet_cell(terminal_text(str(value)))
 
 
 def render_table_text(table: ComparisonTable, out: TextIO) -> None:
@@ -132,7 +134,7 @@ def render_table_text(table: ComparisonTable, out: TextIO) -> None:
 
 def render_table_csv(table: ComparisonTable, out: TextIO) -> None:
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([terminal_text(c) for c in table.columns])
+    writer.writerow([spreadsheet_cell(terminal_text(c)) for c in table.columns])
     for row in table.rows:
         writer.writerow([exact_value(row.get(c)) for c in table.columns])
 
@@ -143,9 +145,9 @@ def render_points_csv(snap: JobsSnapshot, out: TextIO) -> None:
     writer.writerow(POINTS_HEADER)
     for job in snap.jobs:
         for run in job.parts.values():
-            name = terminal_text(run.name)
+            name = spreadsheet_cell(terminal_text(run.name))
             for tag, series in run.scalars.items():
-                writer.writerows(_points(name, terminal_text(tag), series))
+                writer.writerows(_points(name, spreadsheet_cell(terminal_text(tag)), series))
 
 
 def _points(run: str, tag: str, series: Series) -> Iterable[tuple[str, str, str, str, str]]:
