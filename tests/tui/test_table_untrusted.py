@@ -117,3 +117,33 @@ def test_formula_cells_reach_a_spreadsheet_as_text(tmp_path: Path) -> None:
     rows = list(csv.reader(io.StringIO(points.stdout)))[1:]
     assert rows and all(r[0].startswith("'-2+3") and r[1] == "'@SUM(A1)" for r in rows)
     assert not any(cell.startswith(("=", "+", "-", "@")) for r in rows for cell in r)
+
+
+def test_names_that_print_alike_stay_apart_in_every_export(tmp_path: Path) -> None:
+    """A run named with the byte 0xFF and one named with the text `\\xff` print alike; the
+    table, the CSV and --points keep them two, by the text report's ` #2` rule."""
+    byte_run = Path(os.fsdecode(bytes(tmp_path) + b"/x\xff"))
+    text_run = tmp_path / "x\\xff"
+    for run, value in ((byte_run, 1.0), (text_run, 2.0)):
+        write_run(run, [Point(b"loss", s, value, 1000.0 + s, "simple") for s in range(3)])
+    code, out, _ = cli("--csv", tmp_path)
+    jobs = [row["job"] for row in csv.DictReader(io.StringIO(out))]
+    assert code == 0 and len(jobs) == 2 and len(set(jobs)) == 2, jobs
+    assert {j.split("/")[-1] for j in jobs} <= {"x\\xff", "x\\xff #2"}
+    code, out, _ = cli("--table", tmp_path)
+    body = out.splitlines()[1:]
+    assert code == 0 and len(body) == 2 and sum("x\\xff #2 " in line for line in body) == 1
+    code, out, _ = cli("--points", tmp_path)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    by_run: dict[str, set[str]] = {}
+    for row in rows:
+        by_run.setdefault(row["run"], set()).add(row["value"])
+    assert code == 0 and len(by_run) == 2 and sorted(map(len, by_run.values())) == [1, 1]
+
+
+def test_a_filter_on_a_misspelled_column_is_an_error_like_a_sort(tmp_path: Path) -> None:
+    write_run(tmp_path / "a", [Point(b"loss", s, 1.0, 1000.0 + s, "simple") for s in range(2)])
+    for flag in ("--filter", "--sort"):
+        code, out, err = cli("--table", flag, "los>1" if flag == "--filter" else "los", tmp_path)
+        assert code == 2 and not out, (flag, out, err)
+        assert f"{flag}: no column 'los'" in err and "loss" in err and len(err.splitlines()) == 1

@@ -31,7 +31,7 @@ from distcore.table import (
     select_rows,
     sort_rows,
 )
-from distcore.textsafe import spreadsheet_cell, terminal_text
+from distcore.textsafe import shown_names, spreadsheet_cell, terminal_text
 from distmon.options import Options
 
 NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
@@ -69,7 +69,13 @@ def table_of(snap: JobsSnapshot, options: Options) -> ComparisonTable:
     table = build_table(compare_row(job) for job in snap.jobs)
     rows: Sequence[CompareRow] = table.rows
     if options.filter:
-        rows = select_rows(rows, parse_filter(options.filter))
+        conditions = parse_filter(options.filter)
+        for condition in conditions:
+            if table.rows and condition.column not in table.columns:
+                raise DistmonError(
+                    f"--filter: no column {terminal_text(condition.column, 80)!r} ({_known(table)})"
+                )
+        rows = select_rows(rows, conditions)
     if options.sort:
         column, reverse = parse_sort(options.sort)
         if table.rows and column not in table.columns:
@@ -108,8 +114,9 @@ def exact_value(value: object) -> str:
 def render_table_text(table: ComparisonTable, out: TextIO) -> None:
     columns = table.columns
     header = [terminal_text(c, HEADER_WIDTH) for c in columns]
+    jobs = shown_names((r.name for r in table.rows), NAME_WIDTH)
     body = [
-        [terminal_text(shown_value(r.get(c)), NAME_WIDTH if c == "job" else CELL_WIDTH)
+        [jobs[r.name] if c == "job" else terminal_text(shown_value(r.get(c)), CELL_WIDTH)
          for c in columns]
         for r in table.rows
     ]  # fmt: skip
@@ -135,19 +142,24 @@ def render_table_text(table: ComparisonTable, out: TextIO) -> None:
 def render_table_csv(table: ComparisonTable, out: TextIO) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([spreadsheet_cell(terminal_text(c)) for c in table.columns])
+    jobs = shown_names(row.name for row in table.rows)
     for row in table.rows:
-        writer.writerow([exact_value(row.get(c)) for c in table.columns])
+        writer.writerow(
+            [spreadsheet_cell(jobs[row.name]) if c == "job" else exact_value(row.get(c))
+             for c in table.columns]
+        )  # fmt: skip
 
 
 def render_points_csv(snap: JobsSnapshot, out: TextIO) -> None:
     """Every kept point of every run and tag: run,tag,step,wall_time,value."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(POINTS_HEADER)
-    for job in snap.jobs:
-        for run in job.parts.values():
-            name = spreadsheet_cell(terminal_text(run.name))
-            for tag, series in run.scalars.items():
-                writer.writerows(_points(name, spreadsheet_cell(terminal_text(tag)), series))
+    runs = [run for job in snap.jobs for run in job.parts.values()]
+    shown = shown_names(run.name for run in runs)  # names that print alike stay apart
+    for run in runs:
+        name = spreadsheet_cell(shown[run.name])
+        for tag, series in run.scalars.items():
+            writer.writerows(_points(name, spreadsheet_cell(terminal_text(tag)), series))
 
 
 def _points(run: str, tag: str, series: Series) -> Iterable[tuple[str, str, str, str, str]]:
