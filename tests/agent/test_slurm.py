@@ -276,7 +276,7 @@ def test_the_real_commands_without_accounting(slurm: SlurmCluster) -> None:
     asked: list[str] = []
 
     def runner(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        asked.append(argv[0])
+        asked.append(Path(argv[0]).name)
         return slurm.run(*argv, check=False, timeout=COMMAND_TIMEOUT_SECONDS)
 
     states = SlurmStates(runner=runner)

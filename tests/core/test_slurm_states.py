@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from distcore.jobs.scheduler import (
     ended_long_enough,
     step_gone,
 )
-from distcore.jobs.slurm_states import SlurmStates
+from distcore.jobs.slurm_states import SlurmStates, find_command, trusted_path, whole_lines
 from tests.core.slurm_outputs import SACCT, SACCT_DISABLED, SCONTROL_ONELINER, SQUEUE, SQUEUE_STEPS
 
 
@@ -30,9 +31,10 @@ class Commands:
         return f"/usr/bin/{name}" if name in self.have else None
 
     def run(self, argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        self.calls.append(list(argv))
+        assert Path(argv[0]).is_absolute(), argv  # the path `which` found, never a bare name
+        self.calls.append([Path(argv[0]).name, *argv[1:]])
         steps = "squeue --steps"
-        key = steps if "--steps" in argv and steps in self.answers else argv[0]
+        key = steps if "--steps" in argv and steps in self.answers else Path(argv[0]).name
         code, out, err = self.answers[key]
         return subprocess.CompletedProcess(list(argv), code, out, err)
 
@@ -104,7 +106,7 @@ def test_a_hung_squeue_is_an_error_not_a_hang() -> None:
     def hung(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
         raise subprocess.TimeoutExpired(list(argv), 10.0)
 
-    states = SlurmStates(runner=hung, which=lambda name: name)
+    states = SlurmStates(runner=hung, which=lambda name: f"/usr/bin/{name}")
     states.track(["1"])
     states.query_once()
     assert "gave no answer" in states.errors()[0].message
@@ -150,3 +152,66 @@ def test_listings_and_first_heard_ends_are_remembered_across_queries() -> None:
     state = states.states()["1"]
     assert state.ended_at == 1040.0 and state.listings == ()
     assert ended_long_enough(state, 1080.0) and not ended_long_enough(state, 1060.0)
+
+
+@pytest.mark.parametrize(("path", "trusted"), [
+    (None, ""),
+    ("", ""),
+    (":/usr/bin", "/usr/bin"),
+    ("/usr/bin:", "/usr/bin"),
+    ("/bin::/usr/bin", "/bin:/usr/bin"),
+    (".:/usr/bin", "/usr/bin"),
+    ("bin:./tools:/opt/slurm/bin", "/opt/slurm/bin"),
+    ("/opt/slurm/bin:/usr/bin", "/opt/slurm/bin:/usr/bin"),
+    (":.:", ""),
+])
+def test_trusted_path_keeps_only_absolute_elements(path: str | None, trusted: str) -> None:
+    assert trusted_path(path) == trusted
+
+
+@pytest.mark.parametrize(("text", "max_lines", "kept"), [
+    ("", 3, ""),
+    ("1|RUNNING\n", 3, "1|RUNNING\n"),
+    ("1|RUNNING\n2|PENDING\n3|FAILED\n", 2, "1|RUNNING\n2|PENDING\n"),
+    ("1|RUNNING\n2|PENDING\n", 2, "1|RUNNING\n2|PENDING\n"),
+    ("1|RUNNING\n2|PENDING", 2, "1|RUNNING\n2|PENDING"),  # the exited command's last line
+    ("1|RUNNING\n2|PENDING", 1, "1|RUNNING\n"),
+    ("1|RUNNING\n" * 5, 0, ""),
+])
+def test_whole_lines_bounds_by_lines_never_mid_line(text: str, max_lines: int, kept: str) -> None:
+    assert whole_lines(text, max_lines) == kept
+
+
+def test_a_large_answer_is_cut_between_lines_not_inside_a_state() -> None:
+    line = "1|RUNNING|None|Unknown\n"
+    big = line * 200_000 + "2|RUNNING|None|Unknown\n"  # far past the bound
+    cmds = Commands({"squeue": (0, big, "")}, have=("squeue",))
+    states = SlurmStates(runner=cmds.run, which=cmds.which)
+    states.track(["1", "2"])
+    states.query_once()
+    assert states.states()["1"].state == "RUNNING" and "2" not in states.states()
+
+
+def test_a_squeue_planted_in_the_working_directory_never_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A logdir as working directory and PATH with an empty element (which means `.`): the
+    planted `./squeue` is not found, so Slurm is absent and nothing runs."""
+    marker = tmp_path / "planted-ran"
+    planted = tmp_path / "squeue"
+    # Shell builtins only: the PATH it would run under has no /bin.
+    planted.write_text(f"#!/bin/sh\n: > {marker}\necho '1|RUNNING|None|Unknown'\n")
+    planted.chmod(0o755)
+    empty_bin = tmp_path / "bin"  # an absolute element with no Slurm in it
+    empty_bin.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f":.:{empty_bin}")
+    assert find_command("squeue") is None
+    states = SlurmStates()  # the real which and runner
+    states.track(["1"])
+    states.query_once()
+    assert not marker.exists() and states.states() == {} and states.errors() == ()
+    # The same script on an absolute element is found by its absolute path and does run.
+    monkeypatch.setenv("PATH", f":{tmp_path}")
+    assert find_command("squeue") == str(planted)
+    states.query_once()
+    assert marker.exists() and states.states()["1"].state == "RUNNING"

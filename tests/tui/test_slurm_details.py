@@ -26,7 +26,7 @@ def squeue_says(state: str, ended_ago: float = 60.0) -> SlurmStates:
     end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - ended_ago))
 
     def run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        assert argv[0] == "squeue" and "--jobs=4242" in argv, argv
+        assert argv[0] == "/usr/bin/squeue" and "--jobs=4242" in argv, argv
         return subprocess.CompletedProcess(list(argv), 0, f"4242|{state}|None|{end}\n", "")
 
     return SlurmStates(runner=run, which=lambda name: f"/usr/bin/{name}")

@@ -21,6 +21,7 @@ is disabled it is asked once.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import subprocess
 import threading
@@ -34,11 +35,30 @@ from distcore.producer import Failing, Loop, ProducerError
 
 MAX_JOBS: Final = 1000  # followed at once; the rest are unknown (bounded memory and command line)
 COMMAND_TIMEOUT_SECONDS: Final = 10.0
-MAX_OUTPUT_CHARS: Final = 4 * 1024 * 1024
+MAX_OUTPUT_LINES: Final = 100_000  # per answer: one line a job or step, far above MAX_JOBS's
 MAX_LISTINGS: Final = 64  # step listings a job keeps (those of the last 2 x SETTLE_SECONDS)
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
+
+
+def trusted_path(path: str | None) -> str:
+    """PATH without its empty and relative elements: an empty element (`:/usr/bin`) or `.` means
+    the working directory, which may be a logdir where anyone training can plant a `squeue`."""
+    return os.pathsep.join(p for p in (path or "").split(os.pathsep) if os.path.isabs(p))
+
+
+def find_command(name: str) -> str | None:
+    """The absolute path of a Slurm command on the trusted part of PATH; None when absent."""
+    return shutil.which(name, path=trusted_path(os.environ.get("PATH", os.defpath))) or None
+
+
+def whole_lines(text: str, max_lines: int = MAX_OUTPUT_LINES) -> str:
+    """The first `max_lines` lines of an answer, each whole: a cut by size in the middle of a
+    line would read a state such as `RUNNI` as the job's answer. The command has exited when its
+    output is read (one cut short raised instead), so its last line is whole even without `\n`."""
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:max_lines])
 
 
 def run_command(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -61,7 +81,7 @@ class SlurmStates:
     """
 
     def __init__(self, *, interval: float = 5.0, runner: Runner = run_command,
-                 which: Callable[[str], str | None] = shutil.which,
+                 which: Callable[[str], str | None] = find_command,
                  clock: Callable[[], float] = time.time) -> None:
         self.interval, self._runner, self._which, self._clock = interval, runner, which, clock
         self._lock = threading.Lock()
@@ -130,27 +150,30 @@ class SlurmStates:
     def _from_controller(self, wanted: Sequence[str]) -> tuple[dict[str, SchedulerState],
                                                                  str | None]:
         ids = ",".join(wanted)
-        if self._which("squeue"):
-            argv = ["squeue", "--noheader", "--all", "--states=all", "--format=%A|%T|%r|%e",
-                    f"--jobs={ids}"]
+        # The absolute path found, never the bare name: run by name, the OS would search PATH
+        # again, empty and relative elements included.
+        if squeue := self._which("squeue"):
+            name, argv = "squeue", [squeue, "--noheader", "--all", "--states=all",
+                                    "--format=%A|%T|%r|%e", f"--jobs={ids}"]
             parse = parse_squeue
-        elif self._which("scontrol"):
-            argv, parse = ["scontrol", "show", "job", "--oneliner"], parse_scontrol
+        elif scontrol := self._which("scontrol"):
+            name, argv = "scontrol", [scontrol, "show", "job", "--oneliner"]
+            parse = parse_scontrol
         else:
             return {}, None  # no Slurm here: states stay unknown, which is not an error
         try:
             result = self._runner(argv)
         except subprocess.TimeoutExpired:
-            return {}, f"{argv[0]} gave no answer in {COMMAND_TIMEOUT_SECONDS:g} s"
+            return {}, f"{name} gave no answer in {COMMAND_TIMEOUT_SECONDS:g} s"
         except OSError as err:
-            return {}, f"{argv[0]}: {err.strerror or err}"
+            return {}, f"{name}: {err.strerror or err}"
         if result.returncode != 0:
             # One job id the controller no longer knows makes squeue fail: that is an answer.
             if "Invalid job id" in result.stderr:
                 return {}, None
-            return {}, f"{argv[0]} exited {result.returncode}: {_first_line(result.stderr)}"
+            return {}, f"{name} exited {result.returncode}: {_first_line(result.stderr)}"
         asked = set(wanted)
-        parsed = parse(result.stdout[:MAX_OUTPUT_CHARS])
+        parsed = parse(whole_lines(result.stdout))
         return {j: s for j, s in parsed.items() if j in asked}, None
 
     def _remembered(self, state: SchedulerState, before: SchedulerState | None) -> SchedulerState:
@@ -170,20 +193,26 @@ class SlurmStates:
                     running: Sequence[str]) -> dict[str, SchedulerState]:
         """The running jobs' states with their live steps (unchanged where squeue fails: no
         listing is no evidence)."""
+        squeue = self._which("squeue")
+        if not squeue:
+            return {}
         at = self._clock()
-        argv = ["squeue", "--noheader", "--steps", "--format=%i", f"--jobs={','.join(running)}"]
+        argv = [squeue, "--noheader", "--steps", "--format=%i", f"--jobs={','.join(running)}"]
         try:
             result = self._runner(argv)
         except (subprocess.TimeoutExpired, OSError):
             return {}
         if result.returncode != 0:
             return {}
-        live = parse_squeue_steps(result.stdout[:MAX_OUTPUT_CHARS])
+        live = parse_squeue_steps(whole_lines(result.stdout))
         return {j: dataclasses.replace(found[j], listings=((at, live.get(j, frozenset())),))
                 for j in running}
 
     def _from_sacct(self, missing: Sequence[str]) -> dict[str, SchedulerState]:
-        argv = ["sacct", "--noheader", "--allocations", "--parsable2",
+        sacct = self._which("sacct")
+        if not sacct:
+            return {}
+        argv = [sacct, "--noheader", "--allocations", "--parsable2",
                 "--format=JobIDRaw,State,End", f"--jobs={','.join(missing)}"]
         try:
             result = self._runner(argv)
@@ -195,5 +224,5 @@ class SlurmStates:
             return {}
         self._sacct_ok = True
         asked = set(missing)
-        return {j: s for j, s in parse_sacct(result.stdout[:MAX_OUTPUT_CHARS]).items()
+        return {j: s for j, s in parse_sacct(whole_lines(result.stdout)).items()
                 if j in asked}
