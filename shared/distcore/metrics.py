@@ -6,13 +6,15 @@ conventions: base units in the name (`_seconds`, `_bytes`, `_celsius`, `_watts`,
 fractions as `_ratio` in [0, 1], timestamps as `_timestamp_seconds`, unknown values absent
 (never a zero that reads like an idle GPU).
 
-Label values come from logdirs and event files, so they are untrusted: the exposition escapes
-quotes, backslashes and newlines (prometheus_client does it); undecodable bytes take distcore's
-one form (`\\xNN`, distcore.textsafe) since the format is UTF-8; values are elided to
-`LABEL_LIMIT` characters. Two values equal once shown keep the first series only. The number
-of series is bounded (`max_series`): families are filled in a fixed order of importance (the
-snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit is counted in
-`distmon_series_dropped`, never sent.
+Label values come from logdirs and event files, so they are untrusted: every one goes through
+`label_text`, which writes control characters (C0, DEL, C1: a NUL, CR or ESC would reach
+whatever reads the scrape) and lone surrogates as visible escapes, undecodable bytes in
+distcore's one form (`\\xNN`), and the backslash as `\\\\` so that distinct names stay
+distinct (distcore.textsafe.escaped_text); values are then elided to `LABEL_LIMIT` characters.
+prometheus_client escapes quotes and backslashes once more for the exposition. Two values
+equal once elided keep the first series only. The number of series is bounded (`max_series`):
+families are filled in a fixed order of importance (the snapshot, jobs, alerts, hosts, GPUs,
+errors, then scalars) and what does not fit is counted in `distmon_series_dropped`, never sent.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from prometheus_client.registry import Collector
 from distcore import __version__
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
 from distcore.telemetry.samples import GpuDevice
-from distcore.textsafe import elide, json_text
+from distcore.textsafe import elide, escaped_text
 
 LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one
 DEFAULT_MAX_SERIES = 10_000
@@ -39,8 +41,9 @@ GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
 
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape
 def label_text(value: object) -> str:
-    """An outside string as a label value: valid UTF-8 (undecodable bytes as `\\xNN`), elided."""
-    return elide(json_text(str(value)), LABEL_LIMIT)
+    """An outside string as a label value: no control character, valid UTF-8 (undecodable
+    bytes as `\\xNN`), distinct for distinct names until elided to `LABEL_LIMIT`."""
+    return elide(escaped_text(str(value)), LABEL_LIMIT)
 
 
 class _Budget:

@@ -48,6 +48,32 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
+# What `escaped_text` writes in another form: the backslash (so that an escape cannot be
+# mistaken for text that reads like one), C0, DEL, C1 and lone surrogates.
+_ESCAPED = re.compile("[\\\\\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    if 0x80 <= ord(char) <= 0x9F:  # C1 as \u0080: `\x80` is the undecodable byte 0x80
+        return f"\\u{ord(char):04x}"
+    return _escape(match)
+
+
+def escaped_text(text: str) -> str:
+    """`text` with no control character and no lone surrogate left, by a reversible rule, so
+    distinct texts stay distinct: backslash as `\\\\`, `\\n`, `\\r`, `\\t`, other C0 and DEL
+    as `\\xNN`, C1 as `\\u00NN`, undecodable bytes as `\\xNN` (0x80-0xff), other lone
+    surrogates as `\\uNNNN`. For text read back by a program (Prometheus label values) rather
+    than by eye: unlike `terminal_text`, a name holding the text `\\x1b` and one holding the
+    byte ESC never look alike."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return text
+    return _ESCAPED.sub(_escape_one, text)
+
+
 def json_text(text: str) -> str:
     """The JSON form of an outside string: undecodable bytes as `\\xNN`, other lone surrogates
     as `\\uNNNN`; nothing else changes."""

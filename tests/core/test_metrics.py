@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
@@ -129,11 +130,89 @@ def test_hostile_names_round_trip_escaped_through_the_exposition() -> None:
     assert all(line.startswith(("#", "distmon_")) for line in text.splitlines())
 
 
-def test_names_equal_once_made_safe_keep_one_series_and_count_the_other() -> None:
-    runs = [run("a/train", series("x\udcff", [1.0]), series("x\\xff", [2.0]))]
-    found = samples(exposition(snapshot(runs)))
+def test_names_equal_once_elided_keep_one_series_and_count_the_other() -> None:
+    a, b = "x" * 300 + "a" + "x" * 300, "x" * 300 + "b" + "x" * 300  # they differ mid-ellipsis
+    found = samples(exposition(snapshot([run("a/train", series(a, [1.0]), series(b, [2.0]))])))
     assert len(named(found, "distmon_scalar")) == 1
     assert named(found, "distmon_series_dropped")[0][2] == 3  # value, step and time
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("nul\x00", "nul\\x00"),
+        ("cr\r", "cr\\r"),
+        ("esc\x1b[31m", "esc\\x1b[31m"),
+        ("bel\x07", "bel\\x07"),
+        ("del\x7f", "del\\x7f"),
+        ("c1\x9b", "c1\\u009b"),  # CSI as one character: \x9b would be the byte 0x9B
+        ("byte\udc9b", "byte\\x9b"),
+        ("lone\ud800", "lone\\ud800"),
+        ("back\\slash", "back\\\\slash"),
+        ("plain-é∑", "plain-é∑"),
+    ],
+)
+def test_control_characters_become_visible_escapes(name: str, shown: str) -> None:
+    assert label_text(name) == shown
+    job = _dir_name(name)
+    text = exposition(snapshot([run(f"{job}/train", series(name, [1.0]))]))
+    assert _control_bytes(text) == set()
+    found = named(samples(text), "distmon_scalar")
+    assert {(s[1]["job"], s[1]["tag"]) for s in found} == {(label_text(job), shown)}
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("a\x1b", "a\\x1b"),  # the byte ESC and the text of its escape
+        ("a\udcff", "a\\xff"),  # an undecodable byte and the text of its escape
+        ("a\x85", "a\udc85"),  # the C1 character NEL and the undecodable byte 0x85
+        ("a\n", "a\\n"),
+        ("a\\", "a\\\\"),
+    ],
+)
+def test_names_that_differ_keep_distinct_label_values(one: str, other: str) -> None:
+    assert label_text(one) != label_text(other)
+    runs = [run("j/train", series(one, [1.0]), series(other, [2.0]))]
+    found = samples(exposition(snapshot(runs)))
+    assert len(named(found, "distmon_scalar")) == 2
+    assert named(found, "distmon_series_dropped")[0][2] == 0
+
+
+def _dir_name(name: str) -> str:
+    """`name` as a directory could be named: no NUL, and no lone surrogate but those of
+    undecodable bytes (surrogateescape)."""
+    return "".join(
+        "_" if c == "\x00" or ("\ud800" <= c <= "\udfff" and not "\udc80" <= c <= "\udcff")
+        else c
+        for c in name
+    )
+
+
+def _control_bytes(text: str) -> set[str]:
+    """The control characters of an exposition other than the newline ending each line."""
+    return {c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F)}
+
+
+_controls = st.characters(min_codepoint=0, max_codepoint=0x9F, exclude_categories=["L", "N"])
+names_st = st.text(
+    st.characters(codec="utf-8") | _controls | st.sampled_from(["\udcff", "\ud800", "\\"]),
+    min_size=1,
+    max_size=40,  # escaped, at most 6 characters each: short of LABEL_LIMIT, never elided
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(names_st, min_size=1, max_size=5, unique=True))
+def test_any_names_give_exposition_without_control_bytes(names: list[str]) -> None:
+    runs = [run("j/train", *(series(name, [float(i)]) for i, name in enumerate(names)))]
+    text = exposition(snapshot(runs))
+    assert _control_bytes(text) == set()
+    assert all("\r" not in line for line in text.split("\n"))
+    found = named(samples(text), "distmon_scalar")
+    # Distinct names, distinct label values: none of them dropped as a duplicate.
+    assert sorted(s[1]["tag"] for s in found) == sorted(label_text(n) for n in names)
+    assert len({label_text(n) for n in names}) == len(names)
 
 
 def test_long_label_values_are_elided() -> None:

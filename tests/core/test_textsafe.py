@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import unicodedata
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from distcore.textsafe import (
     ELLIPSIS,
     elide,
+    escaped_text,
     json_float,
     json_safe,
     json_text,
@@ -201,3 +203,42 @@ def test_spreadsheet_cells_stay_distinct_and_never_start_a_formula(a: str, b: st
     cell = spreadsheet_cell(a)
     assert not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
     assert (spreadsheet_cell(a) == spreadsheet_cell(b)) == (a == b)
+
+
+_ESCAPE = re.compile(r"\\(\\|n|r|t|x[0-9a-f]{2}|u[0-9a-f]{4})")
+_NAMED = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code in _NAMED:
+        return _NAMED[code]
+    value = int(code[1:], 16)
+    if code[0] == "x" and value >= 0x80:  # an undecodable byte, as the reader decoded it
+        return chr(0xDC00 + value)
+    return chr(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("loss", "loss"),
+        ("a\x1b[31m", "a\\x1b[31m"),
+        ("a\\x1b[31m", "a\\\\x1b[31m"),  # the text of an escape stays apart from the byte
+        ("\x00\x07\r\n\t\x7f", "\\x00\\x07\\r\\n\\t\\x7f"),
+        ("\x85\x9b", "\\u0085\\u009b"),  # C1: \x85 would be the undecodable byte
+        (undecodable(b"\x85\xff"), "\\x85\\xff"),
+        ("\ud800é", "\\ud800é"),
+    ],
+)
+def test_escaped_text_leaves_no_control_character(text: str, expected: str) -> None:
+    assert escaped_text(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64).map(undecodable) | st.text(max_size=64))
+def test_escaped_text_is_printable_and_reversible(text: str) -> None:
+    shown = escaped_text(text)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in shown)
+    shown.encode("utf-8")  # no lone surrogate left
+    assert _ESCAPE.sub(_unescape, shown) == text  # so distinct texts stay distinct

@@ -148,11 +148,12 @@ def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, serv
         assert float(series["value"][1]) == pytest.approx(1.0 / 30)
         (target,) = prometheus.api("targets")["activeTargets"]
         assert target["health"] == "up" and target["lastError"] == ""
-        # The hostile name arrives whole, in distcore's one form for the undecodable byte.
+        # The hostile name arrives whole, escaped: the newline and the backslash visibly (so
+        # that no escape reads like a name's own text), the undecodable byte as distcore's one form.
         name = label_text(os.fsdecode(HOSTILE))
         hostile = wait_for(lambda: prometheus.query('distmon_scalar{job=~"(?s)we.*"}'))
         assert [s["metric"]["job"] for s in hostile] == [name]
-        assert name == 'we"ird\\job\nname\\xff'
+        assert name == 'we"ird\\\\job\\nname\\xff'
         # This machine's GPUs, one series each, told apart by index and UUID.
         gpus = prometheus.query('distmon_gpu_utilization_ratio{source="local"}')
         assert sorted((g["metric"]["gpu"], g["metric"]["uuid"]) for g in gpus) == [
