@@ -4,20 +4,27 @@
 (an alert is "the same" while its key stays: kind, run, and for GPU alerts host and GPU; one
 that clears and returns is new again).
 `Notifier` takes snapshots from any thread (it only queues), and posts on its own thread, in
-order, retrying each failed post with capped exponential backoff; a hung receiver costs one
-timeout per try and never blocks the caller. The payload is JSON with a Slack-compatible `text`
-and the alert's own fields. The URL is a secret (Slack's webhook is its path, others carry
-tokens in the query or user:password@): only `redact_url` of it is ever printed.
+order, retrying each failed post with capped exponential backoff; a hung or dribbling receiver
+costs one deadline per try (for the whole post, not per read) and never blocks the caller. A post
+is never redirected (the URL's credentials would follow it to another host): a 3xx, like a 4xx
+other than 429, is a refusal that no retry changes, so it is dropped, counted and said once.
+The payload is JSON with a Slack-compatible `text` and the alert's own fields. The URL is a
+secret (Slack's webhook is its path, others carry tokens in the query or user:password@): only
+`redact_url` of it is ever printed.
 """
 
 from __future__ import annotations
 
 import base64
 import collections
+import contextlib
+import functools
+import http.client
 import json
 import logging
 import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -31,10 +38,11 @@ from distcore.textsafe import json_safe
 
 log = logging.getLogger(__name__)
 LEVELS: Final = ("info", "warning", "critical")
-TIMEOUT_SECONDS: Final = 10.0  # one post; a hung receiver is retried after it
+TIMEOUT_SECONDS: Final = 10.0  # one whole post; a hung receiver is retried after it
 FIRST_BACKOFF: Final = 1.0
 MAX_BACKOFF: Final = 300.0
-MAX_QUEUED: Final = 1000  # beyond this the oldest waiting notification is dropped (and logged)
+MAX_QUEUED: Final = 1000  # beyond this the oldest waiting notification is dropped (and counted)
+DROP_REPORT_SECONDS: Final = 60.0  # an alert storm's drops are said once per this, in one line
 _SLACK_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -124,6 +132,94 @@ def payload(alert: Alert, job: str | None, host: str) -> dict[str, Any]:
     return dict(json_safe(body))
 
 
+class _Deadline:
+    """Ends a post at its deadline by shutting its sockets: a socket timeout is per read, so a
+    receiver sending a byte every few seconds would otherwise hold one post for ever."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:  # connected just as time ran out
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    """Wakes a read blocked on `sock` in another thread (close alone would not)."""
+    with contextlib.suppress(OSError):  # already closed: nothing is waiting on it
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _WatchedHTTP(http.client.HTTPConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _WatchedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline = deadline
+
+    def connect(self) -> None:
+        super().connect()
+        self._deadline.watch(self.sock)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_WatchedHTTP, deadline=self._deadline), req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self._deadline = deadline
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(functools.partial(_WatchedHTTPS, deadline=self._deadline), req)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx comes back as an HTTPError: following it would resend the body and the URL's
+    credentials to wherever the receiver points."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _final(code: int) -> bool:
+    """An answer no retry changes: a redirect (never followed) or a 4xx other than 429."""
+    return 300 <= code < 400 or (400 <= code < 500 and code != 429)
+
+
 class Notifier:
     """Posts new alerts to `url` on its own thread. `observe` (from the index's thread) only
     computes what is new and queues it."""
@@ -138,6 +234,8 @@ class Notifier:
         max_backoff: float = MAX_BACKOFF,
         report: Callable[[str], None] = lambda line: log.warning("%s", line),
         hostname: str | None = None,
+        drop_report_interval: float = DROP_REPORT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url, self.level = check_url(url), check_level(level)
         self.shown_url = redact_url(url)
@@ -150,7 +248,11 @@ class Notifier:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.sent = 0  # delivered posts (for tests and the status line)
-        self.dropped = 0
+        self.dropped = 0  # queue full
+        self.refused = 0  # redirected or a 4xx other than 429: dropped, not retried
+        self._drop_interval, self._clock = drop_report_interval, clock
+        self._unsaid_drops = 0
+        self._drops_said_at: float | None = None  # the storm's window start; None: no storm
 
     def start(self) -> None:
         if self._thread is not None:
@@ -164,6 +266,10 @@ class Notifier:
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=self._timeout + 5.0)
+        with self._cond:
+            line = self._drop_line(force=True)
+        if line:
+            self._report(line)
 
     def observe(self, snap: JobsSnapshot) -> None:
         """Queue the snapshot's new alerts; never blocks on the network."""
@@ -176,9 +282,26 @@ class Notifier:
                 if len(self._queue) >= MAX_QUEUED:
                     self._queue.popleft()
                     self.dropped += 1
-                    self._report(f"notify: queue full, dropped the oldest ({self.shown_url})")
+                    self._unsaid_drops += 1
+                    if self._drops_said_at is None:
+                        self._drops_said_at = self._clock()
                 self._queue.append(body)
+            line = self._drop_line()
             self._cond.notify_all()
+        if line:
+            self._report(line)
+
+    def _drop_line(self, force: bool = False) -> str | None:
+        """One line for the drops of an interval (a storm would otherwise print one per alert);
+        called with the lock held."""
+        start = self._drops_said_at
+        if start is None or not (force or self._clock() - start >= self._drop_interval):
+            return None
+        count, self._unsaid_drops = self._unsaid_drops, 0
+        self._drops_said_at = self._clock() if count and not force else None
+        if not count:
+            return None
+        return f"notify: {count} alerts dropped: queue full ({self.shown_url})"
 
     def pending(self) -> int:
         with self._cond:
@@ -199,21 +322,30 @@ class Notifier:
                 if self._stop.is_set():
                     return
                 body = self._queue[0]
+                line = self._drop_line()
+            if line:
+                self._report(line)
             if self._deliver(body):
                 with self._cond:
                     if self._queue and self._queue[0] is body:
                         self._queue.popleft()
 
     def _deliver(self, body: Mapping[str, Any]) -> bool:
-        """Post until it is accepted (or the notifier closes), backing off between tries."""
+        """Post until it is accepted or refused for good (or the notifier closes), backing off
+        between tries; True when it leaves the queue."""
         delay, failing = self._first, False
         data = json.dumps(body, allow_nan=False).encode()
         while not self._stop.is_set():
-            problem = self._post(data)
-            if problem is None:
+            outcome = self._post(data)
+            if outcome is None:
                 self.sent += 1
                 if failing:
                     self._report(f"notify: {self.shown_url} accepts posts again")
+                return True
+            problem, final = outcome
+            if final:
+                self.refused += 1
+                self._report(f"notify: post to {self.shown_url} refused ({problem}); dropped")
                 return True
             failing = True
             self._report(
@@ -224,28 +356,50 @@ class Notifier:
             delay = min(delay * 2, self._max)
         return False
 
-    def _post(self, data: bytes) -> str | None:
-        """One try: None when accepted (2xx), else why not in words that never hold the URL."""
+    def _post(self, data: bytes) -> tuple[str, bool] | None:
+        """One try: None when accepted (2xx), else why not, in words that never hold the URL,
+        and whether that is final (no retry would change it)."""
         request = urllib.request.Request(
             self._target, data=data, method="POST",
             headers={"Content-Type": "application/json", "User-Agent": "distmon", **self._headers},
         )  # fmt: skip
+        with _Deadline(self._timeout) as deadline:
+            opener = urllib.request.build_opener(
+                _NoRedirect, _HTTPHandler(deadline), _HTTPSHandler(deadline)
+            )
+            problem = self._try(opener, request)
+            if problem is not None and deadline.expired:
+                return f"no answer in {self._timeout:g} s", False
+            return problem
+
+    def _try(
+        self, opener: urllib.request.OpenerDirector, request: urllib.request.Request
+    ) -> tuple[str, bool] | None:
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                response.read(65536)
+            with opener.open(request, timeout=self._timeout) as response:
+                _drain(response)
                 return None
         except urllib.error.HTTPError as err:
-            return f"HTTP {err.code}"
+            if 300 <= err.code < 400:
+                return f"redirected with HTTP {err.code}, not followed", True
+            return f"HTTP {err.code}", _final(err.code)
         except urllib.error.URLError as err:
             reason = err.reason
             if isinstance(reason, TimeoutError):
-                return f"no answer in {self._timeout:g} s"
+                return f"no answer in {self._timeout:g} s", False
             if isinstance(reason, OSError):
-                return reason.strerror or type(reason).__name__
-            return type(reason).__name__ if not isinstance(reason, str) else "unreachable"
+                return reason.strerror or type(reason).__name__, False
+            return (type(reason).__name__ if not isinstance(reason, str) else "unreachable"), False
         except TimeoutError:
-            return f"no answer in {self._timeout:g} s"
+            return f"no answer in {self._timeout:g} s", False
         except OSError as err:
-            return err.strerror or type(err).__name__
+            return err.strerror or type(err).__name__, False
         except Exception as err:  # never the thread's end: one more failed try
-            return type(err).__name__
+            return type(err).__name__, False
+
+
+def _drain(response: http.client.HTTPResponse) -> None:
+    """The 2xx status is the receiver's word that it took the post: a body cut short (by the
+    deadline or the receiver) does not undo it, and resending would post the alert twice."""
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        response.read(65536)

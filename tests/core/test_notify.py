@@ -1,5 +1,6 @@
 """distcore.notify: which alerts are new, the payload, the redacted URL, and delivery to a real
-HTTP receiver on 127.0.0.1 (http.server) that answers, fails with 500s, or hangs."""
+HTTP receiver on 127.0.0.1 (http.server) that answers, fails with 500s, hangs, dribbles its
+answer, redirects, or refuses with a 4xx."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from distcore import notify
 from distcore.alerts import Alert, AlertKey
 from distcore.errors import DistmonError
 from distcore.jobs.snapshots import JobsSnapshot
@@ -23,14 +25,19 @@ SECRET = "T000/B000/XXXXsecretXXXX"
 
 
 class Receiver:
-    """A webhook receiver: records each JSON body; `fail` answers that many posts with 500;
-    `hang` holds each request until released."""
+    """A webhook receiver: records each JSON body; `fail` answers that many posts with
+    `fail_code`; `hang` holds each request until released; `dribble` sends its answer a byte
+    every 0.2 s until released; `status` (with `location`) answers every post with it."""
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
         self.tries = 0
         self.auth: str | None = None
         self.fail = 0
+        self.fail_code = 500
+        self.status = 200
+        self.location: str | None = None
+        self.dribble = threading.Event()
         self.hang = threading.Event()  # set: requests wait on `release`
         self.release = threading.Event()
         self._lock = threading.Lock()
@@ -46,12 +53,30 @@ class Receiver:
                     receiver.tries += 1
                     failing = receiver.fail > 0
                     receiver.fail -= 1 if failing else 0
-                    if not failing:
+                    taken = not failing and receiver.status == 200
+                    if taken and not receiver.dribble.is_set():
                         receiver.bodies.append(json.loads(body))
-                self.send_response(500 if failing else 200)
+                if receiver.dribble.is_set():
+                    self.send_slowly()
+                    return
+                self.send_response(receiver.fail_code if failing else receiver.status)
+                if receiver.location is not None:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
+
+            def send_slowly(self) -> None:
+                """Each byte comes well within any read timeout; the answer never ends."""
+                head = b"HTTP/1.1 200 OK\r\nX-Slow: "
+                for i in range(100_000):
+                    if receiver.release.wait(0.2):
+                        return
+                    try:
+                        self.wfile.write(head[i : i + 1] if i < len(head) else b"a")
+                        self.wfile.flush()
+                    except OSError:
+                        return
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -259,3 +284,81 @@ def test_closing_while_a_receiver_is_down_ends_at_once() -> None:
     notifier.observe(snap(D))
     wait_for(lambda: notifier.sent == 0 and notifier.pending() == 1)
     notifier.close()  # waits for the thread: the backoff sleep is interrupted
+
+
+def test_a_redirect_is_never_followed_and_the_post_is_dropped(receiver: Receiver) -> None:
+    """The credentials in the URL must never reach the host a receiver points to: the post is
+    refused once, said in one line, and never retried."""
+    elsewhere = Receiver()
+    receiver.status, receiver.location = 302, elsewhere.url.replace("user:pw@", "")
+    lines: list[str] = []
+    notifier = Notifier(receiver.url, first_backoff=0.05, report=lines.append)
+    notifier.start()
+    try:
+        notifier.observe(snap(D))
+        wait_for(lambda: notifier.refused == 1 and notifier.pending() == 0)
+    finally:
+        notifier.close()
+        elsewhere.close()
+    assert elsewhere.tries == 0 and elsewhere.auth is None
+    assert receiver.tries == 1 and notifier.sent == 0
+    assert len(lines) == 1 and "redirected with HTTP 302, not followed" in lines[0]
+    assert not any(SECRET in line or "pw" in line for line in lines)
+
+
+def test_a_4xx_is_dropped_and_a_429_is_retried(receiver: Receiver) -> None:
+    lines: list[str] = []
+    notifier = Notifier(receiver.url, first_backoff=0.05, report=lines.append)
+    notifier.start()
+    try:
+        receiver.status = 400
+        notifier.observe(snap(D))
+        wait_for(lambda: notifier.refused == 1 and notifier.pending() == 0)
+        assert receiver.tries == 1 and lines == [
+            f"notify: post to {notifier.shown_url} refused (HTTP 400); dropped"
+        ]
+        receiver.status, receiver.fail, receiver.fail_code = 200, 2, 429
+        notifier.observe(snap(S))
+        wait_for(lambda: notifier.sent == 1 and notifier.pending() == 0)
+    finally:
+        notifier.close()
+    assert receiver.tries == 4 and notifier.refused == 1
+    assert [b["kind"] for b in receiver.bodies] == ["input_stall"]
+    assert sum("HTTP 429" in line for line in lines) == 2
+
+
+def test_a_dribbling_receiver_costs_one_deadline_per_post(receiver: Receiver) -> None:
+    """A byte every 0.2 s never trips a 1 s read timeout; the deadline is for the whole post."""
+    receiver.dribble.set()
+    lines: list[str] = []
+    notifier = Notifier(receiver.url, timeout=1.0, first_backoff=60.0, report=lines.append)
+    notifier.start()
+    try:
+        started = time.monotonic()
+        notifier.observe(snap(D))
+        wait_for(lambda: any("no answer in 1 s" in line for line in lines), timeout=20)
+        took = time.monotonic() - started
+    finally:
+        notifier.close()
+    assert receiver.tries == 1 and notifier.sent == 0 and notifier.pending() == 1
+    assert took < 5.0  # the 1 s deadline, with room for a loaded machine
+
+
+def test_an_alert_storm_says_its_drops_once_per_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(notify, "MAX_QUEUED", 2)
+    now = [0.0]
+    lines: list[str] = []
+    notifier = Notifier("http://127.0.0.1:9/hook", report=lines.append,
+                        drop_report_interval=60.0, clock=lambda: now[0])  # fmt: skip
+    storm = [alert(f"kind{i}") for i in range(60)]
+    for i in range(50):  # never started: each snapshot's new alerts only queue
+        notifier.observe(snap(*storm[: i + 1]))
+    assert lines == [] and notifier.dropped == 48
+    now[0] = 61.0
+    notifier.observe(snap(*storm[:51]))
+    assert lines == ["notify: 49 alerts dropped: queue full (http://127.0.0.1:9/…)"]
+    notifier.observe(snap(*storm[:53]))
+    assert len(lines) == 1
+    notifier.close()  # the rest of the storm is said as it ends
+    assert lines[1:] == ["notify: 2 alerts dropped: queue full (http://127.0.0.1:9/…)"]
+    assert notifier.dropped == 51
