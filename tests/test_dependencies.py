@@ -23,7 +23,12 @@ AGENT_ONLY = {"tensorflow"}
 def declared(group: str | None = None) -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     specs = project["dependencies"] if group is None else project["optional-dependencies"][group]
-    return {re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0].lower() for spec in specs}
+    return {_canonical(re.split(r"[<>=!~\[ ;]", spec, maxsplit=1)[0]) for spec in specs}
+
+
+def _canonical(name: str) -> str:
+    """A distribution's name as PEP 503 compares them: tomli-w and tomli_w are one project."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _top(module: str) -> str:
@@ -48,7 +53,7 @@ def imported(*folders: str) -> set[str]:
 def distributions(modules: set[str]) -> set[str]:
     owners = packages_distributions()
     namespaced = {"google.protobuf": "protobuf"}
-    return {namespaced.get(m) or owners[m][0].lower() for m in modules}
+    return {_canonical(namespaced.get(m) or owners[m][0]) for m in modules}
 
 
 def test_the_dashboard_declares_what_distcore_and_distmon_import() -> None:

@@ -9,14 +9,14 @@ reported at once, one line each, before anything starts (`ConfigErrors`, exit 2)
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from distagent.config_convert import InlineTable, Problem, convert_dataclass, to_plain
+import tomli_w
+
+from distagent.config_convert import Problem, convert_dataclass, to_plain
 from distagent.config_rules import check_rules
 from distagent.schema import JobConfig
 from distcore.errors import ConfigError, ConfigErrors
@@ -166,43 +166,8 @@ def write_resolved(cfg: JobConfig, run_dir: Path) -> Path:
 
 
 def dumps_toml(data: Mapping[str, Any]) -> str:
-    """A small TOML writer for the config's shapes: nested tables of scalars and lists."""
-    return "\n".join(_toml_tables(data, ())).strip() + "\n"
-
-
-def _toml_tables(table: Mapping[str, Any], prefix: tuple[str, ...]) -> list[str]:
-    lines: list[str] = []
-    scalars = {k: v for k, v in table.items() if not _is_subtable(v)}
-    if prefix and (scalars or not table):
-        lines.append(f"[{'.'.join(prefix)}]")
-    lines.extend(f"{k} = {_toml_value(v)}" for k, v in scalars.items())
-    if scalars:
-        lines.append("")
-    for key, value in table.items():
-        if _is_subtable(value):
-            lines.extend(_toml_tables(value, (*prefix, key)))
-    return lines
-
-
-def _is_subtable(value: Any) -> bool:
-    return isinstance(value, Mapping) and not isinstance(value, InlineTable)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ("nan" if value != value else "inf")
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, Mapping):
-        inner = ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items())
-        return "{ " + inner + " }" if inner else "{}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+    """The config as TOML: tomli-w writes every value TOML can hold (-inf, nan, any Unicode)."""
+    return tomli_w.dumps(data)
 
 
 def replace_in(cfg: JobConfig, **changes: Any) -> JobConfig:

@@ -18,10 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union, get_args, get_origin
 
 
-class InlineTable(dict[str, Any]):
-    """A mapping value (not a section) when written back as TOML, e.g. tfrecord features."""
-
-
 @dataclass(frozen=True)
 class Problem:
     key: str
@@ -202,7 +198,7 @@ def to_plain(obj: Any) -> Any:
             value = getattr(obj, f.name)
             args = get_args(hints[f.name])
             if get_origin(hints[f.name]) is tuple and args and _is_pair_of_str(args[0]):
-                out[f.name] = InlineTable(value)
+                out[f.name] = dict(value)
             else:
                 out[f.name] = to_plain(value)
         return out
