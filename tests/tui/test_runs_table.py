@@ -4,8 +4,10 @@ over a fixed run source; what they read is what the user sees (the drawn lines, 
 
 from __future__ import annotations
 
+import dataclasses
 import unicodedata
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
@@ -13,6 +15,7 @@ from rich.cells import cell_len
 from distcore.jobs.snapshots import Job
 from distcore.table import CompareRow
 from distcore.textsafe import elide, terminal_text
+from distmon.formats import fitted
 from distmon.widgets.compare_view import Entry
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.runs_lines import (
@@ -128,3 +131,62 @@ def test_any_name_and_value_make_one_printable_line_of_the_columns_width(
         assert shown in line.plain
     if cell_len(shown_name(entry)) <= width - 60:  # room enough: the whole name shows
         assert shown_name(entry) in line.plain
+
+
+def _wide_sweep() -> FixedRuns:
+    """Three jobs with more hparams than a screen holds."""
+    runs = []
+    for i in range(3):
+        for snap in keras_job(f"sweep-job-{i}", 3):
+            train = snap.name.endswith("/train")
+            hparams = {f"h{k:02}": 0.1 * (i + 1) + k for k in range(30)} if train else {}
+            runs.append(dataclasses.replace(snap, hparams=hparams))
+    return FixedRuns(runs)
+
+
+async def test_a_sort_column_off_screen_scrolls_into_view_beside_the_frozen_names(
+    make_app: MakeApp,
+) -> None:
+    app = make_app(store=_wide_sweep())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: "c:h29" in table.columns and laid_out(table), "the hparams")
+        assert "h29" not in screen_line(table, 0)  # off to the right
+        names = [screen_line(table, y).split()[1] for y in range(1, 4)]
+        assert all(n.startswith("sweep") for n in names)
+        app.set_view(dataclasses.replace(app.view, sort="h29"))
+        await until(pilot, lambda: "h29" in screen_line(table, 0), "the sort column in view")
+        assert table.scroll_x > 0
+        # Scrolled right, each row still names its job (the sort moved no row: h29 rises).
+        assert [screen_line(table, y).split()[1] for y in range(1, 4)] == names
+        assert screen_line(table, 0).split()[0] == "job"
+        table.scroll_to(x=0, animate=False)
+        await until(pilot, lambda: table.scroll_x == 0, "back to the left")
+        app.set_view(dataclasses.replace(app.view, sort="step"))  # on screen: no jump
+        await pilot.pause()
+        assert table.scroll_x == 0
+
+
+@pytest.mark.parametrize(("text", "width", "shown"), [
+    ("0.1", 6, "0.1"),  # fits: as it is
+    ("0.1000000015", 6, "0.1"),  # a float32 hparam: digits go, the value stays
+    ("-1.235e-05", 9, "-1.24e-05"),
+    ("-1.235e-05", 8, "-1.2e-05"),
+    ("-1.235e-05", 6, "-1e-05"),
+    ("123456789", 6, "1e+08"),
+    ("123456789", 4, "123456789"),  # nothing fits: the caller cuts it
+    ("adam_with_warmup", 6, "adam_with_warmup"),  # text is text
+    ("1_000_000", 6, "1_000_000"),
+    ("nan", 6, "nan"),
+])
+def test_numbers_lose_digits_not_their_value_to_fit(text: str, width: int, shown: str) -> None:
+    assert fitted(text, width) == shown
+
+
+def test_a_narrow_hparam_column_keeps_its_numbers_readable() -> None:
+    job = Job("j", None, {}, "live", None, (), ())
+    entry = Entry(job, "j", CompareRow("j", "live", None, {"dropout": "0.1000000015"}, {}))
+    columns = table_columns(("dropout",), 8)
+    line = line_text(row_cells(entry, False, ("dropout",), 8), columns)
+    assert line.plain.split()[-1] == "0.1"

@@ -63,6 +63,7 @@ class Board:
         self.arranged: Arranged | None = None  # the table's rows as last drawn
         self._arranged_from: tuple[object, str, TableView] | None = None
         self.visible: tuple[Job, ...] = ()  # the jobs in the table, in its order
+        self._revealed: str | None = None  # the sort column last scrolled into view
 
     def arrange(self, snap: JobsSnapshot | None, view: ViewState) -> Arranged:
         last = self._arranged_from
@@ -85,6 +86,10 @@ class Board:
         arranged = self.arrange(snap, view)
         table = main.query_one(RunsTable)
         table.show(arranged, view.selected)
+        if view.table.sort != self._revealed:
+            self._revealed = view.table.sort
+            if view.table.sort is not None:
+                table.reveal_column(view.table.sort)
         note = view_note(view.table, arranged.error)
         table.border_title = f"runs · {note}" if note else "runs"
         main.set_class(view.focused_job is not None, "-focused")

@@ -24,6 +24,23 @@ def number(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def fitted(text: str, width: int) -> str:
+    """`text` within `width` characters: a number that does not fit loses significant digits
+    (`0.1000000015` -> `0.1`, `-1.235e-05` -> `-1.2e-05`), never its leading ones or its
+    exponent as a cut would; any other text is returned as it is (the caller cuts it)."""
+    if len(text) <= width or "_" in text:  # float() reads 1_000; a cell showing it is text
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    for digits in (3, 2, 1):
+        shorter = number(value, digits)
+        if len(shorter) <= width:
+            return shorter
+    return text
+
+
 def share(fraction: float | None) -> str:
     """The share of a step spent waiting for input: `34%`."""
     return UNKNOWN if fraction is None or not math.isfinite(fraction) else f"{fraction:.0%}"

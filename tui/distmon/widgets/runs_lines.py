@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from distcore.textsafe import elide, terminal_text
+from distmon.formats import fitted
 from distmon.widgets.compare_view import Entry, Header, cell_text
 from distmon.widgets.view_model import ROW_COLUMNS
 
@@ -104,10 +105,12 @@ def line_text(cells: Sequence[Text], columns: Sequence[TableColumn]) -> Text:
     line = Text(no_wrap=True, end="")
     pad = " " * PADDING
     for cell, column in zip(cells, columns, strict=True):
-        fitted = cell.copy()
-        fitted.truncate(column.width, overflow="ellipsis", pad=True)
+        plain = cell.plain
+        short = fitted(plain, column.width)
+        fitted_cell = cell.copy() if short == plain else Text(short, style=cell.style)
+        fitted_cell.truncate(column.width, overflow="ellipsis", pad=True)
         line.append(pad)
-        line.append_text(fitted)
+        line.append_text(fitted_cell)
         line.append(pad)
     return line
 
