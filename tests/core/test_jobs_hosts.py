@@ -12,7 +12,7 @@ import pytest
 
 from distcore import names
 from distcore.events import load_once
-from distcore.jobs.hosts import host_from_system_run, is_stale
+from distcore.jobs.hosts import host_from_system_run, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry import TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
@@ -115,3 +115,30 @@ def test_host_names_and_workers(
 def test_stale_after_a_few_intervals(age: float, interval: float | None, stale: bool) -> None:
     host = Host("k", "h", "logdir", sampled_at=1000.0, interval_seconds=interval)
     assert is_stale(host, 1000.0 + age) is stale
+
+
+def _host(key: str, source: str, machine: str | None, *, simulated: bool = False) -> Host:
+    return Host(key, machine or key, source, job="j" if source == "logdir" else None,  # type: ignore[arg-type]
+                machine=machine, simulated=simulated)
+
+
+@pytest.mark.parametrize(("hosts", "shown", "folded"), [
+    # Two workers of a launch-local job on this machine: one machine, listed once.
+    ([_host("local", "local", "gpu7"), _host("w0", "logdir", "gpu7"),
+      _host("w1", "logdir", "gpu7")], ["local"], ["w0", "w1"]),
+    # Workers elsewhere stay, and are never merged with each other (split GPUs).
+    ([_host("local", "local", "gpu7"), _host("w0", "logdir", "gpu8"),
+      _host("w1", "logdir", "gpu8")], ["local", "w0", "w1"], []),
+    # No recorded host name: nothing proves where it ran.
+    ([_host("local", "local", "gpu7"), _host("w0", "logdir", None)], ["local", "w0"], []),
+    # Simulated GPUs recorded by a job are not this machine's real ones.
+    ([_host("local", "local", "gpu7"), _host("w0", "logdir", "gpu7", simulated=True)],
+     ["local", "w0"], []),
+    # An ssh host of the same name is a source of its own: kept.
+    ([_host("local", "local", "gpu7"), _host("ssh:gpu7", "ssh", "gpu7")],
+     ["local", "ssh:gpu7"], []),
+    ([_host("w0", "logdir", "gpu7")], ["w0"], []),  # no local sampler
+])
+def test_one_machine_is_listed_once(hosts: list[Host], shown: list[str], folded: list[str]) -> None:
+    kept, here = on_this_machine(hosts)
+    assert [h.key for h in kept] == shown and [h.key for h in here] == folded

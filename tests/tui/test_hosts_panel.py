@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 
 from distcore import names
 from distcore.jobs.snapshots import Host, JobsSnapshot
-from distmon.widgets.hosts import _memory
+from distmon.widgets.hosts import _memory, gpus_title, render_hosts
 from distmon.widgets.panels import AlertsPanel, GpusPanel
 from tests.tui.fixed import NOW, gpu
 
@@ -53,3 +53,15 @@ async def test_the_gpu_panel_draws_the_history_the_snapshot_carries() -> None:
         alerts = app.query_one(AlertsPanel)
         alerts.show_snapshot(_snapshot(()))
         assert str(alerts.render()) == "no alerts" and alerts.border_title == "alerts"
+
+
+def test_workers_that_ran_here_are_named_under_this_machine_not_listed_again() -> None:
+    local = Host("local", "gpu7", "local", sampled_at=NOW, gpus=(gpu(0, 80.0, 40_000.0),),
+                 machine="gpu7")
+    workers = [Host(f"logdir:mnist/system/worker-{i}", "gpu7", "logdir", worker=i, job="mnist",
+                    sampled_at=NOW, gpus=(gpu(0, 70.0, 30_000.0),), machine="gpu7")
+               for i in range(2)]
+    text = render_hosts([local, *workers], lambda key: (), NOW, 100).plain
+    assert text.count("A100") == 1 and "39.1/80.0G" in text and "29.3" not in text
+    assert "also here: job mnist worker 0, job mnist worker 1" in text
+    assert gpus_title([local, *workers]) == "GPUs"

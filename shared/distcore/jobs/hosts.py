@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from distcore import names
@@ -96,6 +96,7 @@ def host_from_system_run(job: str, part: str, run: RunSnapshot) -> Host:
         cpu_percent=cpu.last_value if cpu is not None else None,
         memory_used_mib=mem.last_value if mem is not None else None,
         interval_seconds=_cadence(run),
+        machine=host_name if isinstance(host_name, str) and host_name else None,
     )
 
 
@@ -119,6 +120,7 @@ def local_host(snap: TelemetrySnapshot | None, interval: float | None) -> Host:
         interval_seconds=interval,
         cpu_cores=len(host.per_core) if host is not None and host.per_core else None,
         load_avg_1m=host.load_avg[0] if host is not None and host.load_avg else None,
+        machine=name,
     )
 
 
@@ -132,6 +134,24 @@ def local_history(
     keys += [names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB]
     found = {key: history(key) for key in keys}
     return {key: values for key, values in found.items() if values}
+
+
+def on_this_machine(hosts: Sequence[Host]) -> tuple[tuple[Host, ...], tuple[Host, ...]]:
+    """(the hosts shown, the workers folded into this machine's own entry).
+
+    A job's worker that recorded this machine's name (and, like it, real or simulated GPUs)
+    ran here: the local sampler already shows every GPU of this machine, live, so listing the
+    worker's recorded copy again showed one machine two or three times. Workers on other
+    machines are never merged with each other: two workers of one host may each see only
+    their own GPUs (CUDA_VISIBLE_DEVICES), all called GPU 0.
+    """
+    local = next((h for h in hosts if h.source == "local"), None)
+    if local is None or local.machine is None:
+        return tuple(hosts), ()
+    folded = tuple(h for h in hosts if h.source == "logdir" and h.machine == local.machine
+                   and h.simulated == local.simulated)
+    keys = {h.key for h in folded}
+    return tuple(h for h in hosts if h.key not in keys), folded
 
 
 def host_age(host: Host, now: float) -> float | None:

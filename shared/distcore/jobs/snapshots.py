@@ -45,6 +45,7 @@ class Host:
     interval_seconds: float | None = None  # how often it is sampled: "stale" is a few of these
     cpu_cores: int | None = None
     load_avg_1m: float | None = None
+    machine: str | None = None  # the machine's host name where known (sampled or recorded)
 
 
 class HostSource(Protocol):

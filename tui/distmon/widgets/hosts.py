@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 
 from distcore import names
-from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.hosts import host_age, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
@@ -146,10 +146,13 @@ def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int
     """Local first (with its history), then each other host under a heading with its age."""
     if not hosts:
         return Text("sampling GPUs…", style="dim")
+    hosts, here = on_this_machine(hosts)
     lines: list[Text] = []
     for host in hosts:
         if host.source == "local":
             lines += _local_lines(host, history, width)
+            if here:
+                lines.append(_also_here(here))
             continue
         lines.append(_heading(host, now))
         if host.error:
@@ -160,7 +163,18 @@ def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int
     return Text("\n").join(lines)
 
 
+def _also_here(workers: Sequence[Host]) -> Text:
+    """The jobs' workers that ran on this machine: its GPUs above are theirs."""
+    names = []
+    for host in workers:
+        label = f"job {terminal_text(host.job or '?', 30)}"
+        names.append(f"{label} worker {host.worker}" if host.worker is not None else label)
+    return Text("also here: " + ", ".join(names), style="dim", no_wrap=True, overflow="ellipsis",
+                end="")
+
+
 def gpus_title(hosts: Sequence[Host]) -> str:
+    hosts, _ = on_this_machine(hosts)
     local = next((h for h in hosts if h.source == "local"), None)
     others = len(hosts) - (local is not None)
     title = "GPUs (simulated)" if local is not None and local.simulated else "GPUs"
