@@ -107,3 +107,20 @@ def test_jobs_that_already_ended_are_not_announced(capsys: pytest.CaptureFixture
     done.wait()
     stop_jobs([done])
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(("done", "total", "shown", "line"), [
+    (0, 1280, 0, None),  # TensorFlow still starting: the first line said what is under way
+    (127, 1280, 0, None),
+    (128, 1280, 0, "  128/1,280 images written"),
+    (200, 1280, 128, None),  # the same tenth
+    (1100, 1280, 128, "  1,100/1,280 images written"),
+    (1280, 1280, 1100, None),  # done: the writer's exit ends the wait
+    (5, 5, 0, None),
+    (3, 5, 0, "  3/5 images written"),
+])
+def test_the_image_writer_reports_each_tenth(done: int, total: int, shown: int,
+                                             line: str | None) -> None:
+    from distmon.demo import progress_line
+
+    assert progress_line(done, total, shown) == line

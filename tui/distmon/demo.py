@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,16 +59,46 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def ensure_images(directory: Path) -> None:
-    """Write the sample images once (about 45 MB; later demos reuse them)."""
+SAMPLE_IMAGES = 128 * 10  # distagent.data.samples' default: 128 per class, 10 classes
+
+
+def ensure_images(directory: Path, poll: float = 1.0) -> None:
+    """Write the sample images once (about 45 MB; later demos reuse them), saying how far it is:
+    TensorFlow's start and the encoding take tens of seconds on a small machine."""
     if directory.is_dir() and any(directory.glob("*/*.jpg")):
         return
-    print(f"writing sample images into {directory} (once)...", flush=True)
-    done = subprocess.run([sys.executable, "-m", "distagent.data.samples", str(directory)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    print(f"writing {SAMPLE_IMAGES:,} sample images into {directory} (once)...", flush=True)
+    with tempfile.TemporaryFile("w+") as errors:
+        writer = subprocess.Popen([sys.executable, "-m", "distagent.data.samples", str(directory)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=errors, text=True)
+        shown = 0
+        while True:
+            try:
+                code = writer.wait(timeout=poll)
+                break
+            except subprocess.TimeoutExpired:
+                done = _written(directory)
+                line = progress_line(done, SAMPLE_IMAGES, shown)
+                if line is not None:
+                    print(line, flush=True)
+                    shown = done
+        errors.seek(0)
+        last = (errors.read().strip().splitlines() or [f"exit status {code}"])[-1]
+    if code != 0:
         raise SystemExit(f"distmon.demo: could not write the sample images: {last}")
+
+
+def _written(directory: Path) -> int:
+    return sum(1 for _ in directory.glob("*/*.jpg")) if directory.is_dir() else 0
+
+
+def progress_line(done: int, total: int, shown: int) -> str | None:
+    """A line each tenth of the way (None: nothing new to say)."""
+    step = max(1, total // 10)
+    if done >= total or done // step <= shown // step:
+        return None
+    return f"  {done:,}/{total:,} images written"
 
 
 def start_job(config: Path, logdir: Path, overrides: Sequence[str]) -> subprocess.Popen[bytes]:
