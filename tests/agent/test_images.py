@@ -214,3 +214,18 @@ def test_the_plan_warns_when_the_decoded_images_would_not_fit_in_memory(folder: 
                         devices=("a", "b"), num_examples=96, example_bytes=SIZE * SIZE * 3 + 4,
                         cache_budget_bytes=budget)
     assert on_disk.cache and "cache" not in [warning_kind(w) for w in on_disk.warnings]
+
+
+def test_images_made_in_chunks_keep_their_labels_and_shapes() -> None:
+    """The command line makes the demo's images a chunk at a time (bounded memory, progress):
+    the labels are the whole set's, each class as often, and one chunk is ring_images."""
+    from distagent.data.samples import ring_chunks
+
+    whole_images, whole_labels = ring_images(50, 5, 24, seed=3)
+    chunks = list(ring_chunks(50, 5, 24, seed=3, chunk=16))
+    assert [len(c[0]) for c in chunks] == [16, 16, 16, 2]
+    labels = np.concatenate([c[1] for c in chunks])
+    assert (labels == whole_labels).all() and np.bincount(labels).tolist() == [10] * 5
+    assert all(c[0].shape[1:] == (24, 24, 3) and c[0].dtype == np.uint8 for c in chunks)
+    one = next(ring_chunks(50, 5, 24, seed=3, chunk=50))
+    assert (one[0] == whole_images).all()

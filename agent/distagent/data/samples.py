@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +27,36 @@ NOISE = 0.4
 """Standard deviation of the noise blotches, on a [0, 1] scale."""
 CYCLES_APART = 0.3
 """Ring frequencies of neighbouring classes, in cycles per image width."""
+CHUNK = 64
+"""Images made and written at a time by the command line (its memory, and its progress)."""
 
 
 def ring_images(n: int, num_classes: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(uint8 [n, size, size, 3] images, int64 [n] labels), reproducible from the seed."""
+    return next(ring_chunks(n, num_classes, size, seed, chunk=max(1, n)))
+
+
+def ring_chunks(n: int, num_classes: int, size: int, seed: int,
+                chunk: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """`ring_images` `chunk` images at a time: the noise of 1,280 256x256 images at once
+    is 2 GB of float64 and minutes of a small machine, with nothing to show until the end."""
     rng = np.random.default_rng(seed)
-    labels = rng.permutation(np.arange(n) % num_classes)  # the same count in every class
+    all_labels = rng.permutation(np.arange(n) % num_classes)  # the same count in every class
     grid = np.arange(size, dtype=np.float32)
-    centres = rng.uniform(0.3 * size, 0.7 * size, (n, 2)).astype(np.float32)
-    dy = grid[None, :, None] - centres[:, 0, None, None]
-    dx = grid[None, None, :] - centres[:, 1, None, None]
-    radius = np.sqrt(dy * dy + dx * dx) / size
-    cycles = (1.5 + CYCLES_APART * labels).astype(np.float32)[:, None, None]
-    phase = rng.uniform(0, 2 * np.pi, (n, 1, 1)).astype(np.float32)
-    rings = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * radius + phase)
-    contrast = rng.uniform(0.3, 1.0, (n, 1, 1, 1)).astype(np.float32)
-    tint = rng.uniform(0.5, 1.0, (n, 1, 1, 3)).astype(np.float32)
-    pixels = 0.5 + contrast * (rings[..., None] * tint - 0.5) + _noise(rng, n, size)
-    return np.clip(pixels * 255.0 + 0.5, 0, 255).astype(np.uint8), labels.astype(np.int64)
+    for start in range(0, n, chunk):
+        labels = all_labels[start:start + chunk]
+        m = len(labels)
+        centres = rng.uniform(0.3 * size, 0.7 * size, (m, 2)).astype(np.float32)
+        dy = grid[None, :, None] - centres[:, 0, None, None]
+        dx = grid[None, None, :] - centres[:, 1, None, None]
+        radius = np.sqrt(dy * dy + dx * dx) / size
+        cycles = (1.5 + CYCLES_APART * labels).astype(np.float32)[:, None, None]
+        phase = rng.uniform(0, 2 * np.pi, (m, 1, 1)).astype(np.float32)
+        rings = 0.5 + 0.5 * np.sin(2 * np.pi * cycles * radius + phase)
+        contrast = rng.uniform(0.3, 1.0, (m, 1, 1, 1)).astype(np.float32)
+        tint = rng.uniform(0.5, 1.0, (m, 1, 1, 3)).astype(np.float32)
+        pixels = 0.5 + contrast * (rings[..., None] * tint - 0.5) + _noise(rng, m, size)
+        yield np.clip(pixels * 255.0 + 0.5, 0, 255).astype(np.uint8), labels.astype(np.int64)
 
 
 def _noise(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
@@ -63,14 +75,15 @@ def _encode(tf: Any, image: np.ndarray, fmt: str) -> bytes:
 
 
 def write_image_folders(directory: Path, images: np.ndarray, labels: np.ndarray, *,
-                        fmt: str = "jpeg") -> int:
-    """One folder per class (`class_00`, ...), one file per image; returns the files written."""
+                        fmt: str = "jpeg", start: int = 0) -> int:
+    """One folder per class (`class_00`, ...), one file per image, numbered from `start`;
+    returns the files written."""
     import tensorflow as tf
 
     suffix = ".png" if fmt == "png" else ".jpg"
     for label in sorted(set(labels.tolist())):
         (directory / f"class_{label:02d}").mkdir(parents=True, exist_ok=True)
-    for i, (image, label) in enumerate(zip(images, labels, strict=True)):
+    for i, (image, label) in enumerate(zip(images, labels, strict=True), start):
         path = directory / f"class_{int(label):02d}" / f"{i:06d}{suffix}"
         path.write_bytes(_encode(tf, image, fmt))
     return len(images)
@@ -126,16 +139,18 @@ def _write(args: argparse.Namespace) -> int:
     if min(args.per_class, args.size) < 1 or args.classes < 2:
         print("distagent: --per-class and --size must be >= 1, --classes >= 2", file=sys.stderr)
         return 2
-    images, labels = ring_images(args.per_class * args.classes, args.classes, args.size,
-                                 args.seed)
+    n = args.per_class * args.classes
     if args.tfrecord:
+        images, labels = ring_images(n, args.classes, args.size, args.seed)
         paths = write_image_tfrecords(args.directory / "train", images, labels)
         print(f"wrote {counted(len(images), 'image')} into {counted(len(paths), 'file')} "
               f"{args.directory}/train-*")
-    else:
-        write_image_folders(args.directory, images, labels)
-        print(f"wrote {counted(len(images), 'image')} into {counted(args.classes, 'folder')} "
-              f"under {args.directory}")
+        return 0
+    written = 0
+    for images, labels in ring_chunks(n, args.classes, args.size, args.seed, CHUNK):
+        written += write_image_folders(args.directory, images, labels, start=written)
+    print(f"wrote {counted(written, 'image')} into {counted(args.classes, 'folder')} "
+          f"under {args.directory}")
     return 0
 
 
