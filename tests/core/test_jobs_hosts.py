@@ -117,9 +117,11 @@ def test_stale_after_a_few_intervals(age: float, interval: float | None, stale: 
     assert is_stale(host, 1000.0 + age) is stale
 
 
-def _host(key: str, source: str, machine: str | None, *, simulated: bool = False) -> Host:
-    return Host(key, machine or key, source, job="j" if source == "logdir" else None,  # type: ignore[arg-type]
-                machine=machine, simulated=simulated)
+def _host(key: str, source: str, machine: str | None, *, simulated: bool = False,
+          gpus: tuple[Any, ...] = ()) -> Host:
+    return Host(key, machine or key, source,  # type: ignore[arg-type]
+                job="j" if source == "logdir" else None, machine=machine, simulated=simulated,
+                gpus=gpus)
 
 
 @pytest.mark.parametrize(("hosts", "shown", "folded"), [
@@ -132,8 +134,12 @@ def _host(key: str, source: str, machine: str | None, *, simulated: bool = False
     # No recorded host name: nothing proves where it ran.
     ([_host("local", "local", "gpu7"), _host("w0", "logdir", None)], ["local", "w0"], []),
     # Simulated GPUs recorded by a job are not this machine's real ones.
-    ([_host("local", "local", "gpu7"), _host("w0", "logdir", "gpu7", simulated=True)],
+    ([_host("local", "local", "gpu7"), _host("w0", "logdir", "gpu7", simulated=True,
+                                             gpus=(fixed.gpu(0, 50.0, 1.0),))],
      ["local", "w0"], []),
+    # A CPU job beside simulated GPUs: its host figures are this machine's.
+    ([_host("local", "local", "gpu7", simulated=True), _host("w0", "logdir", "gpu7")],
+     ["local"], ["w0"]),
     # An ssh host of the same name is a source of its own: kept.
     ([_host("local", "local", "gpu7"), _host("ssh:gpu7", "ssh", "gpu7")],
      ["local", "ssh:gpu7"], []),

@@ -91,3 +91,34 @@ async def settle(pilot: Any) -> None:
         assert time.monotonic() < deadline, "the key bar never showed its keys"
         await pilot.pause(0.02)
     await fresh(pilot)
+
+
+async def choose(pilot: Any, app: DistmonApp, key: str, name: str) -> None:
+    """Press `key`, then pick `name` (as shown) from the command palette it opens."""
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press(key)
+    deadline = time.monotonic() + 60
+    listed: Any = None
+    while time.monotonic() < deadline:
+        if isinstance(app.screen, CommandPalette):
+            listed = app.screen.query_one(CommandList)
+            names = [listed.get_option_at_index(i).hit.text for i in range(listed.option_count)]
+            if name in names:
+                listed.highlighted = names.index(name)
+                break
+        await pilot.pause(0.05)
+    else:
+        raise AssertionError(f"{name!r} not offered after {key!r}")
+    await pilot.press("enter")
+    while isinstance(app.screen, CommandPalette):
+        assert time.monotonic() < deadline, "the palette did not close"
+        await pilot.pause(0.05)
+    await pilot.pause()  # the palette runs the choice after it closes (call_later)
+
+
+def palette_names(app: DistmonApp) -> list[str]:
+    from textual.command import CommandList
+
+    listed = app.screen.query_one(CommandList)
+    return [listed.get_option_at_index(i).hit.text for i in range(listed.option_count)]

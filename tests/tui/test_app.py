@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from typing import Any
 
-from textual.widgets import Input, OptionList
+from rich.console import Console
+from textual.binding import Binding
+from textual.command import CommandPalette
+from textual.widgets import HelpPanel, Input, KeyPanel, Markdown
+from textual.widgets._key_panel import BindingsTable
 
 from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
-from distmon.widgets.screens import HelpScreen, TagPicker
-from tests.tui.conftest import MakeApp, ready, simulated_gpus, standard_runs
-from tests.tui.fixed import FixedRuns, keras_job
+from tests.tui.conftest import MakeApp, choose, palette_names, ready, simulated_gpus, standard_runs
+from tests.tui.fixed import FixedRuns, keras_job, run, series
+from tests.tui.test_table_keys import until
 
 JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
 
@@ -42,19 +47,29 @@ async def test_q_quits(make_app: MakeApp) -> None:
         assert not app.is_running
 
 
-async def test_help_lists_every_binding_and_closes(make_app: MakeApp) -> None:
+async def test_help_is_the_key_panel_of_every_binding_and_closes(make_app: MakeApp) -> None:
+    """`?` shows Textual's key panel: the bindings themselves, each with its tooltip, and the
+    focused table's own help (the marks); `?` or escape closes it."""
     app = make_app()
-    async with app.run_test() as pilot:
+    async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        text = str(app.screen.query_one("Static").render())
-        for key in ["q", "?", "/", "tab", "j k", "space", "enter", "t", "+ / -", "x", "l", "r"]:
-            assert key in text
-        await pilot.press("escape")
-        await pilot.pause()
-        assert not isinstance(app.screen, HelpScreen)
+        for close in ("question_mark", "escape"):
+            await pilot.press("question_mark")
+            await until(pilot, lambda: bool(app.screen.query(HelpPanel)), "the key panel")
+            await pilot.pause()
+            table = app.screen.query_one(KeyPanel).query_one(BindingsTable)
+            console = Console(record=True, width=200, file=io.StringIO())
+            console.print(table.render_bindings_table())
+            text = console.export_text()
+            for binding in app.BINDINGS:
+                assert isinstance(binding, Binding)
+                if binding.tooltip:
+                    assert binding.tooltip in text
+            assert "space" in text and "enter" in text  # the runs table's keys
+            shown = str(app.screen.query_one(HelpPanel).query_one(Markdown).source)
+            assert "● live" in shown
+            await pilot.press(close)
+            await until(pilot, lambda: not app.screen.query(HelpPanel), "the panel to close")
 
 
 async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> None:
@@ -181,20 +196,34 @@ async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
     app = make_app()
     async with app.run_test() as pilot:
         await ready(pilot)
-        await pilot.press("t")
-        await pilot.pause()
-        assert isinstance(app.screen, TagPicker)
-        options = app.screen.query_one(OptionList)
-        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-        assert ids[0] == "loss and accuracy" and "perf/input_wait_fraction" in ids
-        await pilot.press(*["down"] * ids.index("perf/input_wait_fraction"), "enter")
-        await pilot.pause()
+        await choose(pilot, app, "t", "tag: perf/input_wait_fraction")
         chart = app.query_one("#chart-second", LineChart)
-        assert app.state.second_tag == "perf/input_wait_fraction"
-        assert chart._curves and chart._curves[0].ys[-1] == 0.34
-        await pilot.press("t", "enter")  # back to the default pair
-        await pilot.pause()
-        assert app.state.second_tag == "accuracy"
+        await until(pilot, lambda: app.state.second_tag == "perf/input_wait_fraction", "the tag")
+        await until(pilot, lambda: chart._curves and chart._curves[0].ys[-1] == 0.34, "its curve")
+        await choose(pilot, app, "t", "tag: loss and accuracy")  # back to the default pair
+        await until(pilot, lambda: app.state.second_tag == "accuracy", "the default pair")
+
+
+async def test_the_palette_fuzzy_finds_any_choice_and_shows_names_as_written(
+    make_app: MakeApp,
+) -> None:
+    """ctrl+p searches tags, sort and group columns, columns and the x axis; a tag that looks
+    like markup is shown as written."""
+    runs = [*standard_runs(), run("aaa/train", series("[b]loss[/b]", [1.0, 0.5]))]  # first row
+    app = make_app(runs)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await ready(pilot)
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
+        await pilot.press(*"sortstep")
+        await until(pilot, lambda: "sort by step" in palette_names(app), "the fuzzy match")
+        assert "tag: [b]loss[/b]" not in palette_names(app)
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "closed")
+        await choose(pilot, app, "ctrl+p", "x axis: wall")
+        await until(pilot, lambda: app.state.x_mode == "wall", "the x axis")
+        await choose(pilot, app, "t", "tag: [b]loss[/b]")
+        await until(pilot, lambda: app.state.second_tag == "[b]loss[/b]", "the tag as written")
 
 
 async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:

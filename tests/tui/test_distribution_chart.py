@@ -6,16 +6,14 @@ from __future__ import annotations
 import dataclasses
 from types import MappingProxyType
 
-from textual.widgets import OptionList
-
 from distcore.events.snapshots import RunSnapshot
 from distcore.histograms.records import HistogramPoint, HistogramSeries
 from distmon.widgets.charts import LineChart
 from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves
-from distmon.widgets.screens import TagPicker
 from distmon.widgets.view_model import all_tags
-from tests.tui.conftest import MakeApp, ready
+from tests.tui.conftest import MakeApp, choose, ready
 from tests.tui.fixed import keras_job
+from tests.tui.test_table_keys import until
 
 TAG = "weights/dense/kernel"
 
@@ -36,18 +34,12 @@ async def test_t_shows_a_histogram_tag_as_distribution_bands(make_app: MakeApp) 
     app = make_app(runs())
     async with app.run_test() as pilot:
         await ready(pilot)
-        await pilot.press("t")
-        await pilot.pause()
-        assert isinstance(app.screen, TagPicker)
-        options = app.screen.query_one(OptionList)
-        ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
         wanted = HISTOGRAM_PREFIX + TAG
-        assert ids[-1] == wanted  # after the scalar tags
-        await pilot.press(*["down"] * ids.index(wanted), "enter")
-        await pilot.pause()
+        await choose(pilot, app, "t", f"tag: {wanted}")
+        assert app.tag_choices()[-1].name == f"tag: {wanted}"  # after the scalar tags
         chart = app.query_one("#chart-second", LineChart)
-        assert app.state.second_tag == wanted
-        assert len(chart._curves) == 9
+        await until(pilot, lambda: app.state.second_tag == wanted, "the histogram's tag")
+        await until(pilot, lambda: len(chart._curves) == 9, "the bands")
         assert [c.dim for c in chart._curves] == [True] * 4 + [False] + [True] * 4
         assert chart._curves[4].xs == (10.0, 20.0, 30.0) and chart._curves[4].ys == (14.0, 24.0,
                                                                                      34.0)

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Input, OptionList, SelectionList
+from textual.widgets import Input, SelectionList
 
 from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.widgets.charts import LineChart
 from distmon.widgets.runs import RunsTable
-from distmon.widgets.table_screens import ColumnPicker, ColumnsChooser
-from tests.tui.conftest import MakeApp, ready
+from distmon.widgets.table_screens import ColumnsChooser
+from tests.tui.conftest import MakeApp, choose, ready
 from tests.tui.fixed import FixedRuns, keras_job
 
 TIMEOUT = 60.0  # generous: a loaded 2-core machine
@@ -84,12 +84,10 @@ async def loaded(pilot: Any, app: DistmonApp) -> None:
 
 
 async def pick(pilot: Any, app: DistmonApp, key: str, option: str) -> None:
-    await pilot.press(key)
-    await until(pilot, lambda: isinstance(app.screen, ColumnPicker), f"the picker of {key!r}")
-    options = app.screen.query_one(OptionList)
-    options.highlighted = options.get_option_index(option)
-    await pilot.press("enter")
-    await until(pilot, lambda: not isinstance(app.screen, ColumnPicker), "the picker to close")
+    """`s` (sort by) or `g` (group by) and a column, from the command palette."""
+    prefix = {"s": "sort by ", "g": "group by "}[key]
+    await choose(pilot, app, key, "group by nothing (one list)" if option == "(none)"
+                 else prefix + option)
 
 
 @pytest.fixture
@@ -144,7 +142,7 @@ async def test_g_groups_by_an_hparam_and_o_overlays_the_top_n(sweep: Path) -> No
         chart = app.query_one("#chart-loss", LineChart)
         await until(pilot, lambda: [c.label for c in chart._curves] == ["agent/train", "s3", "s2"],
                     "the top 3 overlaid")  # fmt: skip
-        await pick(pilot, app, "g", "\x00none")
+        await pick(pilot, app, "g", "(none)")
         await until(pilot, lambda: keys(app) == ["agent", "s3", "s2", "s4", "s1"], "ungrouped")
         for _ in range(3):  # 5, 10, then off: the cursor's job alone again
             await pilot.press("o")

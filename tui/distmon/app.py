@@ -14,19 +14,22 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.css.query import NoMatches
 from textual.reactive import var
-from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import HelpPanel
+from textual.worker import Worker, WorkerState
 
 from distcore.jobs.snapshots import JobsSnapshot
+from distcore.textsafe import terminal_text
 from distmon import view as views
-from distmon.board import Board, board_widgets
+from distmon.board import Board
+from distmon.commands import Choice, DashboardCommands, choices, palette
+from distmon.dashboard import DashboardScreen
 from distmon.filter_keys import FilterKeys
 from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
@@ -35,31 +38,36 @@ from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.view import ViewState
 from distmon.widgets.compare_view import READING, Arranged, TableView
+from distmon.widgets.curve import X_MODES
 from distmon.widgets.runs import RunsTable
-from distmon.widgets.screens import DEFAULT_TAGS, HelpScreen, TagPicker
 from distmon.widgets.view_model import all_tags
 
 if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first screen
     from distcore.jobs.index import JobIndex
 
-WIDE = 120  # columns from which runs and charts sit side by side
+DEFAULT_TAGS = "loss and accuracy"  # the second chart's default pair, first among the tags
 
 
 class DistmonApp(FilterKeys, TableKeys, App[int]):
     CSS_PATH = "distmon.tcss"
     TITLE = "distmon"
-    ENABLE_COMMAND_PALETTE = False
+    COMMANDS = App.COMMANDS | {DashboardCommands}
+    # Each key's tooltip is its line in the key panel (`?`), the short description the footer's.
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "quit"),
-        Binding("question_mark", "help", "help"),
-        Binding("slash", "filter", "filter"),
-        Binding("t", "pick_tag", "tag"),
-        Binding("x", "x_mode", "x axis"),
-        Binding("l", "log_scale", "log"),
-        Binding("plus,equals_sign", "smoothing(1)", "smooth+", show=False),
-        Binding("minus", "smoothing(-1)", "smooth-", show=False),
-        Binding("r", "reload", "reload"),
-        Binding("escape", "escape", "unfocus", show=False),
+        Binding("q", "quit", "quit"),  # listed with Textual's ctrl+q and its words
+        Binding("question_mark", "help", "help", tooltip="show or hide this panel"),
+        Binding("slash", "filter", "filter",
+                tooltip="filter jobs by regular expression (enter keeps it, escape clears it)"),
+        Binding("t", "pick_tag", "tag",
+                tooltip="the second chart's tag (any scalar or histogram)"),
+        Binding("x", "x_mode", "x axis", tooltip="x axis: step, relative time, wall time"),
+        Binding("l", "log_scale", "log", tooltip="log scale on the y axis"),
+        Binding("plus,equals_sign", "smoothing(1)", "smooth+", show=False,
+                tooltip="more smoothing (TensorBoard's debiased EMA)"),
+        Binding("minus", "smoothing(-1)", "smooth-", show=False, tooltip="less smoothing"),
+        Binding("r", "reload", "reload", tooltip="read every logdir again"),
+        Binding("escape", "escape", "unfocus", show=False,
+                tooltip="unfocus the job, clear the filter, close this panel"),
         *TABLE_BINDINGS,
     ]
     state: var[ViewState] = var(ViewState(), init=False)  # what the user chose to see
@@ -88,7 +96,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         # Snapshot redraws paced by their cost (a 10,000-job redraw holds the GIL the readers
         # need); key presses redraw at once.
         self._pacer = Pacer(self, self._draw_snapshot)
-        self._footer_mounted = False
+        self.dashboard = DashboardScreen(self.view.expr)
 
     @property
     def view(self) -> TableView:
@@ -106,32 +114,24 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
 
     # --- layout and life ----------------------------------------------------------------------
 
-    def compose(self) -> ComposeResult:
-        # The width's class before the widgets are styled: set in on_mount, after them, it
-        # styled the whole board again (a tenth of the UI thread's mount and first frame).
-        self.screen.set_class(self.size.width >= WIDE, "-wide")
-        yield from board_widgets()  # the footer follows the first rows (_mount_footer)
+    def get_default_screen(self) -> DashboardScreen:
+        return self.dashboard
 
-    async def _mount_footer(self) -> None:
-        """The key bar, once the first rows are on screen or the first read ended: mounted with
-        the board, its key widgets were styled twice over (Textual's FooterKey), 0.1-0.2 s of
-        the UI thread's CPU while the readers waited for the GIL to bring the first rows."""
-        if self._footer_mounted or not self.is_running or not self.screen_stack:
-            return
-        self._footer_mounted = True
-        main = self._main
-        await main.mount(Footer())
-        main.refresh_bindings()  # a footer shows its keys when told of the bindings
+    @property
+    def _shown(self) -> bool:
+        """The board is there to draw on (not before its screen, not while shutting down)."""
+        return self.dashboard.is_attached and self.is_running
 
     def on_mount(self) -> None:
-        for widget_id, title in (("runs", "runs"), ("gpus", "GPUs"), ("alerts", "alerts")):
-            self._main.query_one(f"#{widget_id}").border_title = title
-        self._main.query_one("#details").border_title = "focused"
-        self._main.query_one(RunsTable).focus()
-        expr = self._main.query_one("#expr", Input)
-        expr.value, expr.display, expr.disabled = self.view.expr, bool(self.view.expr), True
         self.render_jobs()  # the empty frame, drawn while the producers load
         self._start_producers()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A producer that failed to build or start: said on the status line, not lost."""
+        if event.state is WorkerState.ERROR and event.worker.group == "producers":
+            error = event.worker.error
+            text = terminal_text(f"{type(error).__name__}: {error}", 200)
+            self.state = views.with_note(self.state, f"producers failed: {text}")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="producers")
     def _start_producers(self) -> None:
@@ -153,14 +153,9 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         self.producers.close()
 
     def on_resize(self) -> None:
-        self._main.set_class(self.size.width >= WIDE, "-wide")
-        # Legends are fitted to the charts' widths: plot again once the new layout is known.
+        # Legends are fitted to the charts' widths: plot again once the new layout is known
+        # (the screen's breakpoints set `-wide`).
         self.call_after_refresh(self.render_jobs)
-
-    @property
-    def _main(self) -> Screen[Any]:
-        """The dashboard's screen, also while help or the tag picker is on top of it."""
-        return self.screen_stack[0]
 
     # --- (snapshot, view) -> the board --------------------------------------------------------
 
@@ -174,32 +169,32 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
     def _draw_snapshot(self) -> None:
         if self.is_running:  # the index runs until on_unmount: not once the screen is gone
             self.render_jobs()
-            if self.jobs is not None and self.jobs.jobs and not self._footer_mounted:
+            if self.jobs is not None and self.jobs.jobs and not self.dashboard.footer_mounted:
                 self.call_after_refresh(self._first_rows_drawn)
 
     async def _first_rows_drawn(self) -> None:
         self._first_drawn.set()
-        await self._mount_footer()
+        await self.dashboard.mount_footer()
 
     def on_scan_finished(self, message: ScanFinished) -> None:
         note = f"scan failed: {message.error}" if message.error else ""
         self.state = views.with_note(self.state, note)  # the last rows of the read, not paced
-        self.call_after_refresh(self._mount_footer)  # a read without rows: now
+        self.call_after_refresh(self.dashboard.mount_footer)  # a read without rows: now
 
     def watch_state(self) -> None:
         self.render_jobs()
 
     def render_jobs(self) -> None:
-        if not self.screen_stack:  # a snapshot or a key that came while the app shut down
+        if not self._shown:  # a snapshot or a key that came while the app shut down
             return
         with contextlib.suppress(NoMatches):  # shutting down: the widgets are already gone
-            self.board.draw(self._main, self.jobs, self.state)
+            self.board.draw(self.dashboard, self.jobs, self.state)
         self._arranged = self.board.arranged
 
     # --- events from widgets and keys: each makes a new view ----------------------------------
 
     def on_runs_table_row_highlighted(self, message: RunsTable.RowHighlighted) -> None:
-        if self.screen_stack:  # (not while shutting down)
+        if self._shown:
             self.state = views.with_cursor(self.state, message.key)
 
     def on_runs_table_toggle_select(self, message: RunsTable.ToggleSelect) -> None:
@@ -209,15 +204,32 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         self.state = views.toggle_focus(self.state, message.key)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        """Textual's key panel, beside the board: every key with its tooltip."""
+        if self.dashboard.query(HelpPanel):
+            self.action_hide_help_panel()
+        else:
+            self.action_show_help_panel()
+
+    def tag_choices(self) -> list[Choice]:
+        def pick(tag: str | None) -> None:
+            self.state = views.with_second_tag(self.state, tag)
+
+        tags = all_tags(self.board.charted(self.jobs, self.state))
+        default = Choice(f"tag: {DEFAULT_TAGS}", lambda: pick(None))
+        return choices("tag: ", tags, pick, first=[default])
+
+    def x_axis_choices(self) -> list[Choice]:
+        def pick(mode: str) -> None:
+            self.state = self.state.replace(x_mode=mode)
+
+        return choices("x axis: ", X_MODES, pick)
+
+    def dashboard_choices(self) -> list[Choice]:
+        """ctrl+p's list: every choice of the dashboard."""
+        return [*self.tag_choices(), *self.table_choices(), *self.x_axis_choices()]
 
     def action_pick_tag(self) -> None:
-        def chosen(tag: str | None) -> None:
-            if tag is not None:
-                picked = None if tag == DEFAULT_TAGS else tag
-                self.state = views.with_second_tag(self.state, picked)
-
-        self.push_screen(TagPicker(all_tags(self.board.charted(self.jobs, self.state))), chosen)
+        self.push_screen(palette(self.tag_choices(), "tag for the second chart…"))
 
     def action_x_mode(self) -> None:
         self.state = views.next_x_mode(self.state)

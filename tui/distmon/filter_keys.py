@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from textual.widgets import Input
+from textual.widgets import HelpPanel, Input
 
 from distmon import view as views
 from distmon.widgets.runs import RunsTable
@@ -13,6 +13,7 @@ from distmon.widgets.runs import RunsTable
 if TYPE_CHECKING:
     from textual.app import App
 
+    from distmon.dashboard import DashboardScreen
     from distmon.view import ViewState
 
     _Base = App[int]
@@ -23,6 +24,7 @@ else:
 class FilterKeys(_Base):
     if TYPE_CHECKING:
         state: ViewState
+        dashboard: DashboardScreen
 
         def close_expression(self) -> None: ...  # distmon.table_keys's
 
@@ -39,19 +41,22 @@ class FilterKeys(_Base):
             self._close_filter()
 
     def action_filter(self) -> None:
-        box = self.screen_stack[0].query_one("#filter", Input)
+        box = self.dashboard.query_one("#filter", Input)
         box.disabled, box.display = False, True
         box.focus()
 
     def _close_filter(self) -> None:
         """Back to the list; the kept pattern stays in view but cannot take the focus (Tab
         into it made `q` type instead of quit)."""
-        box = self.screen_stack[0].query_one("#filter", Input)
+        box = self.dashboard.query_one("#filter", Input)
         box.display, box.disabled = bool(self.state.pattern), True
-        self.screen_stack[0].query_one(RunsTable).focus()
+        self.dashboard.query_one(RunsTable).focus()
 
     def action_escape(self) -> None:
-        main = self.screen_stack[0]
+        main = self.dashboard
+        if main.query(HelpPanel):  # escape closes the key panel first
+            self.action_hide_help_panel()
+            return
         expr = main.query_one("#expr", Input)
         if expr.has_focus:  # escape in the expression box clears the expression only
             expr.value = ""

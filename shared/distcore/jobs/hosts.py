@@ -139,9 +139,9 @@ def local_history(
 def on_this_machine(hosts: Sequence[Host]) -> tuple[tuple[Host, ...], tuple[Host, ...]]:
     """(the hosts shown, the workers folded into this machine's own entry).
 
-    A job's worker that recorded this machine's name (and, like it, real or simulated GPUs)
-    ran here: the local sampler already shows every GPU of this machine, live, so listing the
-    worker's recorded copy again showed one machine two or three times. Workers on other
+    A job's worker that recorded this machine's name (and, like it, real or simulated GPUs,
+    or none) ran here: the local sampler already shows every GPU of this machine, live, so
+    listing the worker's recorded copy again showed one machine two or three times. Workers on other
     machines are never merged with each other: two workers of one host may each see only
     their own GPUs (CUDA_VISIBLE_DEVICES), all called GPU 0.
     """
@@ -149,7 +149,7 @@ def on_this_machine(hosts: Sequence[Host]) -> tuple[tuple[Host, ...], tuple[Host
     if local is None or local.machine is None:
         return tuple(hosts), ()
     folded = tuple(h for h in hosts if h.source == "logdir" and h.machine == local.machine
-                   and h.simulated == local.simulated)
+                   and (h.simulated == local.simulated or not h.gpus))
     keys = {h.key for h in folded}
     return tuple(h for h in hosts if h.key not in keys), folded
 

@@ -46,6 +46,14 @@ LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache s
 
 
 class RunsTable(ScrollView, can_focus=True):
+    HELP = """\
+**The runs.** `j`/`k` or the arrows move, `space` selects a job to overlay on the charts,
+`enter` focuses one (its curves alone, and its plan from run.json); `tab` goes to the next
+panel. `ctrl+p` searches every choice: a tag, a sort or group column, a column to show.
+
+Jobs: ● live · ○ idle · ✕ gone · ◆ selected.
+distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped.
+"""
     BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
         Binding("enter", "focus_job", "focus"),
         Binding("j", "cursor_down", "down", show=False),
