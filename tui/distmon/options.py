@@ -16,7 +16,7 @@ MIN_REFRESH = 0.1
 MAX_REFRESH = 3600.0
 MAX_SIMULATED_GPUS = 64
 MAX_POINTS = 1_000_000
-# --serve --metrics: the default bound on exported series (README "Cardinality bound").
+# --serve --metrics: the default bound on exported series (docs/serve.md, "the cardinality bound").
 DEFAULT_MAX_SERIES = 10_000
 MAX_SERIES = 10_000_000
 
