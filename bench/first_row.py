@@ -7,7 +7,7 @@ taken then (all threads, and the UI thread's). Every distmon runs as a user's in
 from byte-code caches (bench/_installed.py): in a cache folder of this benchmark's own
 (PYTHONPYCACHEPREFIX), filled by one untimed start per checkout, so that no checkout is written
 to. Medians over the rounds; CPU seconds are the fairer figure on a loaded machine, whose load
-average is printed with each round. Target (issue 20): first row within 1 s.
+average is printed with each round. Target (a 10,000-run sweep): first row within 1 s.
 
     python bench/first_row.py [--runs 10000] [--rounds 4] [CHECKOUT ...]   (default: this one)
 """

@@ -11,7 +11,7 @@ them:
 - `distmon --serve --metrics` (a real process): seconds until /metrics counts 100 jobs, and
   the same CPU shares between refreshes; anchor: the same over the local logdirs.
 
-Targets (issue 22): all listed within 10 s in both, at most 5% of a core between refreshes.
+Targets (a fleet): all listed within 10 s in both, at most 5% of a core between refreshes.
 
 First, whose CPU a handshake costs (`--handshakes N`, 0 to skip): N logins one after another
 (`ssh HOST true`, no ControlMaster) per key exchange (ssh's default, sntrup761x25519,

@@ -1,6 +1,6 @@
 """Hyperparameter sweeps: many small runs, against TensorBoard's Rust data server.
 
-Generates a sweep like issue 20's (default 10,000 runs x 2 tags x 1,000 steps, one small events
+Generates a sweep (default 10,000 runs x 2 tags x 1,000 steps, one small events
 file per run, its hparams in the TF hparams plugin's session-start record, as Keras' hparams
 callback writes it; tensorboardX's simple_value bytes), cached under --cache, and measures in
 one run, alternating A B A B:
@@ -11,7 +11,7 @@ one run, alternating A B A B:
                 its VmHWM and CPU seconds then
 Each figure is the median of --repeats rounds (with min-max); ratios are distmon / rustboard.
 CPU seconds are the fairer figure on a shared, loaded machine (wall time there is mostly
-waiting for a core). Targets (issue 20): time and memory at most the data server's.
+waiting for a core). Targets: time and memory at most the data server's.
 
 With --dashboard, also the dashboard in tmux on the same sweep: seconds to its first job row
 and to all jobs listed (targets 1 s and 10 s), the CPU seconds it took to list them (all

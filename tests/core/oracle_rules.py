@@ -1,5 +1,5 @@
-"""The point rules and TensorBoard's EMA as they were before the job index's fast paths
-(alerts.py and smoothing.py at 487e046, verbatim): the oracle that test_index_oracle compares
+"""The point rules and TensorBoard's EMA in their plain, one-run-at-a-time form, without the
+job index's fast paths: the oracle that test_index_oracle compares
 the fast rules with. Kept apart so that a later change to the rules cannot change the oracle."""
 
 # ruff: noqa

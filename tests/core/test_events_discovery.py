@@ -1,6 +1,6 @@
 """Run discovery: every directory holding a `*tfevents*` file is a run (TensorBoard's rule).
 
-discover() walks strings, not Paths (issue 20: discovery was most of the way to a sweep's first
+discover() walks strings, not Paths (discovery was most of the way to a sweep's first
 row). `_pathlib_discover` below is the walk it replaced, kept as the oracle: on every tree here,
 real directories, links, loops, FIFOs and odd names, both give the same runs (names, absolute
 directories, files in order) and the same problems, in the same order.

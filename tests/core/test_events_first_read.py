@@ -1,4 +1,4 @@
-"""A sweep's first read (issue 20): its newest runs are read and told before the walk's other
+"""A sweep's first read: its newest runs are read and told before the walk's other
 runs are even made into Paths (10,000 runs' Paths were 0.15 s of CPU on the way to the
 dashboard's first row); the read ends where a read without that head start ends. Real
 tensorboardX files, the real watcher and store."""

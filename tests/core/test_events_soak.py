@@ -1,6 +1,6 @@
 """The soak (bench/soak.py) for 20 s: writers append, truncate, rewrite, replace, delete and
 recreate files under a live watcher; no exception, bounded memory, and the watched state equal
-to a fresh read. The 10-minute run is `bench/soak.py` (its result is quoted in README)."""
+to a fresh read. The 10-minute run is `bench/soak.py` (its result is in docs/benchmarks.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A refresh costs what changed (issue 20): the store and the index keep what did not change, and
-a first read is told as it lands. Real event files, the real watcher and store."""
+"""A refresh costs what changed (a sweep stays cheap): the store and the index keep what did
+not change, and a first read is told as it lands. Real event files, the real watcher and store."""
 
 from __future__ import annotations
 

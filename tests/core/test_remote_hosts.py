@@ -1,4 +1,4 @@
-"""Many ssh hosts from one machine (issue 22): `Host` aliases of one real sshd on 127.0.0.1 and
+"""Many ssh hosts from one machine: `Host` aliases of one real sshd on 127.0.0.1 and
 one host that accepts TCP but never answers, read as the dashboard reads them (every reader
 started at once). Handshakes are bounded and each host has its own thread: the dead host's
 handshake is still pending while every other host's run is already in the store."""

@@ -47,7 +47,7 @@ def test_quiet_wait(
     assert quiet_wait(previous, changed, interval=interval, cap=cap) == expected
 
 
-def test_the_default_cap_is_what_the_readme_promises() -> None:
+def test_the_default_cap_is_what_the_readme_and_docs_promise() -> None:
     assert QUIET_CAP == 10.0
 
 

@@ -1,4 +1,4 @@
-"""The first screen (issue 20): the key bar is mounted once the first rows are drawn or the
+"""The first screen on a sweep: the key bar is mounted once the first rows are drawn or the
 first read ended, so that styling its key widgets does not hold the UI thread (and the GIL)
 while the readers bring the first rows; mounted late, it still shows every key."""
 

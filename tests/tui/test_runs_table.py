@@ -1,6 +1,7 @@
-"""The runs table is virtual (issue 20): it builds the lines of the rows in view, whatever the
-number of jobs, and keeps them until a row changes. Pilot tests on the real app and job index
-over a fixed run source; what they read is what the user sees (the drawn lines, the cursor)."""
+"""The runs table is virtual (a sweep has thousands of jobs): it builds the lines of the rows in
+view, whatever the number of jobs, and keeps them until a row changes. Pilot tests on the real
+app and job index over a fixed run source; what they read is what the user sees (the drawn
+lines, the cursor)."""
 
 from __future__ import annotations
 

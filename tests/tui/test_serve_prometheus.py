@@ -141,7 +141,7 @@ def served(tmp_path: Path, logdir: Path) -> Iterator[Serve]:
 def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, served: Serve) -> None:
     prometheus = Prometheus(tmp_path, f"127.0.0.1:{served.port()}")
     try:
-        # The Grafana-ready query of the README: a job's loss.
+        # The Grafana-ready query of docs/serve.md: a job's loss.
         loss = wait_for(lambda: prometheus.query('distmon_scalar{job="mnist", tag="loss"}'))
         (series,) = loss
         assert series["metric"]["run"] == "mnist/train"

@@ -1,4 +1,4 @@
-"""The dashboard at a sweep's scale (issue 20): redraws paced by their cost, the header saying
+"""The dashboard at a sweep's scale: redraws paced by their cost, the header saying
 how far the first read is, comparison cells shown as text (never markup). Pilot tests on real
 watched logdirs (tensorboardX -> LogdirWatcher -> RunStore -> JobIndex -> app); the pacing
 and note rules as parametrized tables."""

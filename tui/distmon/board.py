@@ -99,7 +99,7 @@ class Board:
         main.query_one(DetailsPanel).show_snapshot(snap, view.focused_job)
         main.query_one(AlertsPanel).show_snapshot(snap)
         main.query_one(GpusPanel).show_snapshot(snap)
-        if view.note == READING:  # how far the first read is (issue 20)
+        if view.note == READING:  # how far a sweep's first read is
             view = views.with_note(view, reading_note(self._progress()))
         text = views.status_text(view, snap, self._logdirs, len(self.visible), arranged.error)
         main.query_one(StatusLine).show_text(text)

@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
-    """`--serve` and its outputs (issue 22)."""
+    """`--serve` and its outputs: metrics and webhooks, no terminal."""
     serve = parser.add_argument_group("headless service (--serve)")
     serve.add_argument(
         "--serve",
@@ -145,7 +145,7 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
-    """The comparison table (issue 20): one row per job, its hparams and metrics as columns."""
+    """The comparison table of a sweep: one row per job, its hparams and metrics as columns."""
     parser.add_argument(
         "--table",
         action="store_true",

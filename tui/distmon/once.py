@@ -161,7 +161,7 @@ def run_once(options: Options, out: TextIO | None = None, *, last: bool = False)
 
 
 def _report(options: Options, out: TextIO) -> int:
-    if options.table or options.csv or options.points:  # the comparison table (issue 20)
+    if options.table or options.csv or options.points:  # a sweep's comparison table
         from distmon.table_text import run_table
 
         return run_table(options, out)

@@ -16,7 +16,7 @@ MIN_REFRESH = 0.1
 MAX_REFRESH = 3600.0
 MAX_SIMULATED_GPUS = 64
 MAX_POINTS = 1_000_000
-# --serve --metrics: the default bound on exported series (README "Cardinality bound").
+# --serve --metrics: the default bound on exported series (docs/serve.md, "the cardinality bound").
 DEFAULT_MAX_SERIES = 10_000
 MAX_SERIES = 10_000_000
 
@@ -32,17 +32,17 @@ class Options:
     json: bool = False
     check: bool = False  # --once --check: exit 1 on any critical alert
     max_points: int = 2000
-    # Remote sources (issue 14): `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
+    # Remote sources: `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
     remotes: tuple[SshSpec | UrlSpec, ...] = ()
     ssh_config: Path | None = None
     storage_options: Mapping[str, Any] = field(default_factory=dict)
-    # --serve (issue 22): headless, long-running; metrics over HTTP and/or alerts to a webhook.
+    # --serve: headless, long-running; metrics over HTTP and/or alerts to a webhook.
     serve: bool = False
     metrics: tuple[str, int] | None = None  # (host, port) to listen on; port 0: any free port
     notify: str | None = None  # webhook URL (a secret: never printed whole)
     notify_level: str = "critical"
     max_series: int = DEFAULT_MAX_SERIES
-    # The comparison table (issue 20): --once --table / --csv / --points, and the initial
+    # The comparison table of a sweep: --once --table / --csv / --points, and the initial
     # sort (`[-]COLUMN`) and filter expression (`NAME OP VALUE,...`) of the dashboard too.
     table: bool = False
     csv: bool = False

@@ -1,5 +1,6 @@
 """The dashboard's comparison-table keys: sort by a column, reverse it, filter by an expression,
-group by an hparam, overlay the top N on the charts, choose the columns.
+group by an hparam, overlay the top N on the charts, choose the columns: a sweep's
+hundreds of runs compared by their hyperparameters.
 
 A mixin of DistmonApp so that the app's file keeps to the panels; the state is one frozen
 `TableView` and every key replaces it (pure functions in compare_view): the app's view state

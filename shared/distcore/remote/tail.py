@@ -36,7 +36,7 @@ from distcore.location import RunLocation
 from distcore.tfrecord import HEADER, ZERO_BYTES, Batch, decode, find_header
 
 FETCH_LIMIT: Final = 8 << 20  # bytes per file per request: bounded memory, and progress shown
-MAX_PENDING: Final = 256 << 20  # a record claiming more than this is skipped (issue 12's bound)
+MAX_PENDING: Final = 256 << 20  # a record claiming more than this is skipped (as the local reader)
 OVERLAP: Final = 16  # object stores: bytes re-read before the offset to notice a replaced object
 SKIPPED: Final = "record too large for a remote read, skipped"
 PART_DIRS: Final = frozenset((*TRAINING_PARTS, names.SYSTEM_DIR))

@@ -1,4 +1,4 @@
-"""The comparison table: one row per job, its hparams and metrics as columns (issue 20).
+"""The comparison table: one row per job, its hparams and metrics as columns, for sweeps.
 
 Pure functions over the job index's snapshot: `rows` builds the rows and the column list,
 `query` sorts, filters, groups and picks the top N. No Textual, no TensorFlow, no I/O; the

@@ -1,7 +1,7 @@
 """First reads of many small files at once: one framing and one vectorised decode for all.
 
 A sweep is thousands of runs of one small file each; read one by one, each file pays the fixed
-cost of every numpy call in framing, CRC and decoding (issue 20: ~5.7 ms a run). Here the
+cost of every numpy call in framing, CRC and decoding (~5.7 ms a run). Here the
 files lie in one buffer, back to back (the caller reads them: distcore.events.many), are
 framed and fast-decoded once, and then each file's share is assembled by the same code as a
 lone read (batch.decode_frames), so the result is exactly a lone read's. A file takes this
@@ -190,7 +190,7 @@ class _Edges:
 def _shares(fast: FastScalars, counts: list[int]) -> list[FastScalars]:
     """Each file's _share, for files of `counts` records back to back: the (file, tag) pairs
     found once for the whole group (a presence table), where that table stays small; per
-    file, that was ~8% of a sweep's read (issue 20)."""
+    file, that was ~8% of a sweep's read."""
     tags, files = len(fast.tags), len(counts)
     if files == 0 or files * tags > 4 * len(fast.index) + 64 * files:
         pos = np.cumsum([0, *counts]).tolist()
