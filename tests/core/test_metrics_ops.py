@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from distcore.alerts import sort_alerts
 from distcore.jobs.agent import agent_record_from
@@ -20,7 +22,7 @@ from distcore.jobs.judge import job_facts, judge_job
 from distcore.jobs.slurm_text import parse_squeue
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from tests.core.slurm_outputs import SQUEUE
-from tests.core.test_metrics import exposition, named, samples, snapshot
+from tests.core.test_metrics import _control_bytes, exposition, named, samples, snapshot
 from tests.tui.fixed import keras_job, run, series, system_run
 
 # Slurm job 1 RUNNING, 2 COMPLETED (ended), 3 PENDING, 4 CANCELLED (ended).
@@ -155,3 +157,30 @@ def test_max_series_is_exact_with_the_dropped_counter_counted(bound: int) -> Non
 
 def test_before_the_first_snapshot_a_bound_of_one_is_kept() -> None:
     assert [s[0] for s in samples(exposition(None, max_series=1))] == ["distmon_series_dropped"]
+
+
+_text = st.text(st.characters(codec="utf-8") | st.sampled_from(["\udcff", "\n", "\x00", '"', "\\"]),
+                max_size=30)  # fmt: skip
+_value = st.one_of(st.none(), st.integers(-5, 10**13), st.booleans(), _text, st.lists(_text))
+scheduler_st = st.one_of(
+    _value,
+    st.fixed_dictionaries(
+        {"kind": st.one_of(st.sampled_from(["slurm", "kubernetes"]), _value)},
+        optional={k: _value for k in ("job_id", "partition", "pod", "step_id", "node_list")},
+    ),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scheduler_st, st.sampled_from([None, "running", "failed", "finished"]))
+def test_any_scheduler_record_gives_one_clean_info_series(scheduler: Any, status: Any) -> None:
+    """run.json is untrusted: whatever its `scheduler` holds, each job has one info series,
+    with no empty label, no control byte, and a Slurm id only of digits."""
+    doc = {"status": status, "scheduler": scheduler}
+    text = exposition(JobsSnapshot(2e9, (), (judged("j", doc),), (), ()))
+    assert _control_bytes(text) == set()
+    (info,) = named(samples(text), "distmon_job_info")
+    assert info[1]["job"] == "j" and "" not in info[1].values()
+    assert set(info[1]) <= {"job", "scheduler", "slurm_job_id", "partition", "state", "pod"}
+    slurm_id = info[1].get("slurm_job_id", "0")
+    assert slurm_id.isascii() and slurm_id.isdigit()
