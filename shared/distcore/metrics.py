@@ -12,9 +12,11 @@ whatever reads the scrape) and lone surrogates as visible escapes, undecodable b
 distcore's one form (`\\xNN`), and the backslash as `\\\\` so that distinct names stay
 distinct (distcore.textsafe.escaped_text); values are then elided to `LABEL_LIMIT` characters.
 prometheus_client escapes quotes and backslashes once more for the exposition. Two values
-equal once elided keep the first series only. The number of series is bounded (`max_series`):
-families are filled in a fixed order of importance (the snapshot, jobs, alerts, hosts, GPUs,
-errors, then scalars) and what does not fit is counted in `distmon_series_dropped`, never sent.
+equal once elided keep the first series only. A label with no value (a host of no job) is left
+out of its series, never sent empty. The number of series is bounded (`max_series`, with
+`distmon_series_dropped` counted in): families are filled in a fixed order of importance (the
+snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit is counted in
+`distmon_series_dropped`, never sent. `distmon_job_info` joins each job to its scheduler.
 """
 
 from __future__ import annotations
