@@ -12,9 +12,11 @@ whatever reads the scrape) and lone surrogates as visible escapes, undecodable b
 distcore's one form (`\\xNN`), and the backslash as `\\\\` so that distinct names stay
 distinct (distcore.textsafe.escaped_text); values are then elided to `LABEL_LIMIT` characters.
 prometheus_client escapes quotes and backslashes once more for the exposition. Two values
-equal once elided keep the first series only. The number of series is bounded (`max_series`):
-families are filled in a fixed order of importance (the snapshot, jobs, alerts, hosts, GPUs,
-errors, then scalars) and what does not fit is counted in `distmon_series_dropped`, never sent.
+equal once elided keep the first series only. A label with no value (a host of no job) is left
+out of its series, never sent empty. The number of series is bounded (`max_series`, with
+`distmon_series_dropped` counted in): families are filled in a fixed order of importance (the
+snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit is counted in
+`distmon_series_dropped`, never sent. `distmon_job_info` joins each job to its scheduler.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from typing import get_args
 
 from prometheus_client.core import GaugeMetricFamily, Metric, StateSetMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
-from distcore import __version__
+from distcore import __version__, names
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import elide, escaped_text
@@ -37,6 +40,10 @@ JOB_STATES: tuple[str, ...] = get_args(JobStatus)
 MIB = 1024 * 1024
 HOST_LABELS = ("host", "source", "job", "worker")
 GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
+INFO_LABELS = ("job", "scheduler", "slurm_job_id", "partition", "state", "pod")
+# run.json's statuses that end a job: its end time is run.json's `end_time` (else its newest point).
+ENDED_STATUSES = frozenset({names.STATUS_FINISHED, names.STATUS_FAILED, names.STATUS_DIVERGED,
+                            names.STATUS_STOPPED})  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape
@@ -48,10 +55,11 @@ def label_text(value: object) -> str:
 
 class _Budget:
     """The series still allowed in this scrape, and every series refused (over the cap, or a
-    duplicate once the labels were made safe)."""
+    duplicate once the labels were made safe). `distmon_series_dropped` itself is one of the
+    `limit`: it is always sent, so the others get one fewer."""
 
     def __init__(self, limit: int) -> None:
-        self.limit, self.left, self.dropped = limit, limit, 0
+        self.limit, self.left, self.dropped = limit, max(limit - 1, 0), 0
 
     def take(self, n: int = 1) -> bool:
         if n > self.left:
@@ -62,23 +70,26 @@ class _Budget:
 
 
 class _Family:
-    """One gauge family whose series are bounded by the budget and unique by label values."""
+    """One gauge family whose series are bounded by the budget and unique by label values. An
+    unknown label (None or empty: a host of no job, an alert of no GPU) is left out of its
+    series, never sent empty."""
 
     def __init__(self, budget: _Budget, name: str, doc: str, labels: Sequence[str]) -> None:
         self.metric = GaugeMetricFamily(name, doc, labels=list(labels))
-        self._budget = budget
+        self._budget, self._names = budget, tuple(labels)
         self._seen: set[tuple[str, ...]] = set()
 
     def add(self, labels: Sequence[object], value: float | None) -> None:
         if value is None:  # unknown: absent, never zero
             return
-        key = tuple(label_text(v) for v in labels)
+        key = tuple("" if v is None else label_text(v) for v in labels)
         if key in self._seen:
             self._budget.dropped += 1
             return
         if self._budget.take():
             self._seen.add(key)
-            self.metric.add_metric(list(key), float(value))
+            known = {n: v for n, v in zip(self._names, key, strict=True) if v}
+            self.metric.samples.append(Sample(self.metric.name, known, float(value)))
 
 
 def _ratio(percent: float | None) -> float | None:
@@ -87,10 +98,6 @@ def _ratio(percent: float | None) -> float | None:
 
 def _times(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
-
-
-def _opt(value: object) -> str:
-    return "" if value is None else str(value)
 
 
 class _Families:
@@ -151,16 +158,27 @@ class _Families:
         )
         replicas = self.family("distmon_job_replicas", "Replicas (run.json)", ["job"])
         batch = self.family("distmon_job_global_batch_size", "Global batch (run.json)", ["job"])
+        info = self.family(
+            "distmon_job_info",
+            "1 per job, with the scheduler that runs it where run.json names one (join on job)",
+            INFO_LABELS,
+        )
+        ended = self.family(
+            "distmon_job_end_timestamp_seconds",
+            "When the job ended: run.json's end (finished, failed, diverged, stopped), else "
+            "the scheduler's (a job Slurm ended while run.json says running)",
+            ["job"],
+        )
         for job in self.snap.jobs:
             name = label_text(job.name)
             if name in seen:  # equal to another job's once made safe
                 self.budget.dropped += len(JOB_STATES)
-                continue
-            if not self.budget.take(len(JOB_STATES)):
-                continue
-            seen.add(name)
-            status.add_metric([name], {s: s == job.status for s in JOB_STATES})
+            elif self.budget.take(len(JOB_STATES)):  # the states whole, or none
+                seen.add(name)
+                status.add_metric([name], {s: s == job.status for s in JOB_STATES})
+            info.add(_info_labels(job), 1)
             updated.add([job.name], _last_update(job))
+            ended.add([job.name], _end_time(job))
             if job.agent is not None:
                 replicas.add([job.name], job.agent.replicas)
                 batch.add([job.name], job.agent.global_batch_size)
@@ -172,8 +190,8 @@ class _Families:
         labels = ["job", "run", "kind", "severity", "host", "gpu"]
         active = self.family(
             "distmon_alert",
-            "An active alert (1) with its kind and severity; job and run are empty for GPU "
-            "alerts, which name their host (and GPU)",
+            "An active alert (1) with its kind and severity; a GPU alert has no job or run "
+            "but names its host (and GPU)",
             labels,
         )
         since = self.family(
@@ -182,14 +200,14 @@ class _Families:
             labels,
         )
         for alert in self.snap.alerts:
-            run = alert.run or ""
-            values = [self.job_of.get(run, run), run, alert.kind, alert.severity,
-                      _opt(alert.host), _opt(alert.gpu)]  # fmt: skip
+            run = alert.run
+            values = [self.job_of.get(run, run) if run else None, run, alert.kind, alert.severity,
+                      alert.host, alert.gpu]  # fmt: skip
             active.add(values, 1)
             since.add(values, alert.since)
 
     def _host_labels(self, host: Host) -> list[object]:
-        return [host.name, host.source, _opt(host.job), _opt(host.worker)]
+        return [host.name, host.source, host.job, host.worker]
 
     def _hosts(self) -> None:
         f = self.family
@@ -243,8 +261,8 @@ class _Families:
         info = self.family("distmon_gpu_info", "The GPU's model name", [*GPU_LABELS, "name"])
         for host in self.snap.hosts:
             for gpu in host.gpus:
-                labels = [*self._host_labels(host), gpu.index, _opt(gpu.uuid)]
-                info.add([*labels, _opt(gpu.name)], 1)
+                labels = [*self._host_labels(host), gpu.index, gpu.uuid]
+                info.add([*labels, gpu.name], 1)
                 for family, get in families:
                     family.add(labels, get(gpu))
 
@@ -280,6 +298,24 @@ def _last_update(job: Job) -> float | None:
     return max(times) if times else None
 
 
+def _info_labels(job: Job) -> list[object]:
+    ref = job.agent.scheduler if job.agent is not None else None
+    state = job.scheduler_state.state if job.scheduler_state is not None else None
+    if ref is None:
+        return [job.name, None, None, None, state, None]
+    return [job.name, ref.kind, ref.slurm_job_id, ref.partition, state, ref.pod]
+
+
+def _end_time(job: Job) -> float | None:
+    if job.status in ENDED_STATUSES:
+        end = job.agent.extra.get("end_time") if job.agent is not None else None
+        if isinstance(end, int | float) and not isinstance(end, bool):
+            return float(end)
+        return _last_update(job)
+    state = job.scheduler_state
+    return state.ended_at if state is not None and state.ended else None
+
+
 def snapshot_families(snap: JobsSnapshot, max_series: int = DEFAULT_MAX_SERIES) -> list[Metric]:
     """Every metric family of `snap`, with at most `max_series` series in all."""
     return _Families(snap, max_series).build()
@@ -302,5 +338,7 @@ class SnapshotCollector(Collector):
         if snap is not None:
             yield from snapshot_families(snap, self.max_series)
             return
-        yield GaugeMetricFamily("distmon_series_limit", "The --max-series bound", self.max_series)
+        if self.max_series > 1:  # the bound counts distmon_series_dropped too
+            yield GaugeMetricFamily("distmon_series_limit", "The --max-series bound",
+                                    self.max_series)  # fmt: skip
         yield GaugeMetricFamily("distmon_series_dropped", "Series left out", value=0)

@@ -333,7 +333,9 @@ def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
 
         assert wait_for(imbalanced) == ["a worker 0", "b worker 0"]
         text = scrape(port)
-        assert sample(text, "distmon_alert", host="a worker 0", run="", gpu="") == 1
+        # A host's alert names no job, run or GPU: those labels are absent, never empty.
+        assert sample(text, "distmon_alert", host="a worker 0") == 1
+        assert 'distmon_alert{host="a worker 0",kind="gpu_imbalance",severity="warning"}' in text
         assert sample(text, "distmon_series_dropped") == 0
         posted = lambda: sorted(b["host"] for b in receiver.bodies  # noqa: E731
                                 if b["kind"] == "gpu_imbalance")  # fmt: skip
