@@ -157,7 +157,10 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
         producers.index.subscribe(_Errors(err))
         err.flush()
         failures = _start_in_background(producers, done)
-        while not done.wait(3600):
+        # Short waits, not one long one: CPython runs a signal's handler on the main thread
+        # only when that thread wakes, and SIGTERM is often delivered to another thread (the
+        # kernel picks any that does not block it), which leaves a long wait asleep.
+        while not done.wait(0.25):
             pass
         if failures:
             raise failures[0]
