@@ -287,3 +287,28 @@ def test_model_and_package_imports_are_light(module: str) -> None:
 def test_the_decoder_loads_on_first_use() -> None:
     code = "import distcore.tfrecord as t\nassert t.decode(b'', {}) == (None, 0)"
     assert "numpy" in _top_level(_loaded_modules(code))
+
+
+# --- distmon: render/ below widgets/ ---------------------------------------------------------
+
+# What the widgets draw is plain data built without Textual; the widgets and the app that show
+# it sit above, so a panel's text is tested without an app and no drawing rule needs a widget.
+RENDER_BANNED = ("textual", "distmon.widgets", "distmon.app", "distmon.board", "distmon.dashboard")
+
+
+def test_render_imports_no_widget_and_no_textual() -> None:
+    found = imports("distmon", PACKAGES["distmon"])
+    crossings = {
+        (module, dep)
+        for module, deps in found.items()
+        if _within(module, "distmon.render")
+        for dep in deps
+        if any(_within(dep, banned) for banned in RENDER_BANNED)
+    }
+    assert crossings == set()
+
+
+def test_render_loads_no_textual() -> None:
+    modules = [m for m in _all_submodules("distmon.render")]
+    loaded = _top_level(_loaded_modules("\n".join(f"import {m}" for m in modules)))
+    assert "textual" not in loaded

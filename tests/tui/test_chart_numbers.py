@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from distcore.jobs.snapshots import Job
 from distcore.smoothing import debiased_ema
-from distmon.widgets.braille import (
+from distmon.render.braille import (
     Axis,
     chart_frame,
     dot_scale,
@@ -22,8 +22,8 @@ from distmon.widgets.braille import (
     render_chart,
     x_formatter,
 )
-from distmon.widgets.hosts import sparkline
-from distmon.widgets.view_model import X_MODES, Curve, XMode, curves
+from distmon.render.hosts import sparkline
+from distmon.render.view_model import X_MODES, Curve, XMode, curves
 from tests.tui.fixed import run, series
 
 NAN, INF = math.nan, math.inf

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from distcore.events.snapshots import Column
 from distcore.jobs.snapshots import Job
-from distmon.widgets import view_model
-from distmon.widgets.braille import (
+from distmon.render import view_model
+from distmon.render.braille import (
     _DOTS,
     Axis,
     Frame,
@@ -26,7 +26,7 @@ from distmon.widgets.braille import (
     plottable,
     render_chart,
 )
-from distmon.widgets.curve import Curve
+from distmon.render.curve import Curve
 
 MAX = 1.7976931348623157e308
 Point = tuple[float, float]

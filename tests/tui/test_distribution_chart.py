@@ -8,9 +8,9 @@ from types import MappingProxyType
 
 from distcore.events.snapshots import RunSnapshot
 from distcore.histograms.records import HistogramPoint, HistogramSeries
+from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves
+from distmon.render.view_model import all_tags
 from distmon.widgets.charts import LineChart
-from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves
-from distmon.widgets.view_model import all_tags
 from tests.tui.conftest import MakeApp, choose, ready
 from tests.tui.fixed import keras_job
 from tests.tui.test_table_keys import until

@@ -8,7 +8,7 @@ from textual.app import App, ComposeResult
 
 from distcore import names
 from distcore.jobs.snapshots import Host, JobsSnapshot
-from distmon.widgets.hosts import _memory, gpus_title, render_hosts
+from distmon.render.hosts import _memory, gpus_title, render_hosts
 from distmon.widgets.panels import AlertsPanel, GpusPanel
 from tests.tui.fixed import NOW, gpu
 

@@ -13,7 +13,7 @@ from distcore.jobs.jsonify import to_json
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot
 from distmon import formats
 from distmon.once import render_text
-from distmon.widgets.view_model import job_row
+from distmon.render.view_model import job_row
 from tests.tui.fixed import NOW, gpu, keras_job, telemetry
 
 

@@ -17,16 +17,16 @@ from distcore.jobs.snapshots import Job
 from distcore.table import CompareRow
 from distcore.textsafe import elide, terminal_text
 from distmon.formats import fitted
-from distmon.widgets.compare_view import Entry
-from distmon.widgets.runs import RunsTable
-from distmon.widgets.runs_lines import (
+from distmon.render.compare_view import Entry
+from distmon.render.runs_lines import (
     line_text,
     name_width,
     row_cells,
     shown_name,
     table_columns,
 )
-from distmon.widgets.view_model import NAME_LIMIT
+from distmon.render.view_model import NAME_LIMIT
+from distmon.widgets.runs import RunsTable
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import FixedRuns, keras_job
 from tests.tui.test_table_keys import laid_out, screen_line, until

@@ -16,9 +16,9 @@ import pytest
 from distcore.events import first_read, watch
 from distcore.textsafe import shown_names
 from distmon.pace import MAX_WAIT, Pacer, next_draw
-from distmon.widgets.compare_view import distinct_names, reading_note
+from distmon.render.compare_view import distinct_names, reading_note
+from distmon.render.view_model import NAME_LIMIT
 from distmon.widgets.runs import RunsTable
-from distmon.widgets.view_model import NAME_LIMIT
 from tests.tui.test_table_keys import TIMEOUT, app_over, keys, until
 
 

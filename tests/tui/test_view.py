@@ -10,8 +10,8 @@ import pytest
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distmon import view as views
+from distmon.render.compare_view import TableView
 from distmon.view import ViewState
-from distmon.widgets.compare_view import TableView
 
 BASE = ViewState(note="")
 
@@ -129,6 +129,6 @@ def test_status_text_carries_the_notes_in_order() -> None:
 def test_status_line_counts_jobs_in_their_number(
     shown: int, total: int, pattern: str, expected: str
 ) -> None:
-    from distmon.widgets.view_model import status_line
+    from distmon.render.view_model import status_line
 
     assert status_line(["/logs"], shown, total, pattern, 0, ()).split("  ·  ")[1] == expected

@@ -35,12 +35,12 @@ from distmon.messages import JobsUpdated, ScanFinished
 from distmon.options import Options
 from distmon.pace import Pacer
 from distmon.producers import Producers, ProducerSet, make_producers
+from distmon.render.compare_view import READING, Arranged, TableView
+from distmon.render.curve import X_MODES
+from distmon.render.view_model import all_tags
 from distmon.table_keys import TABLE_BINDINGS, TableKeys
 from distmon.view import ViewState
-from distmon.widgets.compare_view import READING, Arranged, TableView
-from distmon.widgets.curve import X_MODES
 from distmon.widgets.runs import RunsTable
-from distmon.widgets.view_model import all_tags
 
 if TYPE_CHECKING:  # numpy, NVML: loaded off the UI thread, after the first screen
     from distcore.jobs.index import JobIndex

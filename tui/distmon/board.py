@@ -16,9 +16,7 @@ from textual.widgets import Input
 
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distmon import view as views
-from distmon.view import ViewState
-from distmon.widgets.charts import LineChart
-from distmon.widgets.compare_view import (
+from distmon.render.compare_view import (
     READING,
     Arranged,
     Entry,
@@ -27,6 +25,8 @@ from distmon.widgets.compare_view import (
     reading_note,
     view_note,
 )
+from distmon.view import ViewState
+from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import AlertsPanel, DetailsPanel, GpusPanel, StatusLine
 from distmon.widgets.runs import RunsTable
 

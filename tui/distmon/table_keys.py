@@ -17,7 +17,7 @@ from textual.widgets import Input
 
 from distcore.table import FIXED_COLUMNS
 from distmon.commands import Choice, choices, palette
-from distmon.widgets.compare_view import Arranged, TableView
+from distmon.render.compare_view import Arranged, TableView
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.table_screens import ColumnsChooser
 

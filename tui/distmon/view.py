@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
-from distmon.widgets.compare_view import TableView
-from distmon.widgets.curve import X_MODES, XMode
-from distmon.widgets.view_model import shown_jobs, status_line
+from distmon.render.compare_view import TableView
+from distmon.render.curve import X_MODES, XMode
+from distmon.render.view_model import shown_jobs, status_line
 
 DEFAULT_SECOND = "accuracy"  # the second chart's tag: each run's own accuracy tag
 

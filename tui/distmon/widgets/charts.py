@@ -15,9 +15,9 @@ from textual.widget import Widget
 
 from distcore.jobs.snapshots import Job
 from distcore.textsafe import terminal_text
+from distmon.render.braille import PALETTE, render_chart
+from distmon.render.view_model import Curve, XMode, curves, split_run
 from distmon.view import ViewState, chart_title
-from distmon.widgets.braille import PALETTE, render_chart
-from distmon.widgets.view_model import Curve, XMode, curves, split_run
 
 TITLE_LIMIT = 120  # characters of a chart title (it names a tag); the border crops it further
 

@@ -22,8 +22,8 @@ from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
-from distmon.widgets.hosts import gpus_title, render_hosts
-from distmon.widgets.view_model import main_run
+from distmon.render.hosts import gpus_title, render_hosts
+from distmon.render.view_model import main_run
 
 _NOTHING = object()  # what a panel showed before its first draw: equal to no key
 

@@ -28,8 +28,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from distcore.textsafe import terminal_text
-from distmon.widgets.compare_view import GROUP_KEY, Arranged, Entry, Header
-from distmon.widgets.runs_lines import (
+from distmon.render.compare_view import GROUP_KEY, Arranged, Entry, Header
+from distmon.render.runs_lines import (
     NAME_LIMIT,
     TableColumn,
     header_cells,
@@ -39,7 +39,7 @@ from distmon.widgets.runs_lines import (
     signature,
     table_columns,
 )
-from distmon.widgets.view_model import JobRow
+from distmon.render.view_model import JobRow
 
 HEADER = 1  # lines of the header, above the rows
 LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache starts again

@@ -16,7 +16,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
-from distmon.widgets.view_model import Curve, XMode
+from distmon.render.view_model import Curve, XMode
 
 PALETTE = ("cyan", "magenta", "yellow", "green", "bright_blue", "red", "bright_white")
 # Dot bit for (x % 2, y % 4) inside one braille cell (U+2800 + bits).

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from distcore.histograms.records import HistogramSeries
 from distcore.jobs.snapshots import Job
 from distcore.textsafe import terminal_text
-from distmon.widgets.curve import Curve, XMode
+from distmon.render.curve import Curve, XMode
 
 HISTOGRAM_PREFIX = "histogram: "
 MEDIAN = 4  # the band at 50%
@@ -34,7 +34,7 @@ def _xs(series: HistogramSeries, mode: XMode) -> tuple[float, ...]:
 
 def band_curves(jobs: Sequence[Job], wanted: str, mode: XMode) -> tuple[Curve, ...]:
     """The bands of histogram tag `wanted` (with its prefix) of every shown job's parts."""
-    from distmon.widgets.curve import Curve
+    from distmon.render.curve import Curve
 
     tag = wanted.removeprefix(HISTOGRAM_PREFIX)
     out = []

@@ -1,5 +1,5 @@
 """What a chart draws: its x-axis modes and one line (`Curve`), shared by the scalar charts
-(widgets.view_model) and the histogram bands (widgets.distribution) without either importing the
+(render.view_model) and the histogram bands (render.distribution) without either importing the
 other."""
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from rich.text import Text
 
 from distcore.textsafe import elide, terminal_text
 from distmon.formats import fitted
-from distmon.widgets.compare_view import Entry, Header, cell_text
-from distmon.widgets.view_model import ROW_COLUMNS
+from distmon.render.compare_view import Entry, Header, cell_text
+from distmon.render.view_model import ROW_COLUMNS
 
 # Fixed widths for the columns that change in place; the name takes what the width leaves
 # (the input-wait column stays in view from 120 columns on); comparison columns follow,

@@ -19,8 +19,8 @@ from distcore.smoothing import debiased_ema_array
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
 from distmon.formats import number, share, step_text
-from distmon.widgets.curve import X_MODES, Curve, XMode
-from distmon.widgets.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
+from distmon.render.curve import X_MODES, Curve, XMode
+from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
 
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
@@ -59,7 +59,7 @@ def filter_jobs(jobs: Sequence[Job], pattern: str) -> tuple[Job, ...]:
     return tuple(j for j in jobs if regex.search(j.name))
 
 
-fmt = number  # the table's cells (widgets.compare_view) read figures as the panels do
+fmt = number  # the table's cells (render.compare_view) read figures as the panels do
 
 
 def _last(run: RunSnapshot | None, tag: str | None) -> float | None:

@@ -29,7 +29,7 @@ from distcore.table import (
 )
 from distcore.table.rows import BEST_SUFFIXES
 from distcore.textsafe import shown_names, terminal_text
-from distmon.widgets.view_model import NAME_LIMIT, JobRow, filter_jobs, fmt, job_row
+from distmon.render.view_model import NAME_LIMIT, JobRow, filter_jobs, fmt, job_row
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
 CELL_LIMIT = 16  # characters of a comparison cell
