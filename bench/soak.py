@@ -180,11 +180,25 @@ def compare(
     return diffs
 
 
+def settle(store: RunStore, root: Path, deadline: float) -> tuple[list[str], float]:
+    """The differences once the watcher has caught up with the last writes, and how long that
+    took. A loaded machine may need several rescans, so the state is polled until it equals a
+    fresh read (or the deadline passes and the differences are what remains)."""
+    start = time.monotonic()
+    while True:
+        diffs = compare(store.snapshot(), load_once([root]), store.max_points)
+        if not diffs or time.monotonic() >= deadline:
+            return diffs, time.monotonic() - start
+        time.sleep(0.25)
+
+
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def soak(seconds: float, writers: int, seed: int, max_records: int) -> dict[str, Any]:
+def soak(
+    seconds: float, writers: int, seed: int, max_records: int, settle_seconds: float = 60.0
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="distmon-soak-") as tmp:
         root = Path(tmp)
         store = RunStore()
@@ -204,8 +218,7 @@ def soak(seconds: float, writers: int, seed: int, max_records: int) -> dict[str,
         for writer in team:
             writer.stop.set()
             writer.join()
-        time.sleep(3.0)  # one rescan interval and more: the watcher catches up
-        diffs = compare(store.snapshot(), load_once([root]), store.max_points)
+        diffs, settled = settle(store, root, deadline=time.monotonic() + settle_seconds)
         errors_seen |= {e.message for e in watcher.errors()}
         watcher.close()
         actions: dict[str, int] = {}
@@ -218,6 +231,7 @@ def soak(seconds: float, writers: int, seed: int, max_records: int) -> dict[str,
             "seconds": seconds, "writers": writers, "actions": actions,
             "writer_failures": failures, "watcher_errors": sorted(errors_seen),
             "differences": diffs[:20], "difference_count": len(diffs),
+            "settle_seconds": round(settled, 2),
             "peak_rss_mib_first_quarter": max(rss[:quarter], default=0.0),
             "peak_rss_mib_end": max(rss, default=0.0),
         }
