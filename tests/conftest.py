@@ -2,7 +2,8 @@
 
 - `tf`: TensorFlow, with the CPU split into CPU_REPLICAS logical devices *before* the runtime
   initialises (it cannot be changed afterwards). Tests never import tensorflow at module level:
-  they take this fixture, so that whichever test touches TensorFlow first configures it.
+  they take this fixture, so that whichever test touches TensorFlow first configures it; every
+  test under tests/agent gets the same split before it runs.
 - `gpu` marker: skipped unless NVML finds a GPU.
 - A thread-leak guard: a test that leaves Python threads running fails.
 - Hypothesis profiles: `default` draws the same examples on every run (seeded by each test), so
@@ -18,6 +19,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -80,6 +82,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Every agent test runs in a TensorFlow split into CPU_REPLICAS devices, whichever test of
+    this process came first: a test that resolves a strategy without the `tf` fixture would
+    otherwise start TensorFlow with its own count, and under pytest-xdist the files a worker
+    runs first differ from run to run."""
+    if _AGENT_TESTS in item.path.parents:
+        configure_tensorflow()
+
+
+_AGENT_TESTS = Path(__file__).resolve().parent / "agent"
 
 
 def _ours(threads: set[threading.Thread]) -> set[threading.Thread]:
