@@ -10,7 +10,8 @@ same WSGI app (`make_wsgi_app`: its formats, compression and name filters) is se
   longest without sending its request, which is hung up; where every one is being answered,
   the new one is closed at once. A flood of idle connections then displaces only itself, and
   a scrape, which sends its request as it connects, is answered.
-- `idle_timeout` seconds for each read of the request and for sending the answer: an idle or
+- `idle_timeout` seconds to send the whole request (not per read: a client sending a byte at a
+  time would keep its connection for ever), and again to take the answer: an idle, slow or
   stalled client loses its connection and its thread.
 - a pause after `accept` fails for want of descriptors (the listening socket stays readable,
   and the accept loop would spin a core), and no traceback for what clients do (resets, time-
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import resource
 import socket
@@ -29,11 +31,14 @@ import threading
 import time
 from socketserver import ThreadingMixIn
 from types import TracebackType
-from typing import IO, Final, cast
+from typing import IO, TYPE_CHECKING, Final, cast
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer
 
 from prometheus_client import make_wsgi_app
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +65,31 @@ class _Answer(ServerHandler):
             log.error("metrics: a scrape failed", exc_info=exc_info)
 
 
+class _Until(io.RawIOBase):
+    """The request's bytes, every one before `deadline` (a socket's timeout is per read)."""
+
+    def __init__(self, conn: socket.socket, deadline: float) -> None:
+        self._conn, self._deadline = conn, deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no whole request in time")
+        self._conn.settimeout(left)
+        return self._conn.recv_into(buffer)
+
+
 class _Request(WSGIRequestHandler):
     server: MetricsServer
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.idle_timeout)  # each read and each send
+        deadline = time.monotonic() + self.server.idle_timeout
+        self.rfile.close()  # the socket's own reader: one per deadline, not per read
+        self.rfile = io.BufferedReader(_Until(self.connection, deadline))
 
     def handle(self) -> None:
         """wsgiref's one request per connection, which tells the server once the request is
@@ -78,6 +102,7 @@ class _Request(WSGIRequestHandler):
         if not self.parse_request():  # an error was sent
             return
         self.server.answering(self.request)
+        self.connection.settimeout(self.server.idle_timeout)  # to take the whole answer
         app = self.server.get_app()
         assert app is not None  # set before serving
         answer = _Answer(self.rfile, cast(IO[bytes], self.wfile), self.get_stderr(),

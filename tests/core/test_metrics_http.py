@@ -215,3 +215,19 @@ def test_hostile_names_reach_a_real_scrape_escaped_in_both_formats(
     om_tags = {s.labels["tag"] for f in om_families(openmetrics) for s in f.samples
                if s.name == "distmon_scalar"}  # fmt: skip
     assert om_tags == {label_text(t) for t in tags}
+
+
+def test_a_client_sending_a_byte_at_a_time_loses_its_connection_at_the_deadline() -> None:
+    server = serve(Latest(), idle_timeout=0.5)
+    try:
+        slow = connect(server)
+        started = time.monotonic()
+        sent = 0
+        with pytest.raises(OSError):  # a reset, or a broken pipe, once it is hung up
+            for byte in b"GET /metrics HTTP/1.1\r\n" + b"X-Slow: " + b"a" * 1000:
+                slow.send(bytes([byte]))
+                sent += 1
+                time.sleep(0.05)  # the client's pace: each read on its own is prompt
+        assert 0.4 < time.monotonic() - started < 5 and sent < 200
+    finally:
+        server.close()

@@ -24,6 +24,20 @@ def open_files(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def watching(pid: int) -> bool:
+    """Whether distmon's watcher has started (its inotify descriptor is open): from then on
+    nothing of its start-up (a module imported, the first scan) needs a descriptor."""
+    fds = Path(f"/proc/{pid}/fd")
+    return any(_link(fd) == "anon_inode:inotify" for fd in fds.iterdir())
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed meanwhile
+        return ""
+
+
 def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -87,6 +101,7 @@ def test_out_of_descriptors_is_one_line_and_scrapes_and_sampling_come_back(
         port = serve.port()
         wait_for(lambda: "distmon_host_cpu_ratio" in scrape(port))
         pid = serve.proc.pid
+        wait_for(lambda: watching(pid), timeout=30)
         room = open_files(pid) + 4
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (room, room))
         for _ in range(12):  # beyond the room: the rest wait in the listen backlog
