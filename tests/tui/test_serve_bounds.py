@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import socket
+import subprocess
 import time
 import urllib.error
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from tests.core.test_metrics import _control_bytes
 from tests.tui.test_serve import Serve, scrape, wait_for, write_job
 
 # A job directory with the control characters a terminal or a log reader acts on.
+PROMTOOL = shutil.which("promtool")
 HOSTILE_JOB = "bell\x07esc\x1b[31mcr\rdel\x7f"
 
 
@@ -80,6 +83,10 @@ def test_a_thousand_idle_connections_neither_stall_a_scrape_nor_hold_threads(
         assert time.monotonic() - started < 3
         assert "distmon_scalar{" in text and _control_bytes(text) == set()
         assert 'job="bell\\\\x07esc\\\\x1b[31mcr\\\\rdel\\\\x7f"' in text
+        if PROMTOOL is not None:  # Prometheus' own reader of the exposition, and its lint
+            done = subprocess.run([PROMTOOL, "check", "metrics"], input=text.encode(),
+                                  capture_output=True, timeout=60, check=False)  # fmt: skip
+            assert done.returncode == 0 and not done.stdout + done.stderr, done
         # 64 connections and those being hung up; the process's own descriptors and threads.
         assert open_files(serve.proc.pid) < 64 * 2 + 40
         assert threads(serve.proc.pid) < 64 * 2 + 40
