@@ -88,7 +88,7 @@ class _Request(WSGIRequestHandler):
     def setup(self) -> None:
         super().setup()
         deadline = time.monotonic() + self.server.idle_timeout
-        self.rfile.close()  # the socket's own reader: one per deadline, not per read
+        self.rfile.close()  # the socket's reader, replaced by one bound by the deadline
         self.rfile = io.BufferedReader(_Until(self.connection, deadline))
 
     def handle(self) -> None:
@@ -135,7 +135,7 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
         super().__init__(address, _Request)
 
     def held(self) -> int:
-        """Connections open now (tests, and the bound's own check)."""
+        """Connections open now, those being hung up included (for tests)."""
         with self._lock:
             return len(self._open) + len(self._hung_up)
 
