@@ -215,3 +215,54 @@ def test_failing_source_and_callback_do_not_stop_the_loop() -> None:
     sampler.close()
     assert first.status == GpuStatus(False, "sampling failed: boom", False, "error")
     assert second.status == first.status and sampler.samples == 2
+
+
+class Failing:
+    """A source that raises `errors` in turn, then samples simulated GPUs."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.inner = TelemetrySource(SimulatedGpuSource(1), None)
+
+    def sample(self) -> TelemetrySnapshot:
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.inner.sample()
+
+    def close(self) -> None:
+        pass
+
+
+def test_out_of_descriptors_is_one_steady_line_no_traceback_and_passes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import errno
+    import logging
+    import resource
+
+    emfile = [OSError(errno.EMFILE, "Too many open files", f"/proc/{name}")
+              for name in ("stat", "meminfo", "stat")]  # fmt: skip
+    sampler = TelemetrySampler(Failing(*emfile))
+    with caplog.at_level(logging.DEBUG, logger="distcore"):
+        shown = {sampler.sample_once().status.reason for _ in emfile}
+        errors = sampler.errors()
+        recovered = sampler.sample_once()
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    line = f"sampling failed: Too many open files (at this process's limit of {limit}: ulimit -n)"
+    assert shown == {line} and [e.message for e in errors] == [line]
+    assert recovered.status.available and sampler.errors() == ()
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG] * 3  # no traceback shown
+
+
+def test_a_source_bug_logs_its_traceback_once_per_failing_stretch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    sampler = TelemetrySampler(Failing(*(RuntimeError("bug") for _ in range(3))))
+    with caplog.at_level(logging.DEBUG, logger="distcore"):
+        for _ in range(4):
+            sampler.sample_once()
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.ERROR, logging.DEBUG, logging.DEBUG]
+    assert caplog.records[0].exc_info is not None

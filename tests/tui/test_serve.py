@@ -60,8 +60,9 @@ class Serve:
     """`distmon --serve ...` as a user starts it: a real process, its stderr in a file."""
 
     def __init__(
-        self, tmp: Path, args: Sequence[str], env: Mapping[str, str] | None = None
-    ) -> None:
+        self, tmp: Path, args: Sequence[str], env: Mapping[str, str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
         env = {**(env or os.environ), "PYTHONPATH": os.pathsep.join(
             str(ROOT / p) for p in ("shared", "agent", "tui"))}  # fmt: skip
         self.err_path = tmp / "serve.err"
@@ -69,6 +70,7 @@ class Serve:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "distmon", "--serve", *args],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                preexec_fn=preexec_fn,
             )  # fmt: skip
 
     def stderr(self) -> str:

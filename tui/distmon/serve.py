@@ -2,10 +2,10 @@
 
 No terminal, no Textual: for cron, systemd, a Slurm job or a login node. The same
 `make_producers` and `JobIndex` as the dashboard, run by one `ProducerSet`; the index's
-snapshots go to Prometheus (`--metrics`: a prometheus_client HTTP server whose collector
-renders the latest snapshot at each scrape) and to a webhook (`--notify`: new alerts at or above
-`--notify-level`, on the notifier's own thread). SIGTERM or SIGINT closes everything and exits 0;
-what a user gets wrong (a port in use, a bad URL) is one line and exit 2.
+snapshots go to Prometheus (`--metrics`: distcore.metrics_http's bounded HTTP server, whose
+collector renders the latest snapshot at each scrape) and to a webhook (`--notify`: new alerts
+at or above `--notify-level`, on the notifier's own thread). SIGTERM or SIGINT closes
+everything and exits 0; what a user gets wrong (a port in use, a bad URL) is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from distmon.options import Options
 from distmon.producers import ProducerSet, make_producers
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
+    from distcore.metrics_http import MetricsServer
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -47,18 +47,19 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
-def start_metrics(options: Options, latest: Callable[[], JobsSnapshot | None]) -> WSGIServer:
+def start_metrics(options: Options, latest: Callable[[], JobsSnapshot | None]) -> MetricsServer:
     """Serve /metrics on its own thread; a port in use or a bad host is a DistmonError."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client import CollectorRegistry
 
     from distcore.metrics import SnapshotCollector
+    from distcore.metrics_http import start_metrics_server
 
     assert options.metrics is not None
     host, port = options.metrics
     registry = CollectorRegistry(auto_describe=True)
     registry.register(SnapshotCollector(latest, options.max_series))
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        server = start_metrics_server(host, port, registry)
     except OSError as err:  # EADDRINUSE, EACCES below 1024, an unknown host name
         why = err.strerror or str(err)
         raise DistmonError(f"--metrics {host}:{port}: cannot listen ({why})") from None
@@ -166,8 +167,7 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
             raise failures[0]
     finally:
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
         producers.close()
         if notifier is not None:
             notifier.close()

@@ -21,8 +21,6 @@ is disabled it is asked once.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import subprocess
 import threading
 import time
@@ -31,6 +29,8 @@ from typing import Final
 
 from distcore.jobs.scheduler import JOB_ID_RE, SETTLE_SECONDS, SchedulerState
 from distcore.jobs.slurm_text import parse_sacct, parse_scontrol, parse_squeue, parse_squeue_steps
+from distcore.process import find_command
+from distcore.process import trusted_path as trusted_path  # its tests' import
 from distcore.producer import Failing, Loop, ProducerError
 
 MAX_JOBS: Final = 1000  # followed at once; the rest are unknown (bounded memory and command line)
@@ -40,17 +40,6 @@ MAX_LISTINGS: Final = 64  # step listings a job keeps (those of the last 2 x SET
 
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
-
-
-def trusted_path(path: str | None) -> str:
-    """PATH without its empty and relative elements: an empty element (`:/usr/bin`) or `.` means
-    the working directory, which may be a logdir where anyone training can plant a `squeue`."""
-    return os.pathsep.join(p for p in (path or "").split(os.pathsep) if os.path.isabs(p))
-
-
-def find_command(name: str) -> str | None:
-    """The absolute path of a Slurm command on the trusted part of PATH; None when absent."""
-    return shutil.which(name, path=trusted_path(os.environ.get("PATH", os.defpath))) or None
 
 
 def whole_lines(text: str, max_lines: int = MAX_OUTPUT_LINES) -> str:

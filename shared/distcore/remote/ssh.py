@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from distcore.process import stop_child
+from distcore.process import find_command, stop_child
 from distcore.textsafe import terminal_text
 
 READY: Final = b"distmon-ready"
@@ -106,6 +106,7 @@ class SshConnection:
         self._config = ssh_config
         self._connect_timeout = connect_timeout
         self._ssh = ssh
+        self._client = ssh  # the absolute path that runs, found at each connect
         self._clock = clock
         self._lock = threading.Lock()  # the state below; never held over a handshake
         self._connecting = threading.Lock()
@@ -248,7 +249,7 @@ class SshConnection:
 
     # --- internals -----------------------------------------------------------------------------
     def _base_argv(self) -> list[str]:
-        argv = [self._ssh]
+        argv = [self._client]
         if self._config is not None:
             argv += ["-F", str(self._config)]
         assert self._dir is not None
@@ -273,6 +274,13 @@ class SshConnection:
 
     def _connect(self) -> None:
         self._stop_master()
+        # Found again at each connect (an ssh installed meanwhile is used), by absolute path
+        # only: a `./ssh` planted in a logdir that is the working directory never runs.
+        client = find_command(self._ssh)
+        if client is None:
+            raise SshUnreachable(f"no {terminal_text(self._ssh, 100)} on PATH's absolute "
+                                 "directories: install OpenSSH's client")
+        self._client = client
         if self._dir is None:
             self._dir = control_dir()  # 0700: the socket is private
         err_path = Path(self._dir) / "master.err"
@@ -295,8 +303,8 @@ class SshConnection:
                     self._master = subprocess.Popen(
                         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err
                     )
-            except OSError as err:  # no ssh binary
-                raise SshUnreachable(f"cannot run {self._ssh}: {err.strerror}") from err
+            except OSError as err:  # removed since it was found, or not a program
+                raise SshUnreachable(f"cannot run {client}: {err.strerror}") from err
             ready = self._wait_ready(self._master)
         finally:
             _HANDSHAKES.release()

@@ -9,8 +9,10 @@ however long it runs.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import resource
 import threading
 import time
 from collections import deque
@@ -75,6 +77,17 @@ class History:
         return tuple(sorted(self._series))
 
 
+def failure_text(err: Exception) -> str:
+    """One line for a failed sample, the same all the while a cause lasts: out of descriptors
+    is said without the file that could not be opened (another one each time)."""
+    if isinstance(err, OSError) and err.errno == errno.EMFILE:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return f"sampling failed: {err.strerror} (at this process's limit of {limit}: ulimit -n)"
+    if isinstance(err, OSError) and err.errno == errno.ENFILE:
+        return f"sampling failed: {err.strerror} (the system's limit, fs.file-max)"
+    return f"sampling failed: {err}"
+
+
 class TelemetrySampler:
     """Samples `source` every `interval` seconds on its own thread.
 
@@ -108,18 +121,32 @@ class TelemetrySampler:
         self._loop = Loop("telemetry-sampler", self.sample_once, interval=interval, clock=clock,
                           wait=wait)
         self.samples = 0
+        self._failures = 0  # in a row
+
+    def _log_failure(self, err: Exception) -> None:
+        """The failure reaches the user as this sampler's ProducerError (one line, shown once
+        while it lasts); the log gets its traceback once per failing stretch, not per sample.
+        An OSError (out of descriptors, /proc unreadable) is the machine's state, no bug: its
+        traceback only at debug level."""
+        if self._failures or isinstance(err, OSError):
+            log.debug("telemetry source failed", exc_info=True)
+        else:
+            log.exception("telemetry source failed")
 
     def sample_once(self) -> TelemetrySnapshot:
         """One tick, synchronously: sample, record, notify."""
         try:
             snap = self._source.sample()
         except Exception as err:  # a source bug must not kill the dashboard's only sampler
-            log.exception("telemetry source failed")
-            failed = GpuStatus(False, f"sampling failed: {err}", False, "error")
+            self._log_failure(err)
+            message = failure_text(err)
+            failed = GpuStatus(False, message, False, "error")
             snap = TelemetrySnapshot(time.time(), failed, (), None)
-            self._failing.fail(f"sampling failed: {err}", snap.time)
+            self._failing.fail(message, snap.time)
+            self._failures += 1
         else:
             self._failing.ok()
+            self._failures = 0
         with self._lock:
             self._latest = snap
             self._history.append(snap.time, snapshot_metrics(snap))

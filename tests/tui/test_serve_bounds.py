@@ -1,0 +1,135 @@
+"""`distmon --serve --metrics` under a flood of idle connections and at its open-file limit: a
+real subprocess, real sockets from this one, its limit set with setrlimit/prlimit."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.core.test_metrics import _control_bytes
+from tests.tui.test_serve import Serve, scrape, wait_for, write_job
+
+# A job directory with the control characters a terminal or a log reader acts on.
+PROMTOOL = shutil.which("promtool")
+HOSTILE_JOB = "bell\x07esc\x1b[31mcr\rdel\x7f"
+
+
+def open_files(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def watching(pid: int) -> bool:
+    """Whether distmon's watcher has started (its inotify descriptor is open): from then on
+    nothing of its start-up (a module imported, the first scan) needs a descriptor."""
+    fds = Path(f"/proc/{pid}/fd")
+    return any(_link(fd) == "anon_inode:inotify" for fd in fds.iterdir())
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed meanwhile
+        return ""
+
+
+def threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def limited(soft: int) -> None:
+    """In the child before it runs distmon: its open-file limit."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.fixture
+def idle() -> Iterator[list[socket.socket]]:
+    conns: list[socket.socket] = []
+    yield conns
+    for c in conns:
+        c.close()
+
+
+def test_a_thousand_idle_connections_neither_stall_a_scrape_nor_hold_threads(
+    tmp_path: Path, idle: list[socket.socket]
+) -> None:
+    """At the usual limit of 1,024 descriptors, 1,000 idle connections: distmon keeps 64 of them
+    at most, and a scrape is answered at once; a job named with control bytes reaches it
+    escaped."""
+    ours = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if ours[0] < 1100:
+        if ours[1] != resource.RLIM_INFINITY and ours[1] < 1100:
+            pytest.skip("this process may not open 1,100 descriptors")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1100, ours[1]))
+    write_job(tmp_path / "logs", HOSTILE_JOB, [0.5, 0.4])
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(tmp_path / "logs")],
+                  preexec_fn=lambda: limited(1024))  # fmt: skip
+    try:
+        port = serve.port()
+        wait_for(lambda: "distmon_scalar{" in scrape(port))
+        for _ in range(1000):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        started = time.monotonic()
+        text = scrape(port)
+        assert time.monotonic() - started < 3
+        assert "distmon_scalar{" in text and _control_bytes(text) == set()
+        assert 'job="bell\\\\x07esc\\\\x1b[31mcr\\\\rdel\\\\x7f"' in text
+        if PROMTOOL is not None:  # Prometheus' own reader of the exposition, and its lint
+            done = subprocess.run([PROMTOOL, "check", "metrics"], input=text.encode(),
+                                  capture_output=True, timeout=60, check=False)  # fmt: skip
+            assert done.returncode == 0 and not done.stdout + done.stderr, done
+        # 64 connections and those being hung up; the process's own descriptors and threads.
+        assert open_files(serve.proc.pid) < 64 * 2 + 40
+        assert threads(serve.proc.pid) < 64 * 2 + 40
+    finally:
+        assert serve.stop() == 0
+    assert serve.stderr().splitlines()[1:] == ["distmon: stopped"]  # not a word per client
+
+
+def test_out_of_descriptors_is_one_line_and_scrapes_and_sampling_come_back(
+    tmp_path: Path, idle: list[socket.socket]
+) -> None:
+    """The limit lowered under a running distmon to a few descriptors more than it holds: idle
+    connections take them, the host sampler fails with one line (not a traceback per sample),
+    and once they close, scrapes answer and the sampler works again."""
+    write_job(tmp_path / "logs", "job", [0.5, 0.4])
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", "--refresh", "0.2",
+                             str(tmp_path / "logs")], preexec_fn=lambda: limited(256))  # fmt: skip
+    try:
+        port = serve.port()
+        wait_for(lambda: "distmon_host_cpu_ratio" in scrape(port))
+        pid = serve.proc.pid
+        wait_for(lambda: watching(pid), timeout=30)
+        room = open_files(pid) + 4
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (room, room))
+        for _ in range(12):  # beyond the room: the rest wait in the listen backlog
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        wait_for(lambda: "Too many open files" in serve.stderr(), timeout=30)
+        time.sleep(1.0)  # five samples at 0.2 s: each failing, one line in all
+        for c in idle:
+            c.close()
+
+        def healthy() -> bool:
+            try:
+                text = scrape(port)
+            except (urllib.error.URLError, OSError):
+                return False
+            return 'producer="telemetry"' not in text and "distmon_host_cpu_ratio" in text
+
+        wait_for(healthy, timeout=30)
+    finally:
+        assert serve.stop() == 0
+    err = serve.stderr()
+    # Between the start and the stop lines, one line for the whole failing stretch.
+    assert err.splitlines()[1:] == [
+        "distmon: error (telemetry): sampling failed: Too many open files "
+        f"(at this process's limit of {room}: ulimit -n)", "distmon: stopped"], err
