@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Test processes: whole files go to each (--dist loadfile), since some share a module's server.
+WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck pytest hunt bench clean
@@ -20,7 +22,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
 	$(BIN)/mypy shared agent tui bench
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
@@ -29,7 +31,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy shared agent tui bench
 
 pytest: $(STAMP)
-	$(BIN)/pytest tests $(ARGS)
+	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile $(ARGS)
 
 # Fresh random examples for every property test (1,000 where a test does not set its own
 # count): looks for inputs that `make test`'s fixed, reproducible examples have not tried.
