@@ -15,6 +15,7 @@ from typing import Any
 from distagent.config import load_config
 from distagent.plan import Plan
 from distagent.schema import JobConfig
+from distcore.telemetry.peaks import si_rate
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
 
@@ -37,19 +38,20 @@ def resolve_plan(cfg: JobConfig) -> Plan:
     from distagent.commands.start import user_code_path
     from distagent.data import open_source
     from distagent.devices import resolve_strategy
+    from distagent.flops import counted_plan
     from distagent.models import check_model
     from distagent.pipeline import plan_for
 
     setup = resolve_strategy(cfg.strategy)
     source = open_source(cfg)
     user_code_path(cfg.model.name)
-    check_model(cfg.model.name, source.input_shape, source.num_classes,
-                hidden_units=cfg.model.hidden_units)
+    forward = check_model(cfg.model.name, source.input_shape, source.num_classes,
+                          hidden_units=cfg.model.hidden_units)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers,
                     source=source)
-    if setup.warnings:
-        plan = _with_warnings(plan, setup.warnings)
-    return plan
+    plan, unknown = counted_plan(cfg, plan, forward)
+    extra = (*setup.warnings, *unknown)
+    return _with_warnings(plan, extra) if extra else plan
 
 
 def _with_warnings(plan: Plan, extra: tuple[str, ...]) -> Plan:
@@ -76,11 +78,30 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
         ("sharding", f"{plan.shard_policy} across workers"),
         ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
                     f"jit_compile={str(plan.jit_compile).lower()}"),
+        ("model FLOPs", flops_text(plan)),
+        ("peak", peak_text(plan)),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {terminal_text(v, VALUE_WIDTH)}" for k, v in rows]
     lines.extend(f"warning: {terminal_text(w, VALUE_WIDTH)}" for w in plan.warnings)
     return "\n".join(lines)
+
+
+def flops_text(plan: Plan) -> str:
+    """`FLOPs per step 3.60e+07, per example 6.56e+05 (TensorFlow's count of the forward pass
+    × 3)`, or why there is none."""
+    if plan.flops_per_step is None or plan.flops_per_example is None:
+        return "not counted (TensorFlow counts no FLOPs in this model): no MFU"
+    return (f"FLOPs per step {plan.flops_per_step:.3e}, per example "
+            f"{plan.flops_per_example:.3e} (TensorFlow's count of the forward pass × 3)")
+
+
+def peak_text(plan: Plan) -> str:
+    if plan.peak_flops_per_second is None:
+        return "unknown: set telemetry.peak_tflops for MFU"
+    each = plan.peak_flops_per_second / max(1, plan.peak_devices)
+    return (f"{si_rate(plan.peak_flops_per_second)} = {plan.peak_devices} × "
+            f"{si_rate(each)}, {plan.peak_source}")
 
 
 def _examples(plan: Plan) -> str:
