@@ -28,6 +28,7 @@ from distcore.telemetry.peaks import (
     datasheet_peak,
     job_dtype,
     measured_peak,
+    si_rate,
 )
 
 PROBE_SECONDS = 0.02
@@ -143,3 +144,20 @@ def model_forward_flops(model: Any, input_shape: Sequence[int]) -> float | None:
         return forward_flops(model, input_shape)
     except (ValueError, TypeError, NotImplementedError, RuntimeError):
         return None
+
+
+def flops_text(plan: Plan) -> str:
+    """`FLOPs per step 3.60e+07, per example 6.56e+05 (TensorFlow's count of the forward pass
+    × 3)`, or why there is none."""
+    if plan.flops_per_step is None or plan.flops_per_example is None:
+        return "not counted (TensorFlow counts no FLOPs in this model): no MFU"
+    return (f"FLOPs per step {plan.flops_per_step:.3e}, per example "
+            f"{plan.flops_per_example:.3e} (TensorFlow's count of the forward pass × 3)")
+
+
+def peak_text(plan: Plan) -> str:
+    if plan.peak_flops_per_second is None:
+        return "unknown: set telemetry.peak_tflops for MFU"
+    each = plan.peak_flops_per_second / max(1, plan.peak_devices)
+    return (f"{si_rate(plan.peak_flops_per_second)} = {plan.peak_devices} × "
+            f"{si_rate(each)}, {plan.peak_source}")

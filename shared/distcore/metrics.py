@@ -256,6 +256,15 @@ class _Families:
             ("pcie_rx_bytes_per_second", "PCIe receive", lambda g: _times(g.pcie_rx_kib_s, 1024)),
             ("pcie_tx_bytes_per_second", "PCIe send", lambda g: _times(g.pcie_tx_kib_s, 1024)),
             ("processes", "Compute processes on the GPU", lambda g: len(g.processes)),
+            # NVML GPM (Hopper and newer): absent, not zero, where the GPU has none.
+            ("sm_activity_ratio", "Share of SMs busy, GPM SM_UTIL (0-1)",
+             lambda g: _ratio(g.sm_activity)),
+            ("sm_occupancy_ratio", "Resident warps over the maximum, GPM SM_OCCUPANCY (0-1)",
+             lambda g: _ratio(g.sm_occupancy)),
+            ("tensor_activity_ratio", "Cycles a tensor core issued, GPM ANY_TENSOR_UTIL (0-1)",
+             lambda g: _ratio(g.tensor_activity)),
+            ("dram_bandwidth_ratio", "Share of peak DRAM bandwidth used, GPM DRAM_BW_UTIL (0-1)",
+             lambda g: _ratio(g.dram_bandwidth)),
         ]
         families = [(self.family(f"distmon_gpu_{n}", d, GPU_LABELS), get) for n, d, get in fields]
         info = self.family("distmon_gpu_info", "The GPU's model name", [*GPU_LABELS, "name"])

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from distagent.config import load_config
+from distagent.flops import flops_text, peak_text
 from distagent.plan import Plan
 from distagent.schema import JobConfig
-from distcore.telemetry.peaks import si_rate
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
 
@@ -85,23 +85,6 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
     lines = [f"{k:<{width}}  {terminal_text(v, VALUE_WIDTH)}" for k, v in rows]
     lines.extend(f"warning: {terminal_text(w, VALUE_WIDTH)}" for w in plan.warnings)
     return "\n".join(lines)
-
-
-def flops_text(plan: Plan) -> str:
-    """`FLOPs per step 3.60e+07, per example 6.56e+05 (TensorFlow's count of the forward pass
-    × 3)`, or why there is none."""
-    if plan.flops_per_step is None or plan.flops_per_example is None:
-        return "not counted (TensorFlow counts no FLOPs in this model): no MFU"
-    return (f"FLOPs per step {plan.flops_per_step:.3e}, per example "
-            f"{plan.flops_per_example:.3e} (TensorFlow's count of the forward pass × 3)")
-
-
-def peak_text(plan: Plan) -> str:
-    if plan.peak_flops_per_second is None:
-        return "unknown: set telemetry.peak_tflops for MFU"
-    each = plan.peak_flops_per_second / max(1, plan.peak_devices)
-    return (f"{si_rate(plan.peak_flops_per_second)} = {plan.peak_devices} × "
-            f"{si_rate(each)}, {plan.peak_source}")
 
 
 def _examples(plan: Plan) -> str:

@@ -284,8 +284,7 @@ def _train(job: _Job) -> str:
 
 def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
     """The plan with the model's FLOPs (TensorFlow's count) and the replicas' peak, said once."""
-    from distagent.commands.plan import flops_text, peak_text
-    from distagent.flops import counted_plan, model_forward_flops
+    from distagent.flops import counted_plan, flops_text, model_forward_flops, peak_text
 
     plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, input_shape))
     for warning in unknown:

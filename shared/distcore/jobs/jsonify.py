@@ -31,6 +31,7 @@ def host_to_json(host: Host, now: float) -> dict[str, Any]:
         "simulated": host.simulated,
         "gpus": [device_to_json(g) for g in host.gpus],
         "gpu_reason": host.gpu_reason,
+        "gpm_reason": host.gpm_reason,
         "cpu_percent": json_float(host.cpu_percent),
         "memory_used_mib": json_float(host.memory_used_mib),
         "memory_total_mib": json_float(host.memory_total_mib),

@@ -46,6 +46,7 @@ class Host:
     cpu_cores: int | None = None
     load_avg_1m: float | None = None
     machine: str | None = None  # the machine's host name where known (sampled or recorded)
+    gpm_reason: str | None = None  # why some GPUs have no GPM activity counters (said once)
 
 
 class HostSource(Protocol):

@@ -18,6 +18,7 @@ from typing import Any
 
 import psutil
 
+from distcore.telemetry.gpm import GpmReader, combined_reason
 from distcore.telemetry.samples import GpuDevice, GpuProcess, GpuStatus, StatusKind
 from distcore.wording import counted
 
@@ -147,6 +148,8 @@ class NvmlGpuSource:
         self._lock = threading.Lock()
         self._initialised = False
         self._failure: GpuStatus | None = None
+        self._gpm: GpmReader | None = None
+        self._gpm_reasons: dict[int, str] = {}
 
     def _init_locked(self) -> GpuStatus | None:
         """Initialise once; a failure is remembered (retrying a missing driver each tick only
@@ -167,6 +170,7 @@ class NvmlGpuSource:
             self._failure = failed(*nvml_failure(self._nvml, err))
             return self._failure
         self._initialised = True
+        self._gpm = GpmReader(self._nvml)
         atexit.register(self.close)
         return None
 
@@ -180,9 +184,11 @@ class NvmlGpuSource:
                 count = int(nvml.nvmlDeviceGetCount())
             except nvml.NVMLError as err:
                 return failed(*nvml_failure(nvml, err)), ()
+            self._gpm_reasons = {}
             read = [self._read_device(i) for i in range(count)]
         devices = tuple(device for device, _ in read)
-        return device_status(devices, [kind for _, kind in read if kind]), devices
+        status = device_status(devices, [kind for _, kind in read if kind])
+        return replace(status, gpm_reason=combined_reason(self._gpm_reasons, count)), devices
 
     def _read_device(self, index: int) -> tuple[GpuDevice, StatusKind | None]:
         """The device, and the kind of failure that made it unreadable (None if readable)."""
@@ -216,8 +222,19 @@ class NvmlGpuSource:
             processes=self._processes(reader),
         )
         if reader.fatal is None:
-            return device, None
+            return self._with_gpm(index, handle, device), None
         return replace(device, error=f"GPU {index}: {reader.fatal}"), reader.fatal_kind
+
+    def _with_gpm(self, index: int, handle: Any, device: GpuDevice) -> GpuDevice:
+        if self._gpm is None:
+            return device
+        values, reason = self._gpm.read(index, handle)
+        if reason is not None:
+            self._gpm_reasons[index] = reason
+        return replace(device, sm_activity=values["sm_activity"],
+                       sm_occupancy=values["sm_occupancy"],
+                       tensor_activity=values["tensor_activity"],
+                       dram_bandwidth=values["dram_bandwidth"])
 
     def _pcie_kib_s(self, reader: _DeviceReader) -> tuple[float | None, float | None]:
         if not self._pcie:
@@ -242,6 +259,9 @@ class NvmlGpuSource:
                 return
             self._initialised = False
             atexit.unregister(self.close)
+            if self._gpm is not None:
+                self._gpm.close()
+                self._gpm = None
             # Shutting down after a GPU was lost can fail; there is nothing left to release.
             with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlShutdown()
