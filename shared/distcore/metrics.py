@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from distcore import __version__, names
+from distcore.alerts.efficiency import job_mfu
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import elide, escaped_text
@@ -158,6 +159,11 @@ class _Families:
         )
         replicas = self.family("distmon_job_replicas", "Replicas (run.json)", ["job"])
         batch = self.family("distmon_job_global_batch_size", "Global batch (run.json)", ["job"])
+        mfu = self.family(
+            "distmon_mfu_ratio",
+            "Model FLOPs utilisation: the job's newest perf/mfu, model FLOP/s over peak (0-1)",
+            ["job"],
+        )
         info = self.family(
             "distmon_job_info",
             "1 per job, with the scheduler that runs it where run.json names one (join on job)",
@@ -178,6 +184,7 @@ class _Families:
                 status.add_metric([name], {s: s == job.status for s in JOB_STATES})
             info.add(_info_labels(job), 1)
             updated.add([job.name], _last_update(job))
+            mfu.add([job.name], job_mfu(job.parts))
             ended.add([job.name], _end_time(job))
             if job.agent is not None:
                 replicas.add([job.name], job.agent.replicas)

@@ -75,6 +75,8 @@ class AgentRecord:
     # The plan and config as comparison columns (lr, lr_rule, global_batch, replicas, model,
     # optimizer, ...): numbers and strings only, see distcore.jobs.agent.agent_hparams.
     hparams: Mapping[str, float | int | str] = field(default_factory=dict)
+    mixed_precision: bool | None = None
+    """The plan's train.mixed_precision (float16 compute: tensor cores are its work)."""
 
 
 @dataclass(frozen=True)
