@@ -2,29 +2,35 @@
 
 from __future__ import annotations
 
+import time
+
 import pynvml
 import pytest
 
-from distcore.telemetry.gpm import combined_reason
+from distcore.telemetry.gpm import FIRST_INTERVAL_S, combined_reason
 from distcore.telemetry.nvml import NvmlGpuSource
 from tests.core.fake_pynvml import FakeGpu, FakeNvml
 
 AMPERE = pynvml.NVML_DEVICE_ARCH_AMPERE
 
 
-def test_gpm_values_come_from_the_second_read_over_the_interval() -> None:
+def test_gpm_values_are_rates_between_two_samples_the_first_read_takes_both() -> None:
     gpu = FakeGpu()
     fake = FakeNvml([gpu])
     source = NvmlGpuSource(fake)
     try:
+        started = time.monotonic()
         status, (first,) = source.read()
+        # A rate needs two samples: the first read takes a second one a moment later, once
+        # (a one-shot --once has figures too).
+        assert time.monotonic() - started >= FIRST_INTERVAL_S
         assert status.gpm_reason is None
-        # A rate needs two samples: the first read has none, and says nothing is wrong.
-        assert (first.sm_activity, first.tensor_activity) == (None, None)
+        assert (first.sm_activity, first.sm_occupancy, first.tensor_activity,
+                first.dram_bandwidth) == (71.5, 38.25, 42.0, 55.5)
         gpu.gpm[pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL] = 3.0
+        started = time.monotonic()
         _, (second,) = source.read()
-        assert (second.sm_activity, second.sm_occupancy, second.tensor_activity,
-                second.dram_bandwidth) == (71.5, 38.25, 3.0, 55.5)
+        assert second.tensor_activity == 3.0 and time.monotonic() - started < FIRST_INTERVAL_S
     finally:
         source.close()
     assert fake.gpm_samples == {} and fake.gpm_freed == 2  # both buffers given back
@@ -35,7 +41,6 @@ def test_a_metric_nvml_refuses_is_unknown_not_zero() -> None:
     del gpu.gpm[pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL]
     source = NvmlGpuSource(FakeNvml([gpu]))
     try:
-        source.read()
         _, (device,) = source.read()
     finally:
         source.close()
@@ -88,10 +93,8 @@ def test_a_lost_gpu_mid_gpm_starts_the_interval_again() -> None:
         status, (device,) = source.read()
         assert device.sm_activity is None and "GPM: Unknown Error" in (status.gpm_reason or "")
         del gpu.errors["nvmlGpmSampleGet"]
-        _, (device,) = source.read()  # a fresh first sample: no interval yet
-        assert device.sm_activity is None
-        _, (device,) = source.read()
-        assert device.sm_activity == 71.5
+        status, (device,) = source.read()  # a fresh first sample, and its interval at once
+        assert device.sm_activity == 71.5 and status.gpm_reason is None
     finally:
         source.close()
 
@@ -135,8 +138,7 @@ def test_gpm_reaches_the_json_the_text_and_the_metrics() -> None:
     tel = TelemetrySampler(make_source(nvml=fake, pids=[os.getpid()]), interval=1.0,
                            wait=lambda _: True)
     try:
-        for _ in range(2):
-            tel.sample_once()
+        tel.sample_once()  # one sample, as --once takes
         snap = JobIndex(FixedRuns([]), telemetry=tel).refresh()
     finally:
         tel.close()

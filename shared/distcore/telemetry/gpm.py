@@ -8,7 +8,8 @@ bandwidth used. Hopper and newer only; NVML answers NVML_ERROR_NOT_SUPPORTED (or
 
 A GPM figure is a rate between two samples (`nvmlGpmSampleGet`), so each reading is the
 average over the interval since the last one (1 s in the dashboard, `telemetry.interval_seconds`
-in the agent's recorder), and the first reading of a device has none. Two sample buffers per
+in the agent's recorder); a device's first reading is over FIRST_INTERVAL_S, taken at once
+(NvmlGpuSource waits that long once), so a one-shot `distmon --once` has figures too. Two sample buffers per
 device are allocated once and freed by `close()`.
 """
 
@@ -25,6 +26,8 @@ METRICS: Final = (
     ("tensor_activity", "NVML_GPM_METRIC_ANY_TENSOR_UTIL"),
     ("dram_bandwidth", "NVML_GPM_METRIC_DRAM_BW_UTIL"),
 )
+FIRST_INTERVAL_S: Final = 0.1
+"""The first reading's interval: NVML's GPM sample needs about 100 ms to mean anything."""
 NEEDS: Final = "NVML's GPM counters need a Hopper or newer GPU"
 GpmValues = dict[str, float | None]
 
@@ -42,6 +45,8 @@ class _DeviceGpm:
     """[previous, current] sample buffers from nvmlGpmSampleAlloc."""
     primed: bool = False
     """The previous buffer holds a sample: the next reading has an interval."""
+    first: bool = True
+    """No reading with figures yet."""
 
 
 class GpmReader:
@@ -66,12 +71,19 @@ class GpmReader:
         try:
             nvml.nvmlGpmSampleGet(handle, current)
             values = self._metrics(previous, current) if state.primed else empty()
+            state.first = not state.primed
         except nvml.NVMLError as err:  # a GPU lost mid-read: the next read starts again
             state.primed = False
             return empty(), f"GPM: {err}"
         state.samples.reverse()  # this sample is the next interval's start
         state.primed = True
         return values, None
+
+    def unprimed(self, index: int) -> bool:
+        """True for a device with GPM whose first sample was just taken: one more read, a
+        moment later, gives it figures (what a one-shot `--once` needs)."""
+        state = self._devices.get(index)
+        return state is not None and state.reason is None and state.primed and state.first
 
     def _support(self, handle: Any, state: _DeviceGpm) -> str | None:
         nvml = self.nvml

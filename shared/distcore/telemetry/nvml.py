@@ -12,13 +12,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import psutil
 
-from distcore.telemetry.gpm import GpmReader, combined_reason
+from distcore.telemetry.gpm import FIRST_INTERVAL_S, GpmReader, combined_reason
 from distcore.telemetry.samples import GpuDevice, GpuProcess, GpuStatus, StatusKind
 from distcore.wording import counted
 
@@ -150,6 +151,7 @@ class NvmlGpuSource:
         self._failure: GpuStatus | None = None
         self._gpm: GpmReader | None = None
         self._gpm_reasons: dict[int, str] = {}
+        self._gpm_pending: list[tuple[int, Any]] = []  # (index, handle) read once so far
 
     def _init_locked(self) -> GpuStatus | None:
         """Initialise once; a failure is remembered (retrying a missing driver each tick only
@@ -185,7 +187,11 @@ class NvmlGpuSource:
             except nvml.NVMLError as err:
                 return failed(*nvml_failure(nvml, err)), ()
             self._gpm_reasons = {}
+            self._gpm_pending = []
             read = [self._read_device(i) for i in range(count)]
+            if self._gpm_pending:  # first samples just taken: their interval, once
+                time.sleep(FIRST_INTERVAL_S)
+                read = [(self._second_gpm(d), kind) for d, kind in read]
         devices = tuple(device for device, _ in read)
         status = device_status(devices, [kind for _, kind in read if kind])
         return replace(status, gpm_reason=combined_reason(self._gpm_reasons, count)), devices
@@ -225,12 +231,18 @@ class NvmlGpuSource:
             return self._with_gpm(index, handle, device), None
         return replace(device, error=f"GPU {index}: {reader.fatal}"), reader.fatal_kind
 
+    def _second_gpm(self, device: GpuDevice) -> GpuDevice:
+        handle = next((h for i, h in self._gpm_pending if i == device.index), None)
+        return device if handle is None else self._with_gpm(device.index, handle, device)
+
     def _with_gpm(self, index: int, handle: Any, device: GpuDevice) -> GpuDevice:
         if self._gpm is None:
             return device
         values, reason = self._gpm.read(index, handle)
         if reason is not None:
             self._gpm_reasons[index] = reason
+        elif self._gpm.unprimed(index):
+            self._gpm_pending.append((index, handle))
         return replace(device, sm_activity=values["sm_activity"],
                        sm_occupancy=values["sm_occupancy"],
                        tensor_activity=values["tensor_activity"],
