@@ -9,8 +9,8 @@ bandwidth used. Hopper and newer only; NVML answers NVML_ERROR_NOT_SUPPORTED (or
 A GPM figure is a rate between two samples (`nvmlGpmSampleGet`), so each reading is the
 average over the interval since the last one (1 s in the dashboard, `telemetry.interval_seconds`
 in the agent's recorder); a device's first reading is over FIRST_INTERVAL_S, taken at once
-(NvmlGpuSource waits that long once), so a one-shot `distmon --once` has figures too. Two sample buffers per
-device are allocated once and freed by `close()`.
+(NvmlGpuSource waits that long once), so a one-shot `distmon --once` has figures too. Two
+sample buffers per device are allocated once and freed by `close()`.
 """
 
 from __future__ import annotations
