@@ -158,3 +158,24 @@ def test_gpm_reaches_the_json_the_text_and_the_metrics() -> None:
     tensor = {s[1]["gpu"]: s[2] for s in named(found, "distmon_gpu_tensor_activity_ratio")}
     assert tensor == {"0": pytest.approx(0.42)}  # the A100's is absent, not 0
     assert named(found, "distmon_gpu_sm_occupancy_ratio")[0][2] == pytest.approx(0.3825)
+
+
+def test_a_workers_recorded_gpm_is_read_back_from_its_system_run() -> None:
+    from distcore import names
+    from distcore.jobs.hosts import host_from_system_run
+    from distcore.telemetry.sampler import snapshot_metrics
+    from distcore.telemetry.samples import TelemetrySnapshot
+    from tests.tui import fixed
+
+    source = NvmlGpuSource(FakeNvml([FakeGpu()]))
+    try:
+        status, devices = source.read()
+    finally:
+        source.close()
+    written = snapshot_metrics(TelemetrySnapshot(fixed.NOW, status, devices, None))
+    assert written[names.gpu_tag(0, "tensor_activity")] == 42.0  # what the recorder writes
+    run = fixed.run("job/system", *(fixed.series(tag, [v]) for tag, v in written.items()
+                                     if v is not None))
+    (gpu,) = host_from_system_run("job", "system", run).gpus
+    assert (gpu.sm_activity, gpu.sm_occupancy, gpu.tensor_activity, gpu.dram_bandwidth) == \
+        (71.5, 38.25, 42.0, 55.5)
