@@ -47,3 +47,21 @@ def test_mfu_on_cpu_replicas_reaches_the_events_run_json_and_distmon(tmp_path: P
     assert 0 < mfu["last_value"] < 5  # a loaded machine's probe can read low: not above 1 only
     (job_doc,) = doc["jobs"]
     assert job_doc["mfu"] == pytest.approx(mfu["last_value"])
+    _the_dashboard_row_and_the_metrics_show_it(tmp_path, mfu["last_value"])
+
+
+def _the_dashboard_row_and_the_metrics_show_it(logdir: Path, mfu: float) -> None:
+    """The same logdir through distmon's one wiring, as the dashboard and --serve build it:
+    the runs table's mfu cell and distmon_mfu_ratio{job}."""
+    from distcore.metrics import snapshot_families
+    from distmon.formats import mfu_text
+    from distmon.options import Options
+    from distmon.producers import ProducerSet, make_producers
+    from distmon.render.view_model import ROW_COLUMNS, job_rows
+
+    options = Options(logdirs=(logdir,), no_gpu=True, poll=True)
+    snap = ProducerSet(make_producers(options), options).read_once()
+    (row,) = job_rows(snap.jobs)
+    assert row.cells()[ROW_COLUMNS.index("mfu")] == mfu_text(mfu) != "–"
+    family = next(f for f in snapshot_families(snap) if f.name == "distmon_mfu_ratio")
+    assert [(s.labels, s.value) for s in family.samples] == [({"job": "mfu"}, pytest.approx(mfu))]
