@@ -64,6 +64,11 @@ def test_interval_scalars_give_model_flops_and_mfu(
     assert out.get(names.MFU) == pytest.approx(mfu)
 
 
+def test_the_progress_line_ends_with_the_mfu_where_there_is_one() -> None:
+    line = format_progress(10, 30, 1, 1, {names.LOSS: 1.0, names.MFU: 0.4123})
+    assert line == "step 10/30  epoch 1/1  loss 1.0000  MFU 41.2%"
+
+
 def test_interval_with_no_timed_steps_writes_no_perf_tags() -> None:
     counters = {"loss_sum": 4.0, "correct": 1.0, "examples": 8.0, "wait_seconds": 3.0}
     out = interval_scalars(counters, Timing(0, 0.0, 0.0), global_batch_size=8, learning_rate=1.0)
