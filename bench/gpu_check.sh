@@ -3,7 +3,7 @@
 #
 #   bash bench/gpu_check.sh            # from the repository root; figures under $OUT when set
 #
-# Three checks, then one PASS/FAIL line each and a summary (exit 0 only when all pass):
+# Four checks, then one PASS/FAIL line each and a summary (exit 0 only when all pass):
 #   1. nvml     `distmon --once --json`'s GPU fields (NVML) against `nvidia-smi --query-gpu` on
 #               the same GPUs, matched by UUID.
 #   2. smi      distcore.remote.nvidia_smi (what distmon runs on ssh hosts) parsing the real
@@ -12,7 +12,14 @@
 #               once with a starved DataLoader (sleeps in __getitem__) and once fed, each
 #               watched by `distmon --once --json` while it runs: "input-bound suspected" must
 #               be raised for the starved job only.
-# Takes about 2 minutes (each job trains for JOB_SECONDS, default 25 s); bounded at 5 minutes.
+#   4. gpm      NVML GPM through distmon (SM activity, occupancy, tensor-core activity, DRAM
+#               bandwidth) against `nvidia-smi dmon --gpm-metrics` on GPU 0, under a bf16
+#               matmul loop (tensor activity high) and a device-to-device copy loop (util near
+#               100 %, tensor activity near 0: busy but not computing). On a GPU without GPM
+#               (before Hopper) it checks that distmon says so, with NVML's reason, and shows
+#               null rather than 0.
+# Takes about 3 minutes (each job trains for JOB_SECONDS, default 25 s; each GPM load runs
+# LOAD_SECONDS, default 14 s); bounded at 6 minutes.
 #
 # Needs: nvidia-smi and an NVIDIA driver; python3 (PYTHON=...) with torch (CUDA), nvidia-ml-py,
 # numpy, psutil, protobuf and tensorboard (the device image has them), and two small wheels it
@@ -30,6 +37,7 @@ cd "$(dirname "$0")/.." || exit 2
 REPO=$PWD
 PY=${PYTHON:-python3}
 JOB_SECONDS=${JOB_SECONDS:-25}
+LOAD_SECONDS=${LOAD_SECONDS:-14}
 FIGS=${OUT:-}
 WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)
 if [ -z "$FIGS" ]; then FIGS=$WORK/out; fi
@@ -39,10 +47,10 @@ LOG=$FIGS/gpu_check.log
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK/logs"' EXIT
 # Hard bound on the whole script, whatever hangs (a wedged driver, a stuck import).
 # Its output goes nowhere, and it ends its sleep when ended: no pipe held open after exit.
-( trap 'kill $! 2>/dev/null; exit 0' TERM; sleep 290 & wait $!
-  echo "gpu_check: 290 s bound reached, stopping" >>"$LOG"; kill -TERM $$ ) >/dev/null 2>&1 &
+( trap 'kill $! 2>/dev/null; exit 0' TERM; sleep 360 & wait $!
+  echo "gpu_check: 360 s bound reached, stopping" >>"$LOG"; kill -TERM $$ ) >/dev/null 2>&1 &
 WATCHDOG=$!
-trap 'echo; echo "SUMMARY: FAIL (stopped at the 290 s bound; see $LOG)"; exit 1' TERM
+trap 'echo; echo "SUMMARY: FAIL (stopped at the 360 s bound; see $LOG)"; exit 1' TERM
 
 declare -a RESULTS=()
 note() { echo "$*" | tee -a "$LOG"; }
@@ -283,12 +291,145 @@ print(("FAIL" if problems else "PASS") + f" torch: {detail}"
       + (": " + "; ".join(problems) if problems else ""))
 EOF
 
+# --- 4: GPM through distmon against nvidia-smi dmon --gpm-metrics, under two loads on GPU 0 ---
+cat >"$WORK/load.py" <<'EOF'
+"""A load on GPU 0 for SECONDS: bf16 matmuls (the tensor cores' work) or device-to-device
+copies of 1 GiB (a kernel always resident, no arithmetic: busy but not computing)."""
+import sys, time
+import torch
+
+kind, seconds = sys.argv[1], float(sys.argv[2])
+device = torch.device("cuda:0")
+if kind == "matmul":
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    work = lambda: torch.matmul(a, b, out=c)
+else:
+    src = torch.empty(2**28, device=device, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    work = lambda: dst.copy_(src)
+end, n = time.monotonic() + seconds, 0
+while time.monotonic() < end:
+    for _ in range(20):
+        work()
+    torch.cuda.synchronize()
+    n += 20
+print(f"{kind}: {n} iterations in {seconds:g} s")
+EOF
+cat >"$WORK/sample_gpm.py" <<'EOF'
+"""distmon's NVML source on GPU 0 at 1 Hz, as the dashboard samples it: each GPM figure is
+the mean over the second before it."""
+import json, sys, time
+from distcore.telemetry.nvml import NvmlGpuSource
+
+out, reads = sys.argv[1], int(sys.argv[2])
+source = NvmlGpuSource(pcie=False)
+rows, reason = [], None
+try:
+    for i in range(reads):
+        status, devices = source.read()
+        reason = status.gpm_reason
+        gpu = next((d for d in devices if d.index == 0), None)
+        if gpu is not None and i > 0:  # the first reading is over 0.1 s: leave it out
+            rows.append({k: getattr(gpu, k) for k in ("utilization_gpu", "sm_activity",
+                         "sm_occupancy", "tensor_activity", "dram_bandwidth")})
+        time.sleep(1.0)
+finally:
+    source.close()
+json.dump({"samples": rows, "gpm_reason": reason}, open(out, "w"), indent=1)
+EOF
+GPM_IDS=2,3,5,10  # SM_UTIL, SM_OCCUPANCY, ANY_TENSOR_UTIL, DRAM_BW_UTIL (pynvml's ids)
+for kind in matmul copy; do
+    timeout $((LOAD_SECONDS + 30)) "$PY" "$WORK/load.py" "$kind" "$LOAD_SECONDS" >>"$LOG" 2>&1 &
+    load=$!
+    sleep 4  # allocated and running
+    timeout 15 nvidia-smi dmon -i 0 --gpm-metrics $GPM_IDS -d 1 -c 7 >"$FIGS/dmon_$kind.txt" \
+        2>>"$LOG" &
+    dmon=$!
+    timeout 30 "$PY" "$WORK/sample_gpm.py" "$FIGS/gpm_$kind.json" 8 2>>"$LOG" \
+        || note "sample_gpm ($kind) exited $?"
+    wait $dmon || note "nvidia-smi dmon --gpm-metrics ($kind) exited $?"
+    once_json "$WORK/empty" "$FIGS/once_gpm_$kind.json" || note "distmon --once ($kind) exited $?"
+    wait $load || note "the $kind load exited $?"
+done
+"$PY" - "$FIGS" "$GPM_IDS" >>"$WORK/checks.txt" 2>>"$LOG" <<'EOF'
+import json, statistics, sys
+figs, ids = sys.argv[1], sys.argv[2].split(",")
+FIELDS = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_bandwidth")  # ids' order
+SLACK = 15.0  # points of %: two readers sampling the same second a little apart
+
+def median(values):
+    known = [v for v in values if isinstance(v, (int, float))]
+    return statistics.median(known) if known else None
+
+def dmon_medians(path):
+    """GPM columns come last in dmon's lines, in the order asked for; '-' is N/A."""
+    columns = [[] for _ in ids]
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        cells = line.split()
+        if not cells or line.lstrip().startswith("#") or not cells[0].isdigit():
+            continue
+        for slot, cell in enumerate(cells[-len(ids):]):
+            try:
+                columns[slot].append(float(cell))
+            except ValueError:
+                pass
+    return {f: median(c) for f, c in zip(FIELDS, columns)} if any(columns) else None
+
+figures, problems, detail = {}, [], []
+for kind in ("matmul", "copy"):
+    try:
+        ours = json.load(open(f"{figs}/gpm_{kind}.json"))
+        once = json.load(open(f"{figs}/once_gpm_{kind}.json"))["gpus"]
+    except (OSError, ValueError, KeyError) as err:
+        problems.append(f"{kind}: no distmon figures ({err})")
+        continue
+    samples = ours["samples"]
+    got = {f: median([s[f] for s in samples]) for f in ("utilization_gpu", *FIELDS)}
+    smi = dmon_medians(f"{figs}/dmon_{kind}.txt")
+    first = next((d for d in once["devices"] if d["index"] == 0), {})
+    figures[kind] = {"distmon": got, "nvidia_smi_dmon": smi, "once": first,
+                     "gpm_reason": ours["gpm_reason"]}
+    if got["sm_activity"] is None:  # no GPM on this GPU: say so, show null, never 0
+        if not once.get("gpm_reason") or first.get("sm_activity") is not None:
+            problems.append(f"{kind}: no GPM figures, yet no reason ({once.get('gpm_reason')})")
+        detail.append(f"{kind}: no GPM ({once.get('gpm_reason')})")
+        continue
+    if first.get("sm_activity") is None:
+        problems.append(f"{kind}: distmon --once shows no GPM where the sampler has it")
+    detail.append(f"{kind}: util {got['utilization_gpu']}, sm {got['sm_activity']}, "
+                  f"tensor {got['tensor_activity']}, dram {got['dram_bandwidth']} "
+                  f"(dmon {smi})")
+    if kind == "matmul" and not (got["tensor_activity"] or 0) >= 30:
+        problems.append(f"matmul: tensor activity {got['tensor_activity']} < 30%")
+    if kind == "copy":
+        if not (got["utilization_gpu"] or 0) >= 90:
+            problems.append(f"copy: util {got['utilization_gpu']} < 90%")
+        if got["tensor_activity"] is None or got["tensor_activity"] > 5:
+            problems.append(f"copy: tensor activity {got['tensor_activity']}, not ~0")
+    if smi is None:
+        problems.append(f"{kind}: nvidia-smi dmon --gpm-metrics printed no figures")
+        continue
+    for field in FIELDS:
+        a, b = got[field], smi[field]
+        if a is not None and b is not None and abs(a - b) > SLACK:
+            problems.append(f"{kind} {field}: distmon {a:.1f} vs dmon {b:.1f}")
+json.dump(figures, open(f"{figs}/gpm.json", "w"), indent=1)
+print(("FAIL" if problems else "PASS") + " gpm: " + "; ".join(detail)
+      + (": " + "; ".join(problems[:6]) if problems else ""))
+EOF
+
 # --- summary -----------------------------------------------------------------------------------
 while IFS= read -r line; do
     RESULTS+=("$line")
     note "$line"
 done < <(cat "$WORK/checks.txt" 2>/dev/null)
-for want in nvml smi torch; do
+for want in nvml smi torch gpm; do
     printf '%s\n' "${RESULTS[@]}" | grep -q "^[A-Z]* $want:" || result FAIL "$want" "did not run (see $LOG)"
 done
 passed=$(printf '%s\n' "${RESULTS[@]}" | grep -c '^PASS ')

@@ -167,11 +167,14 @@ def build_model(
 
 
 def check_model(name: str, input_shape: Sequence[int], num_classes: int, *,
-                hidden_units: Sequence[int] | None = None) -> None:
+                hidden_units: Sequence[int] | None = None) -> float | None:
     """Build the model once on the CPU and drop it, so that `plan` refuses what `start` would
     (a Keras application whose minimum input is larger than the data's, a `cnn` on vectors, a
-    user builder with the wrong signature): a ConfigError naming model.name, one line."""
+    user builder with the wrong signature): a ConfigError naming model.name, one line. Returns
+    its forward pass's FLOPs per example as TensorFlow counts them (None: not counted)."""
     import tensorflow as tf
+
+    from distagent.flops import model_forward_flops
 
     try:
         with tf.device("/CPU:0"):
@@ -182,5 +185,8 @@ def check_model(name: str, input_shape: Sequence[int], num_classes: int, *,
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError("model", "model.name", f"{name} cannot take input shape "
                           f"{list(input_shape)}: {first[:300]}") from None
+    with tf.device("/CPU:0"):
+        forward = model_forward_flops(model, input_shape)
     del model
     gc.collect()  # the variables of a large application: gone before the plan is printed
+    return forward

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from distagent.schema import JobConfig
@@ -25,6 +25,8 @@ LARGE_GLOBAL_BATCH = 8192
 """Goyal et al. saw linear scaling hold up to this global batch and break down beyond it."""
 FILE_SOURCES = ("tfrecord", "images")
 """Sources read from files that tf.data can shard by file across workers."""
+TRAINING_MULTIPLIER = 3
+"""PaLM's model FLOPs (Appendix B): the backward pass costs twice the forward."""
 CACHE_BUDGET_BYTES = 2 * 1024**3
 """Above this estimated size the dataset is not cached in memory (the default budget; the
 pipeline passes half of the memory available when it plans)."""
@@ -64,6 +66,18 @@ class Plan:
     """Compute in float16 with float32 variables (train.mixed_precision)."""
     jit_compile: bool = False
     """The step's maths compiled with XLA (train.jit_compile)."""
+    forward_flops_per_example: float | None = None
+    """TensorFlow's count of one example's forward pass (flops.py); None: not counted."""
+    flops_per_example: float | None = None
+    """Model FLOPs of training on one example: 3 × forward (PaLM's convention)."""
+    flops_per_step: float | None = None
+    """flops_per_example × the global batch."""
+    peak_flops_per_second: float | None = None
+    """The replicas' peak together (peak_devices × one device's); None: unknown, no MFU."""
+    peak_source: str | None = None
+    """Where one device's peak came from: a datasheet row, "measured (...)" or the config."""
+    peak_devices: int = 0
+    """Devices the peak counts: the GPUs, or the hosts whose cores CPU replicas share."""
 
     def to_json(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -200,6 +214,21 @@ def make_plan(
         mixed_precision=train.mixed_precision,
         jit_compile=train.jit_compile,
     )
+
+
+def with_flops(plan: Plan, forward_per_example: float | None) -> Plan:
+    """The plan with its model FLOPs: 3 × forward per example, × the global batch per step."""
+    if forward_per_example is None:
+        return plan
+    per_example = TRAINING_MULTIPLIER * forward_per_example
+    return replace(plan, forward_flops_per_example=forward_per_example,
+                   flops_per_example=per_example,
+                   flops_per_step=per_example * plan.global_batch_size)
+
+
+def with_peak(plan: Plan, per_device: float | None, source: str | None, devices: int) -> Plan:
+    total = per_device * devices if per_device is not None else None
+    return replace(plan, peak_flops_per_second=total, peak_source=source, peak_devices=devices)
 
 
 def _steps_per_epoch(configured: int, train_examples: int | None, global_batch: int) -> int:

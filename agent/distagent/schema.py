@@ -243,6 +243,9 @@ class TelemetryConfig:
     simulate_gpus: int = 0
     """>0: record N simulated GPUs instead of NVML's (labelled simulated everywhere), for demos
     and tests on machines without GPUs."""
+    peak_tflops: float = 0.0
+    """>0: one device's peak TFLOP/s for MFU (a GPU, or a host for CPU replicas); 0 = the
+    datasheet's for NVML's GPU model in the job's precision, or measured on CPU replicas."""
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from distcore import __version__, names
+from distcore.alerts.efficiency import job_mfu
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import elide, escaped_text
@@ -158,6 +159,11 @@ class _Families:
         )
         replicas = self.family("distmon_job_replicas", "Replicas (run.json)", ["job"])
         batch = self.family("distmon_job_global_batch_size", "Global batch (run.json)", ["job"])
+        mfu = self.family(
+            "distmon_mfu_ratio",
+            "Model FLOPs utilisation: the job's newest perf/mfu, model FLOP/s over peak (0-1)",
+            ["job"],
+        )
         info = self.family(
             "distmon_job_info",
             "1 per job, with the scheduler that runs it where run.json names one (join on job)",
@@ -178,6 +184,7 @@ class _Families:
                 status.add_metric([name], {s: s == job.status for s in JOB_STATES})
             info.add(_info_labels(job), 1)
             updated.add([job.name], _last_update(job))
+            mfu.add([job.name], job_mfu(job.parts))
             ended.add([job.name], _end_time(job))
             if job.agent is not None:
                 replicas.add([job.name], job.agent.replicas)
@@ -256,6 +263,15 @@ class _Families:
             ("pcie_rx_bytes_per_second", "PCIe receive", lambda g: _times(g.pcie_rx_kib_s, 1024)),
             ("pcie_tx_bytes_per_second", "PCIe send", lambda g: _times(g.pcie_tx_kib_s, 1024)),
             ("processes", "Compute processes on the GPU", lambda g: len(g.processes)),
+            # NVML GPM (Hopper and newer): absent, not zero, where the GPU has none.
+            ("sm_activity_ratio", "Share of SMs busy, GPM SM_UTIL (0-1)",
+             lambda g: _ratio(g.sm_activity)),
+            ("sm_occupancy_ratio", "Resident warps over the maximum, GPM SM_OCCUPANCY (0-1)",
+             lambda g: _ratio(g.sm_occupancy)),
+            ("tensor_activity_ratio", "Cycles a tensor core issued, GPM ANY_TENSOR_UTIL (0-1)",
+             lambda g: _ratio(g.tensor_activity)),
+            ("dram_bandwidth_ratio", "Share of peak DRAM bandwidth used, GPM DRAM_BW_UTIL (0-1)",
+             lambda g: _ratio(g.dram_bandwidth)),
         ]
         families = [(self.family(f"distmon_gpu_{n}", d, GPU_LABELS), get) for n, d, get in fields]
         info = self.family("distmon_gpu_info", "The GPU's model name", [*GPU_LABELS, "name"])

@@ -17,6 +17,10 @@ INPUT_WAIT_MS: Final = "perf/input_wait_ms"
 INPUT_WAIT_FRACTION: Final = "perf/input_wait_fraction"
 GRAD_NORM: Final = "perf/grad_norm"
 """Global L2 norm of the last step's all-reduced gradient, before clipping."""
+MODEL_FLOPS_PER_SECOND: Final = "perf/model_flops_per_second"
+"""Model FLOPs (3 × the forward pass's, TensorFlow's count) over the interval's wall time."""
+MFU: Final = "perf/mfu"
+"""Model FLOPs utilisation: model_flops_per_second over the replicas' peak (0-1)."""
 RECOVERIES: Final = "health/recoveries"
 """Written at the diverged step when a run rolls back: how many recoveries so far."""
 # Written at each epoch's end, as Keras' TensorBoard callback names them.
@@ -38,12 +42,15 @@ EPOCH_TAGS: Final = (EPOCH_LOSS, EPOCH_ACCURACY)
 HOST_CPU_PERCENT: Final = "host/cpu_percent"
 HOST_MEMORY_USED_MIB: Final = "host/memory_used_mib"
 GPU_FIELDS: Final = ("utilization", "memory_used_mib", "power_w", "temperature_c")
+GPM_FIELDS: Final = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_bandwidth")
+"""NVML GPM's activity counters (percent; Hopper and newer), written where the GPU has them."""
 
 
 def gpu_tag(index: int, field: str) -> str:
     """`gpu/<index>/<field>`, e.g. gpu/0/utilization."""
-    if field not in GPU_FIELDS:
-        raise ValueError(f"unknown GPU field {field!r}; expected one of {GPU_FIELDS}")
+    if field not in GPU_FIELDS and field not in GPM_FIELDS:
+        raise ValueError(f"unknown GPU field {field!r}; expected one of "
+                         f"{GPU_FIELDS + GPM_FIELDS}")
     return f"gpu/{index}/{field}"
 
 

@@ -115,6 +115,15 @@ def test_values_are_typed_by_the_schema() -> None:
          'sample.toml: strategy.devices: expected at most one device for kind = "one_device"'),
         ({"strategy": {"devices": ["TPU:0"]}},
          'sample.toml: strategy.devices: expected names like "GPU:0", got "TPU:0"'),
+        ({"telemetry": {"peak_tflops": -1.0}},
+         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
+         "(0 = the datasheet's, or measured on CPUs), got -1.0"),
+        ({"telemetry": {"peak_tflops": float("inf")}},
+         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
+         "(0 = the datasheet's, or measured on CPUs), got Infinity"),
+        ({"telemetry": {"peak_tflops": float("nan")}},
+         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
+         "(0 = the datasheet's, or measured on CPUs), got NaN"),
     ],
 )
 def test_each_kind_of_error_is_one_line_naming_file_key_and_allowed(

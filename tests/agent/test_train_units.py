@@ -46,6 +46,29 @@ def test_interval_scalars_are_means_and_rates() -> None:
     })
 
 
+@pytest.mark.parametrize(
+    ("flops_per_step", "peak", "rate", "mfu"),
+    [
+        (1e9, 1e12, 2e10, 0.02),  # 4 steps of 1 GFLOP in 0.2 s over a 1 TFLOP/s peak
+        (1e9, None, 2e10, None),  # no peak known: the rate, never a made-up MFU
+        (None, 1e12, None, None),  # FLOPs not counted: neither
+    ],
+)
+def test_interval_scalars_give_model_flops_and_mfu(
+    flops_per_step: float | None, peak: float | None, rate: float | None, mfu: float | None
+) -> None:
+    counters = {"loss_sum": 1.0, "correct": 1.0, "examples": 2.0, "wait_seconds": 0.0}
+    out = interval_scalars(counters, Timing(4, 0.2, 0.0), global_batch_size=8, learning_rate=0.1,
+                           flops_per_step=flops_per_step, peak_flops=peak)
+    assert out.get(names.MODEL_FLOPS_PER_SECOND) == pytest.approx(rate)
+    assert out.get(names.MFU) == pytest.approx(mfu)
+
+
+def test_the_progress_line_ends_with_the_mfu_where_there_is_one() -> None:
+    line = format_progress(10, 30, 1, 1, {names.LOSS: 1.0, names.MFU: 0.4123})
+    assert line == "step 10/30  epoch 1/1  loss 1.0000  MFU 41.2%"
+
+
 def test_interval_with_no_timed_steps_writes_no_perf_tags() -> None:
     counters = {"loss_sum": 4.0, "correct": 1.0, "examples": 8.0, "wait_seconds": 3.0}
     out = interval_scalars(counters, Timing(0, 0.0, 0.0), global_batch_size=8, learning_rate=1.0)

@@ -1,12 +1,20 @@
 """A fake `pynvml` module for tests: the real module's constants and error classes, fake GPUs.
 
 Only the device functions distcore.telemetry calls are faked; anything else is looked up on the
-real pynvml (constants, `NVMLError_*` classes), so errors are raised exactly as pynvml raises
-them: `pynvml.NVMLError(code)` returns the matching subclass.
+real pynvml (constants, `NVMLError_*` classes, the `c_nvmlGpm*` ctypes structures), so errors
+are raised exactly as pynvml raises them: `pynvml.NVMLError(code)` returns the matching
+subclass.
+
+GPM as NVML does it: `nvmlGpmQueryDeviceSupport` fills a real `c_nvmlGpmSupport_t` (supported
+from Hopper on), `nvmlGpmSampleAlloc` hands out a real `c_nvmlGpmSample_t` pointer,
+`nvmlGpmSampleGet` raises NVML_ERROR_NOT_SUPPORTED before Hopper, and `nvmlGpmMetricsGet`
+reads a real `c_nvmlGpmMetricsGet_t` (its version checked, both samples from one GPU), answering
+each metric with its own nvmlReturn.
 """
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -39,6 +47,19 @@ class FakeGpu:
     errors: dict[str, int] = field(default_factory=dict)
     lost: bool = False
     handle_error: int | None = None
+    architecture: int = pynvml.NVML_DEVICE_ARCH_HOPPER
+    gpm: dict[int, float] = field(default_factory=lambda: {
+        pynvml.NVML_GPM_METRIC_SM_UTIL: 71.5,
+        pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: 38.25,
+        pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 42.0,
+        pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: 55.5,
+    })
+    """GPM metric id -> the percentage the next interval reads (a metric absent answers its
+    own NVML_ERROR_NOT_SUPPORTED)."""
+
+    @property
+    def has_gpm(self) -> bool:
+        return self.architecture >= pynvml.NVML_DEVICE_ARCH_HOPPER
 
 
 class FakeNvml:
@@ -59,6 +80,9 @@ class FakeNvml:
         self.init_calls = 0
         self.shutdown_calls = 0
         self.initialised = False
+        # A sample buffer's address -> (its struct, kept alive, and the GPU and values it holds).
+        self.gpm_samples: dict[int, tuple[Any, tuple[FakeGpu, dict[int, float]] | None]] = {}
+        self.gpm_freed = 0
 
     def __getattribute__(self, name: str) -> Any:
         if name.startswith("nvml") and name in object.__getattribute__(self, "missing"):
@@ -68,7 +92,7 @@ class FakeNvml:
     def __getattr__(self, name: str) -> Any:
         # Constants and error classes come from the real module; unknown nvml functions are
         # absent, as in an older nvidia-ml-py.
-        if name.startswith(("NVML_", "NVMLError")):
+        if name.startswith(("NVML_", "NVMLError", "c_nvmlGpm")):
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -149,3 +173,55 @@ class FakeNvml:
     def nvmlDeviceGetComputeRunningProcesses(self, gpu: FakeGpu) -> list[Any]:
         procs = [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in gpu.processes]
         return list(self._answer(gpu, "nvmlDeviceGetComputeRunningProcesses", procs))
+
+    # GPM: NVML's own structures, filled and read as the C library does.
+
+    def nvmlGpmQueryDeviceSupport(self, gpu: FakeGpu) -> Any:
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        support.isSupportedDevice = int(gpu.has_gpm)
+        return self._answer(gpu, "nvmlGpmQueryDeviceSupport", support)
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        self._check_init()
+        struct = pynvml.struct_c_nvmlGpmSample_t()
+        sample = pynvml.c_nvmlGpmSample_t(struct)
+        self.gpm_samples[ctypes.addressof(struct)] = (struct, None)
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self._check_init()
+        if self.gpm_samples.pop(self._address(sample), None) is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self.gpm_freed += 1
+
+    def nvmlGpmSampleGet(self, gpu: FakeGpu, sample: Any) -> Any:
+        self._answer(gpu, "nvmlGpmSampleGet", None)
+        if not gpu.has_gpm:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        address = self._address(sample)
+        if address not in self.gpm_samples:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self.gpm_samples[address] = (self.gpm_samples[address][0], (gpu, dict(gpu.gpm)))
+        return sample
+
+    def nvmlGpmMetricsGet(self, request: Any) -> Any:
+        self._check_init()
+        if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        first = self.gpm_samples.get(self._address(request.sample1), (None, None))[1]
+        second = self.gpm_samples.get(self._address(request.sample2), (None, None))[1]
+        if first is None or second is None or first[0] is not second[0] \
+                or not 0 < request.numMetrics <= pynvml.NVML_GPM_METRIC_MAX:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        for slot in range(request.numMetrics):
+            metric = request.metrics[slot]
+            value = second[1].get(metric.metricId)
+            metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if value is None \
+                else pynvml.NVML_SUCCESS
+            metric.value = 0.0 if value is None else value
+        return request
+
+    @staticmethod
+    def _address(sample: Any) -> int:
+        return ctypes.addressof(sample.contents) if sample else 0

@@ -92,6 +92,7 @@ def test_cli_without_a_driver_says_why(tmp_path: Path) -> None:
         "reason": "NVML library not found — no NVIDIA driver on this host",
         "simulated": False,
         "kind": "no_library",
+        "gpm_reason": None,  # NVML itself is missing: said once, by `reason`
         "sampled_at": gpus["sampled_at"],
         "devices": [],
     }

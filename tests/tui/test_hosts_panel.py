@@ -65,3 +65,30 @@ def test_workers_that_ran_here_are_named_under_this_machine_not_listed_again() -
     assert text.count("A100") == 1 and "39.1/80.0G" in text and "29.3" not in text
     assert "also here: job mnist worker 0, job mnist worker 1" in text
     assert gpus_title([local, *workers]) == "GPUs"
+
+
+@pytest.mark.parametrize(
+    ("wide", "sm", "tensor", "shown"),
+    [
+        (True, 72.0, 42.0, " sm 72% occ 38% tensor 42% dram 56%"),
+        (False, 72.0, 42.0, " sm 72% tc 42%"),
+        (True, None, None, " occ 38% dram 56%"),  # a metric NVML refused: left out, not 0
+    ],
+)
+def test_gpm_activity_sits_next_to_util(wide: bool, sm: float | None, tensor: float | None,
+                                        shown: str) -> None:
+    from dataclasses import replace
+
+    from distmon.render.hosts import activity_text
+
+    device = replace(gpu(0, 97.0, 40_000.0), sm_activity=sm, sm_occupancy=38.0,
+                     tensor_activity=tensor, dram_bandwidth=56.0)
+    assert activity_text(device, wide=wide).plain == shown
+
+
+def test_a_gpu_without_gpm_shows_util_alone_and_the_reason_once() -> None:
+    reason = "no GPM activity counters on any GPU: Not Supported"
+    local = Host("local", "here", "local", sampled_at=NOW, gpm_reason=reason,
+                 gpus=(gpu(0, 80.0, 40_000.0), gpu(1, 80.0, 40_000.0)))
+    text = render_hosts([local], lambda key: (), NOW, 100).plain
+    assert text.count(reason) == 1 and " sm " not in text

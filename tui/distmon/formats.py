@@ -46,6 +46,13 @@ def share(fraction: float | None) -> str:
     return UNKNOWN if fraction is None or not math.isfinite(fraction) else f"{fraction:.0%}"
 
 
+def mfu_text(fraction: float | None) -> str:
+    """Model FLOPs utilisation: `38%`, `4.2%` below 10 % (where a tenth of a point shows)."""
+    if fraction is None or not math.isfinite(fraction):
+        return UNKNOWN
+    return f"{fraction:.1%}" if abs(fraction) < 0.1 else f"{fraction:.0%}"
+
+
 def age_text(seconds: float | None) -> str:
     """How long ago a host was sampled: `12 s ago`."""
     return "never sampled" if seconds is None else f"{seconds:.0f} s ago"

@@ -38,12 +38,19 @@ def gpu_line(dev: GpuDevice) -> str:
     if dev.error:
         return f"{head}  ERROR: {terminal_text(dev.error, 200)}"
     return (
-        f"{head}  util {measured(dev.utilization_gpu, '%')}"
+        f"{head}  util {measured(dev.utilization_gpu, '%')}{_activity(dev)}"
         f"  mem {_memory(dev.memory_used_mib, dev.memory_total_mib)}"
         f"  {measured(dev.temperature_c, '°C')}"
         f"  {measured(dev.power_w, 'W')}/{measured(dev.power_limit_w, 'W')}"
         f"  {len(dev.processes)} proc"
     )
+
+
+def _activity(dev: GpuDevice) -> str:
+    """NVML GPM's figures where the GPU has them: `  sm 72%  tensor 42%  dram 56%`."""
+    fields = (("sm", dev.sm_activity), ("occupancy", dev.sm_occupancy),
+              ("tensor", dev.tensor_activity), ("dram", dev.dram_bandwidth))
+    return "".join(f"  {name} {measured(v, '%')}" for name, v in fields if _known(v))
 
 
 def host_line(host: HostSample) -> str:
@@ -66,6 +73,8 @@ def render_gpus_text(telemetry: TelemetrySnapshot | None, out: TextIO) -> None:
         out.write(f"GPUs{label}: {len(devices)}\n")
         if reason:
             out.write(f"  note: {reason}\n")
+        if status.gpm_reason:
+            out.write(f"  note: {terminal_text(status.gpm_reason, NAME_LIMIT)}\n")
     else:
         out.write(f"GPUs: none — {reason or 'not sampled'}\n")
     for dev in devices:

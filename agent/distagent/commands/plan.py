@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from distagent.config import load_config
+from distagent.flops import flops_text, peak_text
 from distagent.plan import Plan
 from distagent.schema import JobConfig
 from distcore.textsafe import terminal_text
@@ -37,19 +38,20 @@ def resolve_plan(cfg: JobConfig) -> Plan:
     from distagent.commands.start import user_code_path
     from distagent.data import open_source
     from distagent.devices import resolve_strategy
+    from distagent.flops import counted_plan
     from distagent.models import check_model
     from distagent.pipeline import plan_for
 
     setup = resolve_strategy(cfg.strategy)
     source = open_source(cfg)
     user_code_path(cfg.model.name)
-    check_model(cfg.model.name, source.input_shape, source.num_classes,
-                hidden_units=cfg.model.hidden_units)
+    forward = check_model(cfg.model.name, source.input_shape, source.num_classes,
+                          hidden_units=cfg.model.hidden_units)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers,
                     source=source)
-    if setup.warnings:
-        plan = _with_warnings(plan, setup.warnings)
-    return plan
+    plan, unknown = counted_plan(cfg, plan, forward)
+    extra = (*setup.warnings, *unknown)
+    return _with_warnings(plan, extra) if extra else plan
 
 
 def _with_warnings(plan: Plan, extra: tuple[str, ...]) -> Plan:
@@ -76,6 +78,8 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
         ("sharding", f"{plan.shard_policy} across workers"),
         ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
                     f"jit_compile={str(plan.jit_compile).lower()}"),
+        ("model FLOPs", flops_text(plan)),
+        ("peak", peak_text(plan)),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {terminal_text(v, VALUE_WIDTH)}" for k, v in rows]

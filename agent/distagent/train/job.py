@@ -220,6 +220,7 @@ def _train(job: _Job) -> str:
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
+    plan = _counted(job, model, data.input_shape)
     checkpointer = Checkpointer(
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
@@ -258,6 +259,7 @@ def _train(job: _Job) -> str:
             recovery_lr_factor=cfg.train.recovery_lr_factor,
             loss_upper_bound=cfg.train.loss_upper_bound,
             histogram_every=cfg.train.histogram_every_steps,
+            flops_per_step=plan.flops_per_step, peak_flops=plan.peak_flops_per_second,
         ),
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
         stop=job.stop, epochs=plan.epochs,
@@ -278,6 +280,17 @@ def _train(job: _Job) -> str:
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
         + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
     return outcome.status
+
+
+def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
+    """The plan with the model's FLOPs (TensorFlow's count) and the replicas' peak, said once."""
+    from distagent.flops import counted_plan, flops_text, model_forward_flops, peak_text
+
+    plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, input_shape))
+    for warning in unknown:
+        job.progress.message(terminal_text(f"warning: {warning}"))
+    job.progress.message(terminal_text(f"{flops_text(plan)}; peak {peak_text(plan)}"))
+    return plan
 
 
 def _error_line(err: BaseException, cluster: Any) -> str:

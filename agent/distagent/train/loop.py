@@ -51,6 +51,10 @@ class LoopSettings:
     recovery_lr_factor: float = 0.5
     loss_upper_bound: float = 0.0
     histogram_every: int = 0
+    flops_per_step: float | None = None
+    """Model FLOPs of one step (flops.py); None: not counted, no FLOP tags."""
+    peak_flops: float | None = None
+    """The replicas' peak FLOP/s together; None: unknown, no MFU tag."""
 
     @property
     def action(self) -> str:
@@ -208,7 +212,8 @@ class Trainer:
         )
         rate = float(self.schedule(step - 1))
         scalars = interval_scalars(
-            counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate
+            counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate,
+            flops_per_step=self.s.flops_per_step, peak_flops=self.s.peak_flops,
         )
         self.state.reset(self.state.interval)
         scalars[names.GRAD_NORM] = float(self.state.grad_norm.numpy())  # the last step's

@@ -37,6 +37,8 @@ def format_progress(
     if names.INPUT_WAIT_FRACTION in scalars:
         fraction = scalars[names.INPUT_WAIT_FRACTION]
         parts.append(f"input wait {fraction:.0%} ({input_wait_band(fraction)})")
+    if names.MFU in scalars:
+        parts.append(f"MFU {scalars[names.MFU]:.1%}")
     return "  ".join(parts)
 
 

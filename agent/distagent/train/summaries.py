@@ -29,9 +29,11 @@ def _mean(total: float, count: float) -> float | None:
 
 
 def interval_scalars(
-    counters: Mapping[str, float], timing: Timing, *, global_batch_size: int, learning_rate: float
+    counters: Mapping[str, float], timing: Timing, *, global_batch_size: int, learning_rate: float,
+    flops_per_step: float | None = None, peak_flops: float | None = None,
 ) -> dict[str, float]:
-    """The training tags of one log point: means over the interval's steps."""
+    """The training tags of one log point: means over the interval's steps. With the step's
+    model FLOPs, their rate; with the replicas' peak FLOP/s too, the MFU."""
     out: dict[str, float | None] = {
         names.LOSS: _mean(counters["loss_sum"], counters["examples"]),
         names.ACCURACY: _mean(counters["correct"], counters["examples"]),
@@ -42,6 +44,10 @@ def interval_scalars(
         out[names.STEP_TIME_MS] = 1000.0 * timing.wall_seconds / timing.steps
         out[names.INPUT_WAIT_MS] = 1000.0 * timing.wait_seconds / timing.steps
         out[names.INPUT_WAIT_FRACTION] = min(1.0, timing.wait_seconds / timing.wall_seconds)
+        if flops_per_step:
+            rate = timing.steps * flops_per_step / timing.wall_seconds
+            out[names.MODEL_FLOPS_PER_SECOND] = rate
+            out[names.MFU] = rate / peak_flops if peak_flops else None
     return {tag: value for tag, value in out.items() if value is not None}
 
 

@@ -110,6 +110,8 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         scheduler=scheduler_ref_from(doc.get("scheduler")),
         recoveries=recoveries_from(doc.get("recoveries")),
         hparams=agent_hparams(doc),
+        mixed_precision=mixed if isinstance(mixed := plan.get("mixed_precision"), bool)
+        else None,
     )
 
 

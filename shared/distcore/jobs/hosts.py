@@ -19,12 +19,13 @@ from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 _GPU_TAG = re.compile(r"gpu/(\d{1,4})/([a-z_]+)")
-# names.GPU_FIELDS -> GpuDevice attribute (the recorder writes these four).
+# names.GPU_FIELDS and GPM_FIELDS -> GpuDevice attribute (what the recorder writes).
 _GPU_ATTRS: Final = {
     "utilization": "utilization_gpu",
     "memory_used_mib": "memory_used_mib",
     "power_w": "power_w",
     "temperature_c": "temperature_c",
+    **{field: field for field in names.GPM_FIELDS},
 }
 STALE_INTERVALS: Final = 3.0  # a host is stale after this many of its sample intervals
 DEFAULT_INTERVAL: Final = 5.0  # the recorder's default, for a host with too few samples yet
@@ -113,6 +114,7 @@ def local_host(snap: TelemetrySnapshot | None, interval: float | None) -> Host:
         sampled_at=snap.time,
         gpus=snap.devices,
         gpu_reason=snap.status.reason,
+        gpm_reason=snap.status.gpm_reason,
         simulated=snap.status.simulated,
         cpu_percent=host.cpu_percent if host is not None else None,
         memory_used_mib=host.memory_used_mib if host is not None else None,
@@ -130,7 +132,8 @@ def local_history(
     """The sampler's kept values (oldest first) of every metric of this machine's GPUs and
     host, by their names in distcore.names: what its sparklines draw, carried in the snapshot
     so the front ends never read the live sampler."""
-    keys = [names.gpu_tag(g.index, f) for g in host.gpus for f in names.GPU_FIELDS]
+    fields = names.GPU_FIELDS + names.GPM_FIELDS
+    keys = [names.gpu_tag(g.index, f) for g in host.gpus for f in fields]
     keys += [names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB]
     found = {key: history(key) for key in keys}
     return {key: values for key, values in found.items() if values}

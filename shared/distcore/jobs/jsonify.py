@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from distcore.alerts.efficiency import job_mfu
 from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot
 from distcore.producer import ProducerError
@@ -31,6 +32,7 @@ def host_to_json(host: Host, now: float) -> dict[str, Any]:
         "simulated": host.simulated,
         "gpus": [device_to_json(g) for g in host.gpus],
         "gpu_reason": host.gpu_reason,
+        "gpm_reason": host.gpm_reason,
         "cpu_percent": json_float(host.cpu_percent),
         "memory_used_mib": json_float(host.memory_used_mib),
         "memory_total_mib": json_float(host.memory_total_mib),
@@ -70,6 +72,7 @@ def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
         "status": job.status,
         "parts": [parts[p] for p in job.parts],
         "last_step": agent.last_step if agent is not None else None,
+        "mfu": json_float(job_mfu(job.parts)),
         "error": json_text(agent.error) if agent is not None and agent.error else None,
         "scheduler": scheduler_to_json(job),
     }

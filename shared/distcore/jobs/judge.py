@@ -17,8 +17,10 @@ from distcore.alerts.cadence import (
     STALL_FACTOR,
     STALL_HORIZON_SECONDS,
     STALL_MIN_SECONDS,
+    is_advancing,
     run_stalled,
 )
+from distcore.alerts.efficiency import busy_not_computing, mfu_dropped
 from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
 from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
 from distcore.events.snapshots import RunSnapshot
@@ -134,6 +136,7 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     gpus = [g for h in fresh for g in h.gpus] if fresh else list(local_gpus)
     if agent_status in (None, "running"):
         found += input_bound_suspected(training, gpus, now, facts.intervals)
+        found += _efficiency(facts, training, gpus, now)
     if state is not None:
         # Only once the end has settled: a shared filesystem may show run.json's last write late.
         died = agent_died(facts.name, agent_status, state.job_id, state.state,
@@ -155,6 +158,17 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
         version=facts.version,
         scheduler_state=state,
     )
+
+
+def _efficiency(facts: JobFacts, training: Sequence[RunSnapshot], gpus: Sequence[GpuDevice],
+                now: float) -> list[Alert]:
+    """Busy GPUs that compute little (GPM), and MFU fallen below the job's own level."""
+    mixed = bool(facts.agent is not None and facts.agent.mixed_precision)
+    # The GPUs are this job's only while its steps advance (another job may own them now).
+    advancing = any(is_advancing(r, now, facts.intervals.get(r.name)) for r in training)
+    found = [busy_not_computing(gpus, now, facts.name, mixed_precision=mixed) if advancing
+             else None, *(mfu_dropped(run, now) for run in training)]
+    return [a for a in found if a is not None]
 
 
 def _start_time(agent: AgentRecord | None) -> float | None:

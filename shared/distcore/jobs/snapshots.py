@@ -46,6 +46,7 @@ class Host:
     cpu_cores: int | None = None
     load_avg_1m: float | None = None
     machine: str | None = None  # the machine's host name where known (sampled or recorded)
+    gpm_reason: str | None = None  # why some GPUs have no GPM activity counters (said once)
 
 
 class HostSource(Protocol):
@@ -74,6 +75,8 @@ class AgentRecord:
     # The plan and config as comparison columns (lr, lr_rule, global_batch, replicas, model,
     # optimizer, ...): numbers and strings only, see distcore.jobs.agent.agent_hparams.
     hparams: Mapping[str, float | int | str] = field(default_factory=dict)
+    mixed_precision: bool | None = None
+    """The plan's train.mixed_precision (float16 compute: tensor cores are its work)."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ DEVICE_MEASUREMENTS = (
     "fan_percent",
     "pcie_rx_kib_s",
     "pcie_tx_kib_s",
+    # NVML GPM, percent (null before Hopper and on a device's first sample)
+    "sm_activity",
+    "sm_occupancy",
+    "tensor_activity",
+    "dram_bandwidth",
 )
 
 
@@ -61,6 +66,7 @@ def telemetry_to_json(snap: TelemetrySnapshot) -> tuple[dict[str, Any], dict[str
         "reason": snap.status.reason,
         "simulated": snap.status.simulated,
         "kind": snap.status.kind,
+        "gpm_reason": snap.status.gpm_reason,
         "sampled_at": snap.time,
         "devices": [device_to_json(d) for d in snap.devices],
     }

@@ -12,12 +12,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import psutil
 
+from distcore.telemetry.gpm import FIRST_INTERVAL_S, GpmReader, combined_reason
 from distcore.telemetry.samples import GpuDevice, GpuProcess, GpuStatus, StatusKind
 from distcore.wording import counted
 
@@ -147,6 +149,9 @@ class NvmlGpuSource:
         self._lock = threading.Lock()
         self._initialised = False
         self._failure: GpuStatus | None = None
+        self._gpm: GpmReader | None = None
+        self._gpm_reasons: dict[int, str] = {}
+        self._gpm_pending: list[tuple[int, Any]] = []  # (index, handle) read once so far
 
     def _init_locked(self) -> GpuStatus | None:
         """Initialise once; a failure is remembered (retrying a missing driver each tick only
@@ -167,6 +172,7 @@ class NvmlGpuSource:
             self._failure = failed(*nvml_failure(self._nvml, err))
             return self._failure
         self._initialised = True
+        self._gpm = GpmReader(self._nvml)
         atexit.register(self.close)
         return None
 
@@ -180,9 +186,15 @@ class NvmlGpuSource:
                 count = int(nvml.nvmlDeviceGetCount())
             except nvml.NVMLError as err:
                 return failed(*nvml_failure(nvml, err)), ()
+            self._gpm_reasons = {}
+            self._gpm_pending = []
             read = [self._read_device(i) for i in range(count)]
+            if self._gpm_pending:  # first samples just taken: their interval, once
+                time.sleep(FIRST_INTERVAL_S)
+                read = [(self._second_gpm(d), kind) for d, kind in read]
         devices = tuple(device for device, _ in read)
-        return device_status(devices, [kind for _, kind in read if kind]), devices
+        status = device_status(devices, [kind for _, kind in read if kind])
+        return replace(status, gpm_reason=combined_reason(self._gpm_reasons, count)), devices
 
     def _read_device(self, index: int) -> tuple[GpuDevice, StatusKind | None]:
         """The device, and the kind of failure that made it unreadable (None if readable)."""
@@ -216,8 +228,25 @@ class NvmlGpuSource:
             processes=self._processes(reader),
         )
         if reader.fatal is None:
-            return device, None
+            return self._with_gpm(index, handle, device), None
         return replace(device, error=f"GPU {index}: {reader.fatal}"), reader.fatal_kind
+
+    def _second_gpm(self, device: GpuDevice) -> GpuDevice:
+        handle = next((h for i, h in self._gpm_pending if i == device.index), None)
+        return device if handle is None else self._with_gpm(device.index, handle, device)
+
+    def _with_gpm(self, index: int, handle: Any, device: GpuDevice) -> GpuDevice:
+        if self._gpm is None:
+            return device
+        values, reason = self._gpm.read(index, handle)
+        if reason is not None:
+            self._gpm_reasons[index] = reason
+        elif self._gpm.unprimed(index):
+            self._gpm_pending.append((index, handle))
+        return replace(device, sm_activity=values["sm_activity"],
+                       sm_occupancy=values["sm_occupancy"],
+                       tensor_activity=values["tensor_activity"],
+                       dram_bandwidth=values["dram_bandwidth"])
 
     def _pcie_kib_s(self, reader: _DeviceReader) -> tuple[float | None, float | None]:
         if not self._pcie:
@@ -242,6 +271,9 @@ class NvmlGpuSource:
                 return
             self._initialised = False
             atexit.unregister(self.close)
+            if self._gpm is not None:
+                self._gpm.close()
+                self._gpm = None
             # Shutting down after a GPU was lost can fail; there is nothing left to release.
             with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlShutdown()

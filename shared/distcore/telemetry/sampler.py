@@ -38,8 +38,12 @@ def snapshot_metrics(snap: TelemetrySnapshot) -> dict[str, float | None]:
     """The history / recorder metrics of one snapshot, keyed by their names in distcore.names."""
     metrics: dict[str, float | None] = {}
     for device in snap.devices:
-        for field in names.GPU_FIELDS:
-            metrics[names.gpu_tag(device.index, field)] = getattr(device, GPU_FIELD_ATTRS[field])
+        for field, attr in GPU_FIELD_ATTRS.items():
+            metrics[names.gpu_tag(device.index, field)] = getattr(device, attr)
+        for field in names.GPM_FIELDS:  # before Hopper never known: no series kept for them
+            value = getattr(device, field)
+            if value is not None:
+                metrics[names.gpu_tag(device.index, field)] = value
     if snap.host is not None:
         metrics[names.HOST_CPU_PERCENT] = snap.host.cpu_percent
         metrics[names.HOST_MEMORY_USED_MIB] = snap.host.memory_used_mib

@@ -58,6 +58,16 @@ class GpuDevice:
     pcie_tx_kib_s: float | None
     processes: tuple[GpuProcess, ...]
     error: str | None = None
+    # NVML GPM (telemetry/gpm.py), percent over the interval since the last sample; None
+    # before Hopper, on the first sample, and wherever GPM is not read.
+    sm_activity: float | None = None
+    """Share of SMs busy (GPM SM_UTIL): low while util% is high is a GPU busy but idle."""
+    sm_occupancy: float | None = None
+    """Resident warps over the SMs' maximum (GPM SM_OCCUPANCY)."""
+    tensor_activity: float | None = None
+    """Cycles any tensor core issued (GPM ANY_TENSOR_UTIL)."""
+    dram_bandwidth: float | None = None
+    """Share of the DRAM's peak bandwidth used (GPM DRAM_BW_UTIL)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class GpuStatus:
     reason: str | None
     simulated: bool = False
     kind: StatusKind = "ok"
+    gpm_reason: str | None = None
+    """Why some or all GPUs have no GPM activity counters, once (None: all have them)."""
 
 
 @dataclass(frozen=True)

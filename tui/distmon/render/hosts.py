@@ -88,7 +88,9 @@ def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
         line.append(f"{label} ")
     bars = 6 if width < 70 else 10
     line.append_text(bar(util, bars))
-    line.append(f"{_pct(gpu.utilization_gpu)} m")
+    line.append(_pct(gpu.utilization_gpu))
+    line.append_text(activity_text(gpu, wide=width >= 70))
+    line.append(" m")
     line.append_text(bar(mem, bars))
     line.append(mem_pct if width < 70 else _memory(gpu.memory_used_mib, gpu.memory_total_mib))
     line.append(f" {temp} {power} ")
@@ -96,6 +98,21 @@ def gpu_line(gpu: GpuDevice, history: History, width: int) -> Text:
     if room >= 4:
         line.append_text(sparkline(history(names.gpu_tag(gpu.index, "utilization")), room))
     return line
+
+
+def activity_text(gpu: GpuDevice, *, wide: bool) -> Text:
+    """What the GPU does while util% counts it busy (NVML GPM): ` sm 72% tc 42%`, wide
+    ` sm 72% occ 38% tensor 42% dram 56%`; nothing where GPM gave nothing (before Hopper)."""
+    fields = (("sm", "sm", gpu.sm_activity), ("occ", None, gpu.sm_occupancy),
+              ("tensor", "tc", gpu.tensor_activity), ("dram", None, gpu.dram_bandwidth))
+    text = Text()
+    for long, short, value in fields:
+        name = long if wide else short
+        if value is None or name is None:
+            continue
+        low = long == "sm" and value < 50 and (gpu.utilization_gpu or 0) >= 90
+        text.append(f" {name} {_pct(value).strip()}", style="yellow" if low else "")
+    return text
 
 
 def host_line(host: Host, history: History, width: int) -> Text:
@@ -137,6 +154,9 @@ def _local_lines(host: Host, history: History, width: int) -> list[Text]:
     if not host.gpus:
         lines.append(Text(f"no GPU: {host.gpu_reason or 'unknown reason'}", style="yellow"))
     lines += [gpu_line(g, history, width) for g in host.gpus]
+    if host.gpus and host.gpm_reason:
+        lines.append(Text(terminal_text(host.gpm_reason, 200), style="dim", no_wrap=True,
+                          overflow="ellipsis"))
     if host.cpu_percent is not None:
         lines.append(host_line(host, history, width))
     return lines

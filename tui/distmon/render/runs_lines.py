@@ -18,9 +18,9 @@ from distmon.render.compare_view import Entry, Header, cell_text
 from distmon.render.view_model import ROW_COLUMNS
 
 # Fixed widths for the columns that change in place; the name takes what the width leaves
-# (the input-wait column stays in view from 120 columns on); comparison columns follow,
+# (the input-wait and MFU columns stay in view from 120 columns on); comparison columns follow,
 # scrolled to.
-COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4}
+COLUMN_WIDTHS = {"": 2, "step": 8, "loss": 9, "acc": 6, "ex/s": 7, "wait": 4, "mfu": 4}
 NAME_LIMIT = 80  # characters of a job's name in the table
 MIN_NAME = 8
 HEADER_LIMIT = 16  # characters of a comparison column's header

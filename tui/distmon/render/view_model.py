@@ -18,7 +18,7 @@ from distcore.jobs.snapshots import Job
 from distcore.smoothing import debiased_ema_array
 from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
-from distmon.formats import number, share, step_text
+from distmon.formats import mfu_text, number, share, step_text
 from distmon.render.curve import X_MODES, Curve, XMode
 from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves, histogram_tags
 
@@ -78,6 +78,7 @@ class JobRow:
     accuracy: str
     examples_per_second: str
     input_wait: str
+    mfu: str = "–"
 
     def cells(self) -> tuple[str, ...]:
         return (
@@ -88,10 +89,11 @@ class JobRow:
             self.accuracy,
             self.examples_per_second,
             self.input_wait,
+            self.mfu,
         )
 
 
-ROW_COLUMNS = ("", "job", "step", "loss", "acc", "ex/s", "wait")
+ROW_COLUMNS = ("", "job", "step", "loss", "acc", "ex/s", "wait", "mfu")
 
 
 def job_rows(jobs: Sequence[Job]) -> list[JobRow]:
@@ -117,6 +119,7 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
         accuracy=number(_last(main, pick_tag(tags, "accuracy")), 3),
         examples_per_second=number(speed, 4),
         input_wait=share(wait),
+        mfu=mfu_text(_last(main, names.MFU)),
     )
 
 
