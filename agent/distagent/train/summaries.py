@@ -22,6 +22,10 @@ class Timing:
     steps: int
     wall_seconds: float
     wait_seconds: float
+    compute_seconds: float | None = None
+    """This worker's time to its gradients (input included), summed over the timed steps."""
+    reduce_seconds: float | None = None
+    """This worker's time in the gradient's reduction, summed over the timed steps."""
 
 
 def _mean(total: float, count: float) -> float | None:
@@ -42,6 +46,9 @@ def interval_scalars(
         out[names.STEP_TIME_MS] = 1000.0 * timing.wall_seconds / timing.steps
         out[names.INPUT_WAIT_MS] = 1000.0 * timing.wait_seconds / timing.steps
         out[names.INPUT_WAIT_FRACTION] = min(1.0, timing.wait_seconds / timing.wall_seconds)
+        if timing.compute_seconds is not None and timing.reduce_seconds is not None:
+            out[names.STEP_COMPUTE_SECONDS] = timing.compute_seconds / timing.steps
+            out[names.REDUCE_WAIT_SECONDS] = timing.reduce_seconds / timing.steps
     return {tag: value for tag, value in out.items() if value is not None}
 
 

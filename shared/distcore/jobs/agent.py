@@ -18,6 +18,7 @@ from typing import Any, Final
 from distcore import names
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.jobs.snapshots import AgentRecord, RecoveryNote
+from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
@@ -110,6 +111,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         scheduler=scheduler_ref_from(doc.get("scheduler")),
         recoveries=recoveries_from(doc.get("recoveries")),
         hparams=agent_hparams(doc),
+        workers=worker_beats_from(doc.get("workers")),
     )
 
 

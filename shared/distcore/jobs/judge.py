@@ -21,6 +21,8 @@ from distcore.alerts.cadence import (
 )
 from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
 from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
+from distcore.alerts.stragglers import straggler_alert
+from distcore.alerts.workers import hung_alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
@@ -134,6 +136,8 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     gpus = [g for h in fresh for g in h.gpus] if fresh else list(local_gpus)
     if agent_status in (None, "running"):
         found += input_bound_suspected(training, gpus, now, facts.intervals)
+    if agent_status == names.STATUS_RUNNING and facts.agent is not None and facts.agent.workers:
+        found += _worker_alerts(facts, facts.agent, now)
     if state is not None:
         # Only once the end has settled: a shared filesystem may show run.json's last write late.
         died = agent_died(facts.name, agent_status, state.job_id, state.state,
@@ -155,6 +159,16 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
         version=facts.version,
         scheduler_state=state,
     )
+
+
+def _worker_alerts(facts: JobFacts, agent: AgentRecord, now: float) -> list[Alert]:
+    """A hang (naming who holds the job, and the stacks' paths) or else a straggler."""
+    directory = str(facts.directory) if facts.directory is not None else None
+    hung = hung_alert(facts.name, agent.workers, now, directory)
+    if hung is not None:
+        return [hung]
+    straggler = straggler_alert(facts.name, agent.workers, now)
+    return [straggler] if straggler is not None else []
 
 
 def _start_time(agent: AgentRecord | None) -> float | None:
@@ -181,6 +195,8 @@ def clock_free(facts: JobFacts, now: float) -> bool:
     status = facts.agent.status if facts.agent is not None else None
     if status not in (None, names.STATUS_RUNNING):
         return True  # ended jobs never stall, and input-bound is for running ones
+    if facts.agent is not None and facts.agent.workers:
+        return False  # heartbeats age: a hang is judged on the clock
     for part, run in facts.parts.items():
         if is_system_part(part) or run.status == "gone" or run.last_update is None:
             continue
