@@ -8,8 +8,9 @@ the reduction. The chief copies every worker's heartbeat into run.json's `worker
 distmon reads them (local and remote alike).
 
 A hang is no step ended for `cluster.hang_seconds` ("auto": the larger of 60 s and 10x the
-median time between compiled calls), counted from the first call's end (tracing and
-compilation come before it). Every live worker finds it on its own clock: all of them stop
+median time between compiled calls), counted from the last call's end, or before the first
+call ends, from when this worker holds its first gradients and waits in the reduction (tracing
+and compilation come before that). Every live worker finds it on its own clock: all of them stop
 stepping when one is stuck. Each writes its Python stacks (faulthandler, every thread) into
 `stacks-worker-<i>.txt` once, says so on stderr, and marks its heartbeat hung. With
 `on_hang = "abort"` it then ends the process with EXIT_HUNG; the chief first ends run.json
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distagent.train.phases import PhaseProbe
+from distagent.train.phases import PHASE_REDUCING, PhaseProbe
 from distagent.train.rundir import write_json_atomic
 from distcore import names
 from distcore.safefile import load_json
@@ -86,6 +87,7 @@ class Heartbeat:
         self._step: int | None = None
         self._step_time: float | None = None
         self._last_end: float | None = None  # monotonic
+        self._armed: float | None = None  # monotonic: first seen in the reduction, no step yet
         self._calls: deque[float] = deque(maxlen=101)
         self._perf: dict[str, float] = {}
         self._best_compute: float | None = None
@@ -163,36 +165,53 @@ class Heartbeat:
                 found[str(index)] = doc
         return found
 
+    def _hang_clock(self, now: float) -> float | None:
+        """Since when no step has ended: the last call's end; before the first, the moment
+        this worker was first seen waiting in the reduction (its compilation is over then; a
+        peer is not). None: not armed yet."""
+        if self._last_end is not None:
+            return self._last_end
+        phase = self.probe.latest().get("phase") if self.probe is not None else None
+        if phase == PHASE_REDUCING and self._armed is None:
+            self._armed = now
+        return self._armed
+
     def _check_hang(self) -> None:
         with self._lock:
-            if self._last_end is None or self._hung is not None:
+            now = time.monotonic()
+            start = self._hang_clock(now)
+            if start is None or self._hung is not None:
                 return
             call = statistics.median(self._calls) if self._calls else None
             limit = hang_limit(self.settings.hang_seconds, call)
-            idle = time.monotonic() - self._last_end
+            idle = now - start
             if idle < limit:
                 return
             step = self._step
         stacks = self.run_dir / names.stacks_name(self.worker)
+        where = f"after step {step}" if step is not None else "before the first step ended"
         with open(stacks, "w") as out:
             out.write(f"worker {self.worker} (pid {os.getpid()}): no step has ended for "
-                      f"{idle:.0f} s (hang_seconds {limit:g}), after step {step}\n")
+                      f"{idle:.0f} s (hang_seconds {limit:g}), {where}\n")
             out.flush()
             faulthandler.dump_traceback(file=out, all_threads=True)
-        print(f"distagent: worker {self.worker}: no step has ended for {idle:.0f} s after step "
-              f"{step} (hang_seconds {limit:g}); Python stacks in {stacks}",
+        print(f"distagent: worker {self.worker}: no step has ended for {idle:.0f} s {where} "
+              f"(hang_seconds {limit:g}); Python stacks in {stacks}",
               file=sys.stderr, flush=True)
         with self._lock:
             self._hung = {"since": time.time() - idle, "idle_seconds": idle,
                           "limit_seconds": limit, "stacks": stacks.name, "step": step}
 
     def _abort(self, hung: Mapping[str, Any]) -> None:
-        message = (f"no step ended for {hung['limit_seconds']:g} s after step {hung['step']} "
+        step = hung["step"]
+        where = f"after step {step}" if step is not None else "before the first step ended"
+        message = (f"no step ended for {hung['limit_seconds']:g} s {where} "
                    f"(cluster.on_hang = \"abort\"); stacks in {hung['stacks']}")
         if self.on_abort is not None and self.is_chief:
             self.on_abort(message, int(hung["step"] or 0))
         print(f"distagent: worker {self.worker}: hung: {message}", file=sys.stderr, flush=True)
         self._exit(EXIT_HUNG)
+        self._stop.set()  # only reached where the exit does not end the process (tests)
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.beat_seconds):

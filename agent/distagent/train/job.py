@@ -288,7 +288,7 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     """This worker's heartbeat; the chief's also keeps run.json's `workers` and, on an abort
     for a hang, ends run.json `hung` (the other workers exit the same way, on their own)."""
     def read() -> tuple[int, int]:
-        return int(state.step.numpy()), int(state.reached.numpy())
+        return int(state.reduced.numpy()), int(state.reached.numpy())
 
     def abort(message: str, step: int) -> None:
         record.update(status=names.STATUS_HUNG, last_step=step, end_time=time.time(),

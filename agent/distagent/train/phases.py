@@ -1,11 +1,11 @@
 """Where this worker's step stands, read while the step runs: computing or in the reduction.
 
-The compiled step keeps two host variables (steps.TrainState): `step`, the steps whose
+The compiled step keeps two host variables (steps.TrainState): `reduced`, the last step whose
 reduction ended, and `reached`, the step whose gradients this worker holds (assigned as soon as
 its gradients exist, before the cross-replica reduction). Variables can be read from another
 thread while the step runs, so a hung job tells apart the worker that never reached the
-reduction (`reached == step`: still computing, or stuck in its input or model) from those
-waiting in it for that worker (`reached == step + 1`).
+reduction (`reached == reduced`: still computing, or stuck in its input or model) from those
+waiting in it for that worker (`reached == reduced + 1`).
 
 The read runs in its own thread: should TensorFlow ever block it, the heartbeat still beats
 and says when the phase was last read.

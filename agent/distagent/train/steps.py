@@ -50,8 +50,9 @@ class TrainState:
     data skip are checkpointed (a resumed run keeps the rate and data position recoveries set).
     `first_bad_step` / `bad_loss`: the first step whose loss (or gradient) diverged, and its loss.
     `grad_norm`: the global L2 norm of the last step's all-reduced gradient, before clipping.
-    `reached`: the step whose gradients this worker holds, set before their reduction (phases.py
-    reads it while a step runs)."""
+    `reached`: the step whose gradients this worker holds, set before their reduction, and
+    `reduced`: the step whose reduction ended (`step` itself may count on before it: nothing
+    orders its increment after the collective). phases.py reads both while a step runs."""
 
     step: tf.Variable
     first_bad_step: tf.Variable
@@ -60,6 +61,7 @@ class TrainState:
     lr_scale: tf.Variable
     data_skip: tf.Variable
     reached: tf.Variable
+    reduced: tf.Variable
     interval: Counters
     epoch: Counters
 
@@ -74,6 +76,7 @@ class TrainState:
                 lr_scale=tf.Variable(1.0, dtype=tf.float32, trainable=False, name="lr_scale"),
                 data_skip=tf.Variable(0, dtype=tf.int64, trainable=False, name="data_skip"),
                 reached=tf.Variable(0, dtype=tf.int64, trainable=False, name="reached"),
+                reduced=tf.Variable(0, dtype=tf.int64, trainable=False, name="reduced"),
                 interval=Counters.zeros(INTERVAL, "interval"),
                 epoch=Counters.zeros(EPOCH, "epoch"),
             )
@@ -242,6 +245,8 @@ class TrainStep:
             reduced = tf.reduce_max(tf.stack(strategy.experimental_local_results(reduced)))
             with tf.control_dependencies([ready]):  # before the reduction ends, not after
                 state.reached.assign(first + index + 1)
+            with tf.control_dependencies([reduced]):
+                state.reduced.assign(first + index + 1)
             stats = strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
             landed = list(strategy.experimental_local_results(marker))
             # Every replica holds the same all-reduced norm: the first's needs no collective.

@@ -107,8 +107,9 @@ def hung_alert(job: str, beats: Sequence[WorkerBeat], now: float,
     parts = [f"job hung{at}"]
     if culprits and why == "heartbeat stopped":
         ago = [now - b.time for b in culprits if b.time is not None]
-        own = "'s heartbeat" if len(culprits) == 1 else "' heartbeats"
-        parts.append(f"{_names(culprits)}{own} stopped"
+        whose = f"{_names(culprits)}'s heartbeat" if len(culprits) == 1 \
+            else f"the heartbeats of {_names(culprits)}"
+        parts.append(f"{whose} stopped"
                      + (f" {max(ago):.0f} s ago" if ago else ""))
     elif culprits:
         reach = f" of step {max(steps) + 1}" if steps else ""
