@@ -118,3 +118,20 @@ def test_waiting_in_the_first_reduction_arms_the_clock(tmp_path: Path) -> None:
     with beat:
         hung = wait_for(lambda: (read_json(tmp_path / names.heartbeat_name(0)) or {}).get("hung"))
     assert hung["step"] is None and (tmp_path / names.stacks_name(0)).exists()
+
+
+def test_the_chiefs_abort_names_the_worker_that_never_reached_the_reduction(
+    tmp_path: Path
+) -> None:
+    (tmp_path / names.heartbeat_name(1)).write_text(json.dumps(
+        {"worker": 1, "step": 3, "time": time.time() + 60, "phase": "computing"}))
+    aborted: list[str] = []
+    beat = Heartbeat(tmp_path, worker=0, workers=2,
+                     settings=HangSettings(hang_seconds=0.2, on_hang="abort", beat_seconds=0.05),
+                     probe=PhaseProbe(lambda: (3, 4), interval=0.02),
+                     on_abort=lambda message, step: aborted.append(message),
+                     exit_process=lambda code: None)
+    with beat:
+        beat.step_ended(3)
+        wait_for(lambda: aborted)
+    assert aborted[0].startswith("worker 1: never reached the reduction; no step ended for 0.2 s")

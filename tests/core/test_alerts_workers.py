@@ -56,8 +56,8 @@ def test_hang_culprits(beats: list[WorkerBeat], named: list[int], why: str) -> N
     ([beat(0, phase="reducing"), beat(1)], None),
     # The chief stopped too (run.json no longer changes): hung once past the hang limit...
     ([beat(0, age=30.0), beat(1, age=30.0)],
-     "job hung after step 40: the heartbeats of workers 0 and 1 stopped 30 s ago; no step has "
-     "ended for 30 s"),
+     "job hung after step 40: the heartbeats of workers 0 and 1 stopped 30 s ago (hung, or ended "
+     "without a word: no worker answers); no step has ended for 30 s"),
     # ... not before it.
     ([beat(0, age=12.0, hang=20.0), beat(1, age=12.0, hang=20.0)], None),
     ([], None),

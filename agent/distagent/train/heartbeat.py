@@ -37,6 +37,8 @@ from typing import Any
 from distagent.train.phases import PHASE_REDUCING, PhaseProbe
 from distagent.train.rundir import write_json_atomic
 from distcore import names
+from distcore.alerts.workers import hang_culprits
+from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import load_json
 
 BEAT_SECONDS = 2.0
@@ -149,7 +151,7 @@ class Heartbeat:
             self.publish(self._all_workers(mine))
         hung = mine.get("hung")
         if hung is not None and self.settings.on_hang == "abort":
-            self._abort(hung)
+            self._abort(hung, self._culprit(mine))
 
     def _all_workers(self, mine: dict[str, Any]) -> dict[str, Any]:
         """Every worker's newest heartbeat (the others' from their files), by index."""
@@ -202,10 +204,22 @@ class Heartbeat:
             self._hung = {"since": time.time() - idle, "idle_seconds": idle,
                           "limit_seconds": limit, "stacks": stacks.name, "step": step}
 
-    def _abort(self, hung: Mapping[str, Any]) -> None:
+    def _culprit(self, mine: dict[str, Any]) -> str:
+        """Who holds the job, as distmon will say it ("worker 1 never reached the reduction"),
+        from every worker's heartbeat; "" when nobody can be named (one worker, same phases)."""
+        if not self.is_chief or self.workers < 2:
+            return ""
+        beats = worker_beats_from(self._all_workers(mine))
+        culprits, _, why = hang_culprits(beats, time.time())
+        if not culprits:
+            return ""
+        who = ", ".join(f"worker {b.worker}" for b in culprits)
+        return f"{who}: {why}; "
+
+    def _abort(self, hung: Mapping[str, Any], culprit: str = "") -> None:
         step = hung["step"]
         where = f"after step {step}" if step is not None else "before the first step ended"
-        message = (f"no step ended for {hung['limit_seconds']:g} s {where} "
+        message = (f"{culprit}no step ended for {hung['limit_seconds']:g} s {where} "
                    f"(cluster.on_hang = \"abort\"); stacks in {hung['stacks']}")
         if self.on_abort is not None and self.is_chief:
             self.on_abort(message, int(hung["step"] or 0))

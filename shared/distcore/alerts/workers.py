@@ -110,7 +110,9 @@ def hung_alert(job: str, beats: Sequence[WorkerBeat], now: float,
         whose = f"{_names(culprits)}'s heartbeat" if len(culprits) == 1 \
             else f"the heartbeats of {_names(culprits)}"
         parts.append(f"{whose} stopped"
-                     + (f" {max(ago):.0f} s ago" if ago else ""))
+                     + (f" {max(ago):.0f} s ago" if ago else "")
+                     + (" (hung, or ended without a word: no worker answers)"
+                        if not waiting else ""))
     elif culprits:
         reach = f" of step {max(steps) + 1}" if steps else ""
         parts.append(f"{_names(culprits)} never reached the reduction{reach}")
