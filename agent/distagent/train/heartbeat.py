@@ -231,9 +231,9 @@ class Heartbeat:
         while not self._stop.wait(self.settings.beat_seconds):
             try:
                 self.beat()
-            except OSError as err:  # a full disk must not end training; say it once a beat
-                print(f"distagent: worker {self.worker}: heartbeat not written: {err}",
-                      file=sys.stderr, flush=True)
+            except Exception as err:  # a full disk must not end training nor the beats
+                print(f"distagent: worker {self.worker}: heartbeat not written: "
+                      f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
     def __enter__(self) -> Heartbeat:
         if self.probe is not None:
