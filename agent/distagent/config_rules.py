@@ -95,6 +95,8 @@ RULES: tuple[Rule, ...] = (
     Rule("train.loss_upper_bound", _at_least(0), "a number >= 0 (0 = none)"),
     Rule("train.histogram_every_steps", _at_least(0), "an integer >= 0 (0 = off)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
+    Rule("cluster.hang_seconds", lambda v: v == "auto" or _positive(v),
+         '"auto" or a number of seconds > 0'),
     Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
     Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
          f"an integer from 0 to {MAX_SIMULATED_GPUS}"),

@@ -17,6 +17,7 @@ OptimizerName = Literal["sgd", "momentum", "adam", "adamw", "rmsprop"]
 ScalingRule = Literal["linear", "sqrt", "none"]
 DecayKind = Literal["none", "cosine", "step", "exponential"]
 DivergenceAction = Literal["stop", "rollback", "continue"]
+HangAction = Literal["warn", "abort"]
 KerasDataset = Literal["mnist", "fashion_mnist", "cifar10", "cifar100"]
 Tunable = Literal["autotune"] | int
 
@@ -231,6 +232,12 @@ class ClusterConfig:
     """host:port of every worker, for multi_worker without TF_CONFIG or Slurm."""
     timeout_seconds: float = 60.0
     """How long a worker waits for a lost peer before failing with a clear message."""
+    hang_seconds: Literal["auto"] | float = "auto"
+    """No step ended for this long: every worker writes its Python stacks into the run directory
+    and its heartbeat says hung ("auto": the larger of 60 s and 10x the median step)."""
+    on_hang: HangAction = "warn"
+    """What a hang does then: "warn" (the job goes on waiting) or "abort" (every worker ends
+    the job `hung`, keeping its last checkpoint)."""
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
 INFO_LABELS = ("job", "scheduler", "slurm_job_id", "partition", "state", "pod")
 # run.json's statuses that end a job: its end time is run.json's `end_time` (else its newest point).
 ENDED_STATUSES = frozenset({names.STATUS_FINISHED, names.STATUS_FAILED, names.STATUS_DIVERGED,
-                            names.STATUS_STOPPED})  # fmt: skip
+                            names.STATUS_STOPPED, names.STATUS_HUNG})  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape

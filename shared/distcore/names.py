@@ -15,6 +15,10 @@ EXAMPLES_PER_SECOND: Final = "perf/examples_per_second"
 STEP_TIME_MS: Final = "perf/step_time_ms"
 INPUT_WAIT_MS: Final = "perf/input_wait_ms"
 INPUT_WAIT_FRACTION: Final = "perf/input_wait_fraction"
+STEP_COMPUTE_SECONDS: Final = "perf/step_compute_seconds"
+"""Per step, this worker's time to its gradients (input, forward, backward)."""
+REDUCE_WAIT_SECONDS: Final = "perf/reduce_wait_seconds"
+"""Per step, this worker's time in the gradient's cross-replica reduction (waiting for peers)."""
 GRAD_NORM: Final = "perf/grad_norm"
 """Global L2 norm of the last step's all-reduced gradient, before clipping."""
 MODEL_FLOPS_PER_SECOND: Final = "perf/model_flops_per_second"
@@ -73,9 +77,22 @@ STATUS_FINISHED: Final = "finished"
 STATUS_FAILED: Final = "failed"
 STATUS_DIVERGED: Final = "diverged"
 STATUS_STOPPED: Final = "stopped"
+STATUS_HUNG: Final = "hung"
+"""Ended by `cluster.on_hang = "abort"`: no step ended for `cluster.hang_seconds`."""
 RUN_STATUSES: Final = (
-    STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED, STATUS_DIVERGED, STATUS_STOPPED
+    STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED, STATUS_DIVERGED, STATUS_STOPPED, STATUS_HUNG
 )
+
+
+def heartbeat_name(worker: int) -> str:
+    """Each worker's heartbeat in the run directory; the chief copies all into run.json's
+    `workers`."""
+    return f"heartbeat-worker-{worker}.json"
+
+
+def stacks_name(worker: int) -> str:
+    """A worker's Python stacks, written when it finds the job hung."""
+    return f"stacks-worker-{worker}.txt"
 
 # The TF profiler's input-bound bands for input_wait_fraction = input time / step time.
 INPUT_WAIT_MODERATE: Final = 0.05  # 5-20%: moderately input-bound

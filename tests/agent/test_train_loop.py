@@ -219,3 +219,18 @@ def test_a_checkpoint_of_another_model_is_refused_in_one_line(
     shutil.copytree(finished_run / names.CHECKPOINT_DIR, tmp_path / "full" / names.CHECKPOINT_DIR)
     with pytest.raises(DistmonError, match="does not fit this job"):
         run_job(job(tmp_path, "full", "data.synthetic.num_classes=5"))
+
+
+def test_each_step_splits_at_the_reduction_and_the_heartbeat_says_so(finished_run: Path) -> None:
+    """In-graph timestamps: time to the gradients and the wait in their reduction, per step,
+    within the step's wall time; the heartbeat (and run.json's copy) holds the last interval."""
+    train = _scalars(finished_run / names.TRAIN_DIR)
+    for (step, compute), (_, wait), (_, step_ms) in zip(
+            train[names.STEP_COMPUTE_SECONDS], train[names.REDUCE_WAIT_SECONDS],
+            train[names.STEP_TIME_MS], strict=True):
+        assert compute > 0 and wait >= 0 and compute + wait <= step_ms / 1000.0 * 1.05, step
+    beat = json.loads((finished_run / names.heartbeat_name(0)).read_text())
+    record = json.loads((finished_run / names.RUN_JSON).read_text())
+    assert beat["step"] == record["last_step"] and beat["hung"] is None
+    assert record["workers"]["0"]["perf"]["compute_seconds"] > 0
+    assert beat["phase"] in ("computing", "reducing") and 0 < beat["reached"] <= beat["step"]

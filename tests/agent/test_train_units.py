@@ -223,3 +223,15 @@ def test_status_and_stop_do_not_load_tensorflow() -> None:
                          text=True).stdout
     loaded = {m.split(".")[0] for m in json.loads(out.strip().splitlines()[-1])}
     assert not {"tensorflow", "keras"} & loaded
+
+
+def test_interval_scalars_split_each_workers_step_at_the_reduction() -> None:
+    counters = {"loss_sum": 8.0, "correct": 4.0, "examples": 8.0}
+    timing = Timing(steps=4, wall_seconds=0.4, wait_seconds=0.04, compute_seconds=0.24,
+                    reduce_seconds=0.08)
+    out = interval_scalars(counters, timing, global_batch_size=2, learning_rate=0.1)
+    assert out[names.STEP_COMPUTE_SECONDS] == pytest.approx(0.06)
+    assert out[names.REDUCE_WAIT_SECONDS] == pytest.approx(0.02)
+    untimed = interval_scalars(counters, Timing(4, 0.4, 0.04), global_batch_size=2,
+                               learning_rate=0.1)
+    assert names.STEP_COMPUTE_SECONDS not in untimed  # not measured: not written as zero

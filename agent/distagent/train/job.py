@@ -41,7 +41,9 @@ from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
 from distagent.train.checkpoint import Checkpointer
+from distagent.train.heartbeat import HangSettings, Heartbeat
 from distagent.train.loop import LoopSettings, Outcome, Trainer
+from distagent.train.phases import PhaseProbe
 from distagent.train.progress import Progress, Quiet
 from distagent.train.rundir import (
     RunRecord,
@@ -266,7 +268,9 @@ def _train(job: _Job) -> str:
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
     )
     try:
-        outcome = trainer.run(start_step)
+        with _heartbeat(job, state, record) as heartbeat:
+            trainer.heartbeat = heartbeat
+            outcome = trainer.run(start_step)
     except BaseException as err:
         at = int(state.step.numpy())
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
@@ -291,6 +295,23 @@ def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
         job.progress.message(terminal_text(f"warning: {warning}"))
     job.progress.message(terminal_text(f"{flops_text(plan)}; peak {peak_text(plan)}"))
     return plan
+def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
+    """This worker's heartbeat; the chief's also keeps run.json's `workers` and, on an abort
+    for a hang, ends run.json `hung` (the other workers exit the same way, on their own)."""
+    def read() -> tuple[int, int]:
+        return int(state.reduced.numpy()), int(state.reached.numpy())
+
+    def abort(message: str, step: int) -> None:
+        record.update(status=names.STATUS_HUNG, last_step=step, end_time=time.time(),
+                      message=message, error=message, error_step=None)
+
+    cluster = job.cfg.cluster
+    return Heartbeat(
+        job.run_dir, worker=job.setup.task_index, workers=job.setup.workers,
+        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang),
+        probe=PhaseProbe(read), on_abort=abort, is_chief=job.is_chief,
+        publish=lambda workers: record.update(workers=workers),
+    )
 
 
 def _error_line(err: BaseException, cluster: Any) -> str:

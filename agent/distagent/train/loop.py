@@ -70,6 +70,9 @@ def steps_until_boundary(step: int, s: LoopSettings) -> int:
     return max(1, min(limits))
 
 
+_TIMERS = ("wait_seconds", "compute_seconds", "reduce_seconds")
+
+
 def _due(step: int, every: int) -> bool:
     return every > 0 and step % every == 0
 
@@ -78,7 +81,11 @@ def _due(step: int, every: int) -> bool:
 class _Interval:
     start: float = field(default_factory=time.perf_counter)
     steps: int = 0
-    wait_offset: float = 0.0
+    offsets: dict[str, float] = field(default_factory=dict)
+    """The in-graph timers' sums at the interval's start (a call that compiled is not timed)."""
+
+    def since(self, counters: dict[str, float], name: str) -> float:
+        return counters[name] - self.offsets.get(name, 0.0)
 
 
 @dataclass
@@ -109,6 +116,7 @@ class Trainer:
         stop: StopRequest,
         epochs: int,
         step_hook: Callable[[int], None] | None = None,
+        heartbeat: Any = None,
     ) -> None:
         self.strategy = strategy
         self.train_step = train_step
@@ -128,6 +136,7 @@ class Trainer:
         self.stop = stop
         self.epochs = epochs
         self.step_hook = step_hook
+        self.heartbeat = heartbeat  # heartbeat.Heartbeat: step ends and interval timings
         self.recoveries: list[dict[str, Any]] = list(record.data.get("recoveries") or [])
         self._restart_at: int | None = None
 
@@ -151,6 +160,8 @@ class Trainer:
             traces = self.train_step.tracing_count()
             self.train_step(iterator, n, keep_gradients=_due(step + n, self.s.histogram_every))
             step += n
+            if self.heartbeat is not None:
+                self.heartbeat.step_ended(step)
             if self.step_hook is not None:
                 self.step_hook(step)
             if self.train_step.tracing_count() != traces:
@@ -173,8 +184,8 @@ class Trainer:
 
     def _untimed(self) -> _Interval:
         """Restart the timing after a call that compiled: its wait and seconds are not steps'."""
-        wait = self.state.read(self.state.interval)["wait_seconds"]
-        return _Interval(steps=0, wait_offset=wait)
+        counters = self.state.read(self.state.interval)
+        return _Interval(steps=0, offsets={name: counters[name] for name in _TIMERS})
 
     def _boundary(self, step: int, interval: _Interval) -> tuple[Outcome | None, bool]:
         """Log, end the epoch, checkpoint as due; (outcome if the run ends here, logged)."""
@@ -208,7 +219,9 @@ class Trainer:
         timing = Timing(
             steps=interval.steps,
             wall_seconds=time.perf_counter() - interval.start,
-            wait_seconds=counters["wait_seconds"] - interval.wait_offset,
+            wait_seconds=interval.since(counters, "wait_seconds"),
+            compute_seconds=interval.since(counters, "compute_seconds"),
+            reduce_seconds=interval.since(counters, "reduce_seconds"),
         )
         rate = float(self.schedule(step - 1))
         scalars = interval_scalars(
@@ -216,6 +229,8 @@ class Trainer:
             flops_per_step=self.s.flops_per_step, peak_flops=self.s.peak_flops,
         )
         self.state.reset(self.state.interval)
+        if self.heartbeat is not None:
+            self.heartbeat.interval(step, scalars)
         scalars[names.GRAD_NORM] = float(self.state.grad_norm.numpy())  # the last step's
         diverged = self._check_finite(step, scalars.get(names.LOSS))
         if self._restart_at is not None:  # rolled back: this interval's points are undone

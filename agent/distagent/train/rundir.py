@@ -12,6 +12,7 @@ import json
 import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -51,15 +52,17 @@ class RunRecord:
         self.data: dict[str, Any] = dict(initial)
         self.enabled = enabled  # False on non-chief workers: they never write the record
         self._last_write = 0.0
+        self._lock = threading.Lock()  # the loop and the heartbeat (its `workers`) both update
 
     def update(self, *, throttle_s: float = 0.0, **fields: Any) -> None:
         """Merge `fields`; write now unless the last write is younger than `throttle_s`."""
-        self.data.update(fields)
-        now = time.monotonic()
-        if not self.enabled or (throttle_s and now - self._last_write < throttle_s):
-            return
-        write_json_atomic(self.path, self.data)
-        self._last_write = now
+        with self._lock:
+            self.data.update(fields)
+            now = time.monotonic()
+            if not self.enabled or (throttle_s and now - self._last_write < throttle_s):
+                return
+            write_json_atomic(self.path, self.data)
+            self._last_write = now
 
 
 def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:

@@ -28,7 +28,8 @@ import tensorflow as tf
 
 # Counters summed across replicas inside the step; the host reads them once per log interval.
 # One vector variable per group: one all-reduce and one update per step, whatever the count.
-INTERVAL = ("loss_sum", "correct", "examples", "wait_seconds")
+INTERVAL = ("loss_sum", "correct", "examples", "wait_seconds", "compute_seconds",
+            "reduce_seconds")
 EPOCH = ("loss_sum", "correct", "examples")
 
 
@@ -48,7 +49,10 @@ class TrainState:
     """Plain (non-distributed) host variables; `step`, `epoch`, the learning-rate scale and the
     data skip are checkpointed (a resumed run keeps the rate and data position recoveries set).
     `first_bad_step` / `bad_loss`: the first step whose loss (or gradient) diverged, and its loss.
-    `grad_norm`: the global L2 norm of the last step's all-reduced gradient, before clipping."""
+    `grad_norm`: the global L2 norm of the last step's all-reduced gradient, before clipping.
+    `reached`: the step whose gradients this worker holds, set before their reduction, and
+    `reduced`: the step whose reduction ended (`step` itself may count on before it: nothing
+    orders its increment after the collective). phases.py reads both while a step runs."""
 
     step: tf.Variable
     first_bad_step: tf.Variable
@@ -56,6 +60,8 @@ class TrainState:
     grad_norm: tf.Variable
     lr_scale: tf.Variable
     data_skip: tf.Variable
+    reached: tf.Variable
+    reduced: tf.Variable
     interval: Counters
     epoch: Counters
 
@@ -69,6 +75,8 @@ class TrainState:
                 grad_norm=tf.Variable(0.0, dtype=tf.float32, trainable=False, name="grad_norm"),
                 lr_scale=tf.Variable(1.0, dtype=tf.float32, trainable=False, name="lr_scale"),
                 data_skip=tf.Variable(0, dtype=tf.int64, trainable=False, name="data_skip"),
+                reached=tf.Variable(0, dtype=tf.int64, trainable=False, name="reached"),
+                reduced=tf.Variable(0, dtype=tf.int64, trainable=False, name="reduced"),
                 interval=Counters.zeros(INTERVAL, "interval"),
                 epoch=Counters.zeros(EPOCH, "epoch"),
             )
@@ -181,16 +189,24 @@ class TrainStep:
         with tf.control_dependencies([t1]):
             features = tf.nest.map_structure(tf.identity, features)
         grads, stats = self._gradients(features, labels)
+        # This worker's gradients exist: the time to them, apart from the reduction's wait.
+        with tf.control_dependencies([g for g in grads if g is not None]):
+            ready = tf.timestamp()
         if self.health.grad_norm:
             grads, norm = self._reduce_and_clip(list(grads))
+            with tf.control_dependencies([g for g in grads if g is not None]):
+                reduced = tf.timestamp()
         else:  # NaN: never written (only finite values are), never a divergence
             norm = tf.constant(float("nan"))
+            # The optimizer reduces: its wait is not told apart, so it is unknown (NaN, never
+            # written), not a made-up zero.
+            reduced = ready + float("nan")
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         # A marker after reads of the updated weights: the next step's t0 waits on it, so the
         # clock starts only once this step's updates have landed.
         with tf.control_dependencies([tf.identity(v) for v in self.model.trainable_variables]):
             landed = tf.constant(0.0)
-        return stats, landed, norm, grads
+        return stats, landed, norm, grads, (ready, reduced)
 
     def _reduce_and_clip(self, grads: list[Any]) -> tuple[list[Any], Any]:
         """All-reduce the gradient here (one all-reduce, as the optimizer would), so its global
@@ -215,6 +231,7 @@ class TrainStep:
     def _run_steps(self, iterator: Any, n: int, keep_gradients: bool) -> None:
         strategy, state = self.strategy, self.state
         landed: list[Any] = []
+        first = state.step.read_value()
         for index in range(n):
             with tf.control_dependencies(landed):
                 t0 = tf.timestamp()
@@ -222,22 +239,29 @@ class TrainStep:
                 features, labels = iterator.get_next()
             with tf.control_dependencies(_flat_local_tensors(strategy, (features, labels))):
                 t1 = tf.timestamp()
-            stats, marker, norm, grads = strategy.run(self._replica_step,
-                                                      args=(features, labels, t1))
+            stats, marker, norm, grads, (ready, reduced) = strategy.run(
+                self._replica_step, args=(features, labels, t1))
+            ready = tf.reduce_max(tf.stack(strategy.experimental_local_results(ready)))
+            reduced = tf.reduce_max(tf.stack(strategy.experimental_local_results(reduced)))
+            with tf.control_dependencies([ready]):  # before the reduction ends, not after
+                state.reached.assign(first + index + 1)
+            with tf.control_dependencies([reduced]):
+                state.reduced.assign(first + index + 1)
             stats = strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
             landed = list(strategy.experimental_local_results(marker))
             # Every replica holds the same all-reduced norm: the first's needs no collective.
             norm = strategy.experimental_local_results(norm)[0]
             step = state.step.assign_add(1)
-            self._count(stats, t1 - t0, step, norm)
+            self._count(stats, tf.stack([t1 - t0, ready - t0, reduced - ready]), step, norm)
             if keep_gradients and index == n - 1 and self.kept_gradients is not None:
                 for kept, grad in zip(self.kept_gradients, grads, strict=True):
                     if grad is not None:
                         kept.assign(strategy.experimental_local_results(grad)[0])
 
-    def _count(self, stats: Any, wait: Any, step: Any, norm: Any) -> None:
+    def _count(self, stats: Any, times: Any, step: Any, norm: Any) -> None:
+        """`times`: this worker's [input wait, time to gradients, wait in the reduction]."""
         state, health = self.state, self.health
-        state.interval.variable.assign_add(tf.concat([stats, [wait]], axis=0))
+        state.interval.variable.assign_add(tf.concat([stats, times], axis=0))
         state.epoch.variable.assign_add(stats)
         state.grad_norm.assign(norm)
         # `stats` is all-reduced: every worker sees the same loss and decides the same.

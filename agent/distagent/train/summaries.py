@@ -22,6 +22,10 @@ class Timing:
     steps: int
     wall_seconds: float
     wait_seconds: float
+    compute_seconds: float | None = None
+    """This worker's time to its gradients (input included), summed over the timed steps."""
+    reduce_seconds: float | None = None
+    """This worker's time in the gradient's reduction, summed over the timed steps."""
 
 
 def _mean(total: float, count: float) -> float | None:
@@ -48,6 +52,9 @@ def interval_scalars(
             rate = timing.steps * flops_per_step / timing.wall_seconds
             out[names.MODEL_FLOPS_PER_SECOND] = rate
             out[names.MFU] = rate / peak_flops if peak_flops else None
+        if timing.compute_seconds is not None and timing.reduce_seconds is not None:
+            out[names.STEP_COMPUTE_SECONDS] = timing.compute_seconds / timing.steps
+            out[names.REDUCE_WAIT_SECONDS] = timing.reduce_seconds / timing.steps
     return {tag: value for tag, value in out.items() if value is not None}
 
 

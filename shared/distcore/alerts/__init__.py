@@ -10,6 +10,8 @@ is passed in, so rules are table-tested. The rules live by family, each in its r
 - `distcore.alerts.cadence`: how often a run writes, and a run that stopped (`run_stalled`).
 - `distcore.alerts.gpus`: the GPUs (imbalance, full memory) and idle GPUs while steps advance.
 - `distcore.alerts.outcomes`: what distagent's run.json and the scheduler say became of a job.
+- `distcore.alerts.workers` and `distcore.alerts.stragglers`: the workers' heartbeats (run.json's
+  `workers`): a hang and who holds it, and the worker that holds every step back.
 
 distcore.jobs.judge composes them into each job's alerts.
 """

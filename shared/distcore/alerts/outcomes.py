@@ -35,6 +35,8 @@ def agent_outcome(
         return Alert("job_diverged", "critical", job, f"training diverged{at}{why}", since)
     if status == names.STATUS_FAILED:
         return Alert("job_failed", "critical", job, f"job failed{at}{why}", since)
+    if status == names.STATUS_HUNG:
+        return Alert("hung", "critical", job, f"job ended hung{at}{why}", since)
     if status == names.STATUS_STOPPED:
         return Alert("job_stopped", "info", job, f"stopped{at}{why}", since)
     return None

@@ -18,6 +18,7 @@ from typing import Any, Final
 from distcore import names
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.jobs.snapshots import AgentRecord, RecoveryNote
+from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import load_json
 
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
@@ -112,6 +113,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         hparams=agent_hparams(doc),
         mixed_precision=mixed if isinstance(mixed := plan.get("mixed_precision"), bool)
         else None,
+        workers=worker_beats_from(doc.get("workers")),
     )
 
 

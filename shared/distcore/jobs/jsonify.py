@@ -75,7 +75,29 @@ def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
         "mfu": json_float(job_mfu(job.parts)),
         "error": json_text(agent.error) if agent is not None and agent.error else None,
         "scheduler": scheduler_to_json(job),
+        "workers": workers_to_json(job),
     }
+
+
+def workers_to_json(job: Job) -> list[dict[str, Any]]:
+    """Each worker's heartbeat (distagent's), its straggler scores and its stack dump's path."""
+    from distcore.alerts.stragglers import score_workers
+
+    beats = job.agent.workers if job.agent is not None else ()
+    scores = {s.worker: s.to_json() for s in score_workers(beats)}
+    out = []
+    for beat in beats:
+        stacks = str(job.directory.joinpath(beat.stacks)) \
+            if beat.stacks and job.directory is not None else beat.stacks
+        out.append({
+            "worker": beat.worker, "host": json_text(beat.host) if beat.host else None,
+            "heartbeat_time": beat.time, "step": beat.step, "step_time": beat.step_time,
+            "phase": beat.phase, "hang_seconds": beat.hang_seconds,
+            "hung_since": beat.hung_since,
+            "stacks": json_text(stacks) if stacks else None,
+            "score": scores.get(beat.worker),
+        })
+    return out
 
 
 def error_to_json(error: ProducerError) -> dict[str, Any]:

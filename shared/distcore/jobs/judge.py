@@ -23,6 +23,8 @@ from distcore.alerts.cadence import (
 from distcore.alerts.efficiency import busy_not_computing, mfu_dropped
 from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
 from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
+from distcore.alerts.stragglers import straggler_alert
+from distcore.alerts.workers import hung_alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
@@ -137,6 +139,8 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     if agent_status in (None, "running"):
         found += input_bound_suspected(training, gpus, now, facts.intervals)
         found += _efficiency(facts, training, gpus, now)
+    if agent_status == names.STATUS_RUNNING and facts.agent is not None and facts.agent.workers:
+        found += _worker_alerts(facts, facts.agent, now)
     if state is not None:
         # Only once the end has settled: a shared filesystem may show run.json's last write late.
         died = agent_died(facts.name, agent_status, state.job_id, state.state,
@@ -169,6 +173,14 @@ def _efficiency(facts: JobFacts, training: Sequence[RunSnapshot], gpus: Sequence
     found = [busy_not_computing(gpus, now, facts.name, mixed_precision=mixed) if advancing
              else None, *(mfu_dropped(run, now) for run in training)]
     return [a for a in found if a is not None]
+def _worker_alerts(facts: JobFacts, agent: AgentRecord, now: float) -> list[Alert]:
+    """A hang (naming who holds the job, and the stacks' paths) or else a straggler."""
+    directory = str(facts.directory) if facts.directory is not None else None
+    hung = hung_alert(facts.name, agent.workers, now, directory)
+    if hung is not None:
+        return [hung]
+    straggler = straggler_alert(facts.name, agent.workers, now)
+    return [straggler] if straggler is not None else []
 
 
 def _start_time(agent: AgentRecord | None) -> float | None:
@@ -195,6 +207,8 @@ def clock_free(facts: JobFacts, now: float) -> bool:
     status = facts.agent.status if facts.agent is not None else None
     if status not in (None, names.STATUS_RUNNING):
         return True  # ended jobs never stall, and input-bound is for running ones
+    if facts.agent is not None and facts.agent.workers:
+        return False  # heartbeats age: a hang is judged on the clock
     for part, run in facts.parts.items():
         if is_system_part(part) or run.status == "gone" or run.last_update is None:
             continue

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from distcore.alerts import Alert
+from distcore.alerts.workers import WorkerBeat
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.scheduler import SchedulerRef, SchedulerState
 from distcore.location import RunLocation
@@ -19,7 +20,9 @@ from distcore.producer import ProducerError
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
-JobStatus = Literal["running", "finished", "failed", "diverged", "stopped", "live", "idle", "gone"]
+JobStatus = Literal[
+    "running", "finished", "failed", "diverged", "stopped", "hung", "live", "idle", "gone"
+]
 # Where a host's figures come from: this machine's NVML/psutil sampler, a `system/` sub-run in a
 # watched logdir, or a remote host's `nvidia-smi` over SSH.
 HostSourceKind = Literal["local", "logdir", "ssh"]
@@ -77,6 +80,8 @@ class AgentRecord:
     hparams: Mapping[str, float | int | str] = field(default_factory=dict)
     mixed_precision: bool | None = None
     """The plan's train.mixed_precision (float16 compute: tensor cores are its work)."""
+    workers: tuple[WorkerBeat, ...] = ()
+    """Each worker's heartbeat (run.json's `workers`, distcore.jobs.workers)."""
 
 
 @dataclass(frozen=True)

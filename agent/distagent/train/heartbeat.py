@@ -1,0 +1,254 @@
+"""Each worker's heartbeat: a thread the training step cannot block, and what it does on a hang.
+
+Every `BEAT_SECONDS` the thread writes `heartbeat-worker-<i>.json` into the run directory: the
+last step that ended and when, where the step stands now (phases.py: the step whose gradients
+this worker holds, read from the step's own variables by a second thread, so a probe that
+blocks never stops the beat), and the last log interval's time to gradients and time waiting in
+the reduction. The chief copies every worker's heartbeat into run.json's `workers`, where
+distmon reads them (local and remote alike).
+
+A hang is no step ended for `cluster.hang_seconds` ("auto": the larger of 60 s and 10x the
+median time between compiled calls), counted from the last call's end, or before the first
+call ends, from when this worker holds its first gradients and waits in the reduction (tracing
+and compilation come before that). Every live worker finds it on its own clock: all of them stop
+stepping when one is stuck. Each writes its Python stacks (faulthandler, every thread) into
+`stacks-worker-<i>.txt` once, says so on stderr, and marks its heartbeat hung. With
+`on_hang = "abort"` it then ends the process with EXIT_HUNG; the chief first ends run.json
+`hung`, keeping the last checkpoint (nothing is saved: the step is stuck).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import math
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from distagent.train.phases import PHASE_REDUCING, PhaseProbe
+from distagent.train.rundir import write_json_atomic
+from distcore import names
+from distcore.alerts.workers import hang_culprits
+from distcore.jobs.workers import worker_beats_from
+from distcore.safefile import load_json
+
+BEAT_SECONDS = 2.0
+HANG_MIN_SECONDS = 60.0
+HANG_STEP_FACTOR = 10.0
+EXIT_HUNG = 3
+MAX_HEARTBEAT_BYTES = 64 * 1024
+
+
+def hang_limit(configured: str | float, call_seconds: float | None) -> float:
+    """Seconds without a step's end that make a hang: the configured number, or "auto"."""
+    if configured != "auto":
+        return float(configured)
+    if call_seconds is None:
+        return HANG_MIN_SECONDS
+    return max(HANG_MIN_SECONDS, HANG_STEP_FACTOR * call_seconds)
+
+
+@dataclass(frozen=True)
+class HangSettings:
+    hang_seconds: str | float = "auto"
+    on_hang: str = "warn"
+    beat_seconds: float = BEAT_SECONDS
+
+
+class Heartbeat:
+    """Started by `run_job` around the training loop; the loop calls `step_ended` and `interval`."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        worker: int,
+        workers: int,
+        settings: HangSettings,
+        probe: PhaseProbe | None = None,
+        on_abort: Callable[[str, int], None] | None = None,
+        is_chief: bool = True,
+        publish: Callable[[dict[str, Any]], None] | None = None,
+        exit_process: Callable[[int], Any] = os._exit,
+    ) -> None:
+        self.run_dir = run_dir
+        self.worker, self.workers, self.settings = worker, workers, settings
+        self.probe, self.on_abort, self.is_chief = probe, on_abort, is_chief
+        self.publish = publish  # the chief's run.json `workers` writer
+        self._exit = exit_process
+        self._lock = threading.Lock()
+        self._step: int | None = None
+        self._step_time: float | None = None
+        self._last_end: float | None = None  # monotonic
+        self._armed: float | None = None  # monotonic: first seen in the reduction, no step yet
+        self._calls: deque[float] = deque(maxlen=101)
+        self._perf: dict[str, float] = {}
+        self._best_compute: float | None = None
+        self._hung: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="distagent-heartbeat", daemon=True)
+
+    @property
+    def path(self) -> Path:
+        return self.run_dir / names.heartbeat_name(self.worker)
+
+    def step_ended(self, step: int) -> None:
+        """A compiled call ended at global step `step` (the loop's thread; no I/O here)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._last_end is not None:
+                self._calls.append(now - self._last_end)
+            self._step, self._step_time, self._last_end = step, time.time(), now
+            if self._hung is not None:  # a slow step, not a hang: it ended
+                self._hung = None
+
+    def interval(self, step: int, scalars: Mapping[str, float]) -> None:
+        """A log interval's per-step means (this worker's own clock)."""
+        compute = scalars.get(names.STEP_COMPUTE_SECONDS)
+        wait = scalars.get(names.REDUCE_WAIT_SECONDS)
+        step_ms = scalars.get(names.STEP_TIME_MS)
+        if compute is None or wait is None or step_ms is None or \
+                not all(math.isfinite(v) for v in (compute, wait, step_ms)):
+            return
+        with self._lock:
+            if self._best_compute is None or compute < self._best_compute:
+                self._best_compute = compute
+            self._perf = {"step": step, "step_seconds": step_ms / 1000.0,
+                          "compute_seconds": compute, "reduce_wait_seconds": wait,
+                          "best_compute_seconds": self._best_compute}
+
+    def record(self) -> dict[str, Any]:
+        """This worker's heartbeat as written (also what the chief puts in run.json)."""
+        with self._lock:
+            call = statistics.median(self._calls) if self._calls else None
+            out: dict[str, Any] = {
+                "worker": self.worker, "host": socket.gethostname(), "pid": os.getpid(),
+                "time": time.time(), "beat_seconds": self.settings.beat_seconds,
+                "step": self._step, "step_time": self._step_time,
+                "call_seconds": call,
+                "hang_seconds": hang_limit(self.settings.hang_seconds, call),
+                "perf": dict(self._perf) or None, "hung": self._hung,
+            }
+        if self.probe is not None:
+            out.update(self.probe.latest())
+        return out
+
+    def beat(self) -> None:
+        """One beat: look for a hang, write the heartbeat, and on the chief, run.json's copy."""
+        self._check_hang()
+        mine = self.record()
+        write_json_atomic(self.path, mine)
+        if self.publish is not None and self.is_chief:
+            self.publish(self._all_workers(mine))
+        hung = mine.get("hung")
+        if hung is not None and self.settings.on_hang == "abort":
+            self._abort(hung, self._culprit(mine))
+
+    def _all_workers(self, mine: dict[str, Any]) -> dict[str, Any]:
+        """Every worker's newest heartbeat (the others' from their files), by index."""
+        found: dict[str, Any] = {str(self.worker): mine}
+        for index in range(self.workers):
+            if index == self.worker:
+                continue
+            try:
+                doc = load_json(self.run_dir / names.heartbeat_name(index), MAX_HEARTBEAT_BYTES)
+            except (OSError, ValueError):
+                continue  # not written yet, or mid-replace on a filesystem without atomicity
+            if isinstance(doc, dict):
+                found[str(index)] = doc
+        return found
+
+    def _hang_clock(self, now: float) -> float | None:
+        """Since when no step has ended: the last call's end; before the first, the moment
+        this worker was first seen waiting in the reduction (its compilation is over then; a
+        peer is not). None: not armed yet."""
+        if self._last_end is not None:
+            return self._last_end
+        phase = self.probe.latest().get("phase") if self.probe is not None else None
+        if phase == PHASE_REDUCING and self._armed is None:
+            self._armed = now
+        return self._armed
+
+    def _check_hang(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            start = self._hang_clock(now)
+            if start is None or self._hung is not None:
+                return
+            call = statistics.median(self._calls) if self._calls else None
+            limit = hang_limit(self.settings.hang_seconds, call)
+            idle = now - start
+            if idle < limit:
+                return
+            step = self._step
+        stacks = self.run_dir / names.stacks_name(self.worker)
+        where = f"after step {step}" if step is not None else "before the first step ended"
+        with open(stacks, "w") as out:
+            out.write(f"worker {self.worker} (pid {os.getpid()}): no step has ended for "
+                      f"{idle:.0f} s (hang_seconds {limit:g}), {where}\n")
+            out.flush()
+            faulthandler.dump_traceback(file=out, all_threads=True)
+        print(f"distagent: worker {self.worker}: no step has ended for {idle:.0f} s {where} "
+              f"(hang_seconds {limit:g}); Python stacks in {stacks}",
+              file=sys.stderr, flush=True)
+        with self._lock:
+            self._hung = {"since": time.time() - idle, "idle_seconds": idle,
+                          "limit_seconds": limit, "stacks": stacks.name, "step": step}
+
+    def _culprit(self, mine: dict[str, Any]) -> str:
+        """Who holds the job, as distmon will say it ("worker 1 never reached the reduction"),
+        from every worker's heartbeat; "" when nobody can be named (one worker, same phases)."""
+        if not self.is_chief or self.workers < 2:
+            return ""
+        beats = worker_beats_from(self._all_workers(mine))
+        culprits, _, why = hang_culprits(beats, time.time())
+        if not culprits:
+            return ""
+        who = ", ".join(f"worker {b.worker}" for b in culprits)
+        return f"{who}: {why}; "
+
+    def _abort(self, hung: Mapping[str, Any], culprit: str = "") -> None:
+        step = hung["step"]
+        where = f"after step {step}" if step is not None else "before the first step ended"
+        message = (f"{culprit}no step ended for {hung['limit_seconds']:g} s {where} "
+                   f"(cluster.on_hang = \"abort\"); stacks in {hung['stacks']}")
+        if self.on_abort is not None and self.is_chief:
+            self.on_abort(message, int(hung["step"] or 0))
+        print(f"distagent: worker {self.worker}: hung: {message}", file=sys.stderr, flush=True)
+        self._exit(EXIT_HUNG)
+        self._stop.set()  # only reached where the exit does not end the process (tests)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.settings.beat_seconds):
+            try:
+                self.beat()
+            except Exception as err:  # a full disk must not end training nor the beats
+                print(f"distagent: worker {self.worker}: heartbeat not written: "
+                      f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> Heartbeat:
+        if self.probe is not None:
+            self.probe.start()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.probe is not None:
+            self.probe.close()
+        with contextlib.suppress(OSError):
+            self.beat_final()
+
+    def beat_final(self) -> None:
+        """The last heartbeat, written as the job ends (no hang check: it ended)."""
+        write_json_atomic(self.path, self.record())

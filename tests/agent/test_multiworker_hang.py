@@ -1,0 +1,139 @@
+"""A real two-worker job that hangs on worker 1, seen by `distmon --once --json`.
+
+Worker 1 gets stuck in the user's model (tests/agent/stuck_model.py: a layer that blocks in
+Python after a few steps, in that worker only) while worker 0 holds its gradients and waits in
+the reduction. Both find the job hung after `cluster.hang_seconds` and write their stacks
+(worker 1's shows the user's function); distmon names worker 1 as the one that never reached
+the reduction. Then worker 1 is stopped (SIGSTOP): its heartbeat stops,
+and distmon names it for that. Real processes, gRPC, files and the distmon CLI; nothing faked.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distagent.commands.launch_local import free_ports
+from distcore import names
+from tests.agent.stuck_model import STUCK_AFTER_ENV
+from tests.agent.test_multiworker import child_env
+
+pytestmark = pytest.mark.slow
+
+CONFIG = """
+[run]
+name = "hang"
+logdir = "{logdir}"
+[strategy]
+kind = "multi_worker"
+[data]
+source = "synthetic"
+per_replica_batch_size = 4
+parallel_calls = 1
+prefetch = 0
+validation_fraction = 0.0
+shuffle_buffer = 0
+[data.synthetic]
+num_examples = 4000
+num_classes = 4
+input_shape = [4]
+[model]
+name = "tests.agent.stuck_model:stuck_mlp"
+[train]
+epochs = 1
+steps_per_epoch = 400
+log_every_steps = 1
+checkpoint_every_steps = 0
+[cluster]
+timeout_seconds = 120
+hang_seconds = 3
+"""
+
+
+def distmon_once(logdir: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "--once", "--json", "--no-gpu", str(logdir)],
+        capture_output=True, text=True, timeout=60, env=child_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def hung_message(doc: dict[str, Any]) -> str:
+    return " | ".join(a["message"] for a in doc["alerts"] if a["kind"] == "hung")
+
+
+def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"no {what} in {timeout} s")
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    made: list[subprocess.Popen[bytes]] = []
+    yield made
+    for proc in made:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait()
+
+
+def test_distmon_names_the_worker_that_holds_a_hung_job(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    logdir = tmp_path / "runs"
+    config = tmp_path / "hang.toml"
+    logdir.mkdir()
+    config.write_text(CONFIG.format(logdir=logdir))
+    addresses = json.dumps([f"127.0.0.1:{p}" for p in free_ports(2)])
+    stuck = {0: {}, 1: {STUCK_AFTER_ENV: "6"}}  # worker 1's layer blocks in its 7th step
+    for i in range(2):
+        with open(tmp_path / f"worker-{i}.log", "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distagent", "start", str(config), "--set",
+                 f"cluster.workers={addresses}", "--task-index", str(i)],
+                stdout=out, stderr=subprocess.STDOUT, env={**child_env(), **stuck[i]}))
+    run_dir = logdir / "hang"
+
+    def log(i: int) -> str:
+        return (tmp_path / f"worker-{i}.log").read_text(errors="replace")[-3000:]
+
+    def named(text: str) -> Callable[[], str]:
+        def check() -> str:
+            assert all(p.poll() is None for p in procs), log(0) + log(1)
+            message = hung_message(distmon_once(logdir))
+            return message if text in message else ""
+        return check
+
+    message = poll(named("2 stack dumps"), 150, "hung alert with both workers' stacks")
+    assert "worker 1 never reached the reduction" in message, message
+    assert "worker 0 waits for it" in message, message
+    for i in range(2):  # both live workers wrote their stacks, and distmon shows where
+        assert f"{run_dir}/{names.stacks_name(i)}" in message, message
+        stacks = (run_dir / names.stacks_name(i)).read_text()
+        assert "Thread" in stacks and "distagent/train/loop.py" in stacks, stacks[:2000]
+    assert "in wait_for_the_remote_service" in (run_dir / names.stacks_name(1)).read_text()
+    job = distmon_once(logdir)["jobs"][0]
+    assert {w["worker"]: w["phase"] for w in job["workers"]} == {0: "reducing", 1: "computing"}
+    assert job["status"] == names.STATUS_RUNNING
+    assert job["workers"][0]["stacks"] == str(run_dir / names.stacks_name(0))
+
+    # Worker 1 stops answering altogether: its heartbeat stops, and distmon says so.
+    procs[1].send_signal(signal.SIGSTOP)
+    message = poll(named("worker 1's heartbeat stopped"), 60, "stopped heartbeat")
+    assert "worker 0 waits for it" in message
