@@ -5,12 +5,12 @@ A directory is laid out as `keras.utils.image_dataset_from_directory` reads it: 
 per class (labels in sorted name order), JPEG or PNG files inside. Anyone may have filled it, so
 it is checked when it is listed (by `plan` as by `start`): a class folder that loops (a link
 cycle, a link back up) or repeats another is refused in one line; each image's type, size, first
-bytes and end marker are checked without decoding it, and one that cannot be read is skipped and
-counted (`data.images.on_error = "skip"`, named in the plan's warnings) or refused, named
-("fail"). Paths reach tf.data as bytes, so a name that is not UTF-8 is read like any other. The
-file list is listed once at start and put in a fixed order drawn from the seed, so the
-validation split (the first examples) holds every class. TFRecords are read with a parallel
-interleave, sharded by file across workers, like the tfrecord source.
+bytes, end marker and declared pixel size (image_headers) are checked without decoding it, and one
+that cannot be read is skipped and counted (`data.images.on_error = "skip"`, named in the plan's
+warnings) or refused, named ("fail"). Paths reach tf.data as bytes, so a name that is not UTF-8 is
+read like any other. The file list is listed once at start and put in a fixed order drawn from
+the seed, so the validation split (the first examples) holds every class. TFRecords are read with
+a parallel interleave, sharded by file across workers, like the tfrecord source.
 
 The work is split where the tf.data guide splits it: `decode` (read, decode, resize to
 `image_size`, kept as uint8: a quarter of float32's cache) is deterministic and is cached after
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from distagent.data import Source
+from distagent.data.image_headers import jpeg_size, png_size, size_problem
 from distagent.data.tfrecord import MAX_PARALLEL_FILES
 from distagent.schema import AugmentConfig, JobConfig
 from distcore.errors import DistmonError
@@ -61,8 +62,8 @@ class Listing:
 
 def image_problem(path: str) -> str | None:
     """Why `path` cannot be an image tf.io.decode_image reads, or None. Cheap: the file type,
-    the size, the format's first bytes and its end marker (a truncated JPEG or PNG has none),
-    without decoding."""
+    the size, the format's first bytes, its end marker (a truncated JPEG or PNG has none) and
+    the pixel size its header declares (image_headers), without decoding."""
     fd = -1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -71,18 +72,26 @@ def image_problem(path: str) -> str | None:
             return "not a regular file"
         if st.st_size == 0:
             return "empty"
-        head = os.pread(fd, 8, 0)
-        tail = os.pread(fd, TAIL_BYTES, max(0, st.st_size - TAIL_BYTES))
+        return _content_problem(fd, st.st_size)
     except OSError as err:
         return "a symbolic link loop" if err.errno == errno.ELOOP else (
             err.strerror or type(err).__name__).lower()
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _content_problem(fd: int, file_size: int) -> str | None:
+    head = os.pread(fd, 8, 0)
+    tail = os.pread(fd, TAIL_BYTES, max(0, file_size - TAIL_BYTES))
     if head.startswith(JPEG_START):
-        return None if JPEG_END in tail else "truncated JPEG (no end marker)"
+        if JPEG_END not in tail:
+            return "truncated JPEG (no end marker)"
+        return size_problem(jpeg_size(fd, file_size))
     if head.startswith(PNG_START):
-        return None if PNG_END in tail else "truncated PNG (no IEND chunk)"
+        if PNG_END not in tail:
+            return "truncated PNG (no IEND chunk)"
+        return size_problem(png_size(fd))
     return "not a JPEG or PNG"
 
 
