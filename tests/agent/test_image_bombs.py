@@ -3,17 +3,21 @@
 Headers are built here byte by byte (PNG chunks with their CRC, JPEG marker segments), so the
 declared size is whatever the test says, and the oracle is that size against Pillow's limit,
 never a value read back from the code. A crafted bomb (a 30000×30000 PNG of a few KB) is
-refused in one line; test_images_safety's real `distagent start` skips and names one.
+refused in one line (test_images_safety's real `distagent start` skips and names one); in
+TFRecords, where there is no file to name, the same walk runs in the graph.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distagent.data.image_headers import jpeg_size, png_size, size_problem
 from distagent.data.images import image_problem, list_directory
 from distcore.errors import DistmonError
 from tests.agent.crafted_images import chunk, jpeg, png, segment
@@ -91,3 +95,74 @@ def test_on_error_fail_refuses_the_bomb_in_one_line(tmp_path: Path) -> None:
         f"data.images: {bomb} (declares 30000×30000 pixels, more than the 89,478,485 decoded "
         "(a decompression bomb, or an image to shrink first)); set data.images.on_error = "
         '"skip" to leave unreadable images out')
+
+
+def write_records(path: Path, encoded: list[bytes], labels: list[int]) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for data, label in zip(encoded, labels, strict=True):
+            feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(
+                           value=[data])),
+                       "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(
+                           value=[label]))}
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+
+
+def test_tfrecord_images_are_left_out_by_their_declared_size(tf: Any, tmp_path: Path) -> None:
+    """No file to name in a TFRecord: the header is read in the graph (the same walk), the
+    refused records counted in the plan's warning, and the epoch holds only the others."""
+    from distagent.config import config_from_dict
+    from distagent.data import open_source
+    from distagent.pipeline import build_input, plan_for
+
+    good = [png(12, 12, rows=12), jpeg(12, 12, [20], 1, 0xC0)]
+    bombs = [png(30000, 30000, rows=64), jpeg(65535, 65535, [300, 0], 2, 0xC2), png(0, 9)]
+    write_records(tmp_path / "a.tfrecord", [good[0], bombs[0], good[0], bombs[1], bombs[2]],
+                  [0, 1, 1, 0, 1])
+    sets = ["data.source=images", "data.images.image_size=[8,8]", "model.name=mlp",
+            f"data.images.files={tmp_path}/*.tfrecord", "strategy.cpu_replicas=1",
+            "data.per_replica_batch_size=1", "data.validation_fraction=0.0",
+            "data.deterministic=true"]
+    source = open_source(config_from_dict({}, overrides=sets))
+    assert (source.num_examples, source.num_classes) == (2, 2)
+    assert source.notes == ("3 records in data.images.files declare more than 89,478,485 "
+                            'pixels, or none: left out (data.images.on_error = "skip")',)
+    cfg = config_from_dict({}, overrides=sets)
+    plan = plan_for(cfg, replicas=1, devices=("CPU:0",), source=source)
+    data = build_input(cfg, plan, source=source)
+    labels = [int(y) for _, ys in data.train.take(2).as_numpy_iterator() for y in ys]
+    assert sorted(labels) == [0, 1]
+    with pytest.raises(DistmonError, match=r"^data\.images: 3 records in data\.images\.files "):
+        open_source(config_from_dict({}, overrides=[*sets, "data.images.on_error=fail"]))
+
+
+@pytest.fixture(scope="module")
+def in_graph(tf: Any) -> Any:
+    from distagent.data.image_headers import fits_declared
+
+    return tf.function(fits_declared, input_signature=[tf.TensorSpec([], tf.string)])
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(width=SIDE, height=SIDE, fmt=st.sampled_from(["png", "jpeg"]),
+       app_sizes=st.lists(st.integers(0, 3000), max_size=4), fill=st.integers(0, 3),
+       cut=st.one_of(st.none(), st.integers(0, 40)))
+def test_the_graph_s_walk_agrees_with_the_listing_s(
+    in_graph: Any, tmp_path_factory: pytest.TempPathFactory, width: int, height: int, fmt: str,
+    app_sizes: list[int], fill: int, cut: int | None,
+) -> None:
+    data = png(width, height) if fmt == "png" else jpeg(width, height, app_sizes, fill, 0xC0)
+    if cut is not None:  # a header cut short: no size in either reading
+        data = data[:cut]
+    path = tmp_path_factory.mktemp("img") / "x"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:  # the listing's reading of the header alone (the end marker is checked apart)
+        size = png_size(fd) if fmt == "png" else jpeg_size(fd, len(data))
+    finally:
+        os.close(fd)
+    magic = data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff"))
+    assert bool(in_graph(data)) == (size_problem(size) is None or not magic), size

@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from distagent.data import Source
-from distagent.data.image_headers import jpeg_size, png_size, size_problem
+from distagent.data.image_headers import (
+    MAX_PIXELS,
+    fits_declared,
+    jpeg_size,
+    png_size,
+    size_problem,
+)
 from distagent.data.tfrecord import MAX_PARALLEL_FILES
 from distagent.schema import AugmentConfig, JobConfig
 from distcore.errors import DistmonError
@@ -213,7 +219,8 @@ def open_source(cfg: JobConfig) -> Source:
         note = skipped_warning(listing)
         notes = (note,) if note else ()
     else:
-        read, count, classes, num_files = _tfrecord_reader(cfg)
+        read, count, classes, num_files, note = _tfrecord_reader(cfg)
+        notes = (note,) if note else ()
     return Source(
         read=read, decode=make_decode(height, width, from_path=bool(images.directory)),
         num_examples=count, input_shape=(height, width, CHANNELS), num_classes=classes,
@@ -240,7 +247,7 @@ def _directory_reader(cfg: JobConfig) -> tuple[Any, int, int, None, Listing]:
     return read, len(paths), max(len(listing.classes), 2), None, listing
 
 
-def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
+def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int, str | None]:
     import tensorflow as tf
 
     images = cfg.data.images
@@ -250,11 +257,12 @@ def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
     spec = {ENCODED: tf.io.FixedLenFeature([], tf.string),
             LABEL: tf.io.FixedLenFeature([], tf.int64)}
 
-    def parse(record: Any) -> tuple[Any, Any]:
+    def parse(record: Any) -> tuple[Any, Any, Any]:
         example = tf.io.parse_single_example(record, spec)
-        return example[ENCODED], tf.cast(example[LABEL], tf.int32)
+        encoded = example[ENCODED]
+        return encoded, tf.cast(example[LABEL], tf.int32), fits_declared(encoded)
 
-    def read(parallel: Any) -> Any:
+    def flagged(parallel: Any) -> Any:
         ds = tf.data.Dataset.from_tensor_slices(list(files))
         if parallel == 1:
             return ds.interleave(tf.data.TFRecordDataset, cycle_length=1).map(parse)
@@ -262,22 +270,42 @@ def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
                            MAX_PARALLEL_FILES), num_parallel_calls=parallel, deterministic=True)
         return ds.map(parse, num_parallel_calls=parallel, deterministic=True)
 
-    count, classes = images.num_examples, images.num_classes
+    def read(parallel: Any) -> Any:
+        # The header check runs in the parallel map; the sequential filter only reads its flag.
+        return flagged(parallel).filter(lambda x, y, ok: ok).map(lambda x, y, ok: (x, y))
+
+    count, classes, note = images.num_examples, images.num_classes, None
     if not count or not classes:
-        found, largest = _count(tf, files)
+        found, largest, refused = _count(tf, flagged(tf.data.AUTOTUNE))
         count, classes = count or found, classes or max(largest + 1, 2)
+        note = _refused_note(refused, images.on_error)
     if count == 0:
         raise DistmonError(f"data.images.files: {counted(len(files), 'file')} but no records")
-    return read, count, classes, len(files)
+    return read, count, classes, len(files), note
 
 
-def _count(tf: Any, files: tuple[str, ...]) -> tuple[int, int]:
-    spec = {LABEL: tf.io.FixedLenFeature([], tf.int64)}
-    labels = tf.data.TFRecordDataset(list(files), num_parallel_reads=tf.data.AUTOTUNE).map(
-        lambda r: tf.io.parse_single_example(r, spec)[LABEL])
-    start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
-    count, largest = labels.reduce(start, lambda s, y: (s[0] + 1, tf.maximum(s[1], y)))
-    return int(count), int(largest)
+def _count(tf: Any, flagged: Any) -> tuple[int, int, int]:
+    """(records kept, the largest label among them, records left out by their declared size)."""
+    def add(s: tuple[Any, Any, Any], x: Any, y: Any, ok: Any) -> tuple[Any, Any, Any]:
+        kept = tf.cast(ok, tf.int64)
+        label = tf.where(ok, tf.cast(y, tf.int64), s[1])
+        return s[0] + kept, tf.maximum(s[1], label), s[2] + 1 - kept
+
+    start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64), tf.constant(0, tf.int64))
+    count, largest, refused = flagged.reduce(start, lambda s, e: add(s, *e))
+    return int(count), int(largest), int(refused)
+
+
+def _refused_note(refused: int, on_error: str) -> str | None:
+    """TFRecords hold no file names: the refused images are counted, in one line."""
+    if not refused:
+        return None
+    what = (f"{counted(refused, 'record')} in data.images.files declare more than "
+            f"{MAX_PIXELS:,} pixels, or none")
+    if on_error == "fail":
+        raise DistmonError(f"data.images: {what}; set data.images.on_error = \"skip\" to "
+                           "leave them out")
+    return f"{what}: left out (data.images.on_error = \"skip\")"
 
 
 def make_decode(height: int, width: int, *, from_path: bool) -> Any:
