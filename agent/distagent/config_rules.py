@@ -17,6 +17,13 @@ from distagent.schema import JobConfig
 from distcore.telemetry.peaks import MAX_PEAK_TFLOPS
 
 MAX_SIMULATED_GPUS = 64
+# Recovery must end: each rollback is a restore and a rerun of the window since the checkpoint,
+# and run.json keeps every one. A factor below 1e-3 is no gentler rate but a stopped run.
+MAX_RECOVERIES = 100
+MIN_LR_FACTOR = 1e-3
+# The learning-rate scale is a float32 variable: well above its smallest normal (1.2e-38), so
+# the last rollback's rate is still a rate and not a 0 that trains nothing.
+MIN_RECOVERED_RATE = 1e-30
 _FEATURE_SPEC = re.compile(
     r"^(float32|float16|float64|int64|int32|uint8|string|bytes)(\[[0-9, ]*\])?$"
 )
@@ -90,8 +97,10 @@ RULES: tuple[Rule, ...] = (
     Rule("train.steps_per_execution", _positive, "an integer > 0"),
     Rule("train.checkpoint_every_steps", _at_least(0), "an integer >= 0 (0 = only at the end)"),
     Rule("optimizer.clip_norm", _at_least(0), "a number >= 0 (0 = no clipping)"),
-    Rule("train.max_recoveries", _at_least(0), "an integer >= 0"),
-    Rule("train.recovery_lr_factor", lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    Rule("train.max_recoveries", lambda v: 0 <= v <= MAX_RECOVERIES,
+         f"an integer from 0 to {MAX_RECOVERIES}"),
+    Rule("train.recovery_lr_factor", lambda v: MIN_LR_FACTOR <= v <= 1,
+         f"a number in [{MIN_LR_FACTOR:g}, 1]"),
     Rule("train.loss_upper_bound", _at_least(0), "a number >= 0 (0 = none)"),
     Rule("train.histogram_every_steps", _at_least(0), "an integer >= 0 (0 = off)"),
     Rule("cluster.timeout_seconds", _positive, "a number > 0"),
@@ -154,6 +163,7 @@ def check_rules(cfg: JobConfig) -> list[Problem]:
         if not rule.ok(_lookup(cfg, rule.key))
     ]
     problems.extend(_products(cfg))
+    problems.extend(_recovery_floor(cfg))
     problems.extend(_required_by_source(cfg))
     problems.extend(_strategy_problems(cfg))
     if cfg.model.sync_batchnorm and cfg.train.jit_compile:
@@ -194,6 +204,21 @@ def _strategy_problems(cfg: JobConfig) -> Iterator[Problem]:
     bad = [d for d in strategy.devices if not re.fullmatch(r"(/.*)?(GPU|CPU|gpu|cpu):\d+", d)]
     if bad:
         yield Problem("strategy.devices", f'expected names like "GPU:0", got {show(bad[0])}')
+
+
+def _recovery_floor(cfg: JobConfig) -> Iterator[Problem]:
+    """Each key may be in range while the rate after the last rollback is 0 in float32."""
+    train, base = cfg.train, cfg.optimizer.base_learning_rate
+    in_range = all(rule.ok(_lookup(cfg, rule.key)) for rule in RULES if rule.key in (
+        "train.max_recoveries", "train.recovery_lr_factor", "optimizer.base_learning_rate"))
+    if train.on_divergence != "rollback" or not in_range:
+        return
+    last = base * train.recovery_lr_factor ** train.max_recoveries
+    if last < MIN_RECOVERED_RATE:
+        yield Problem("train.recovery_lr_factor",
+                      f"expected base_learning_rate × recovery_lr_factor ** max_recoveries >= "
+                      f"{MIN_RECOVERED_RATE:g}, got {last:.3g} (the last rollback would leave "
+                      "a learning rate of 0)")
 
 
 def _products(cfg: JobConfig) -> Iterator[Problem]:

@@ -29,6 +29,7 @@ from distagent.devices import resolve_strategy
 from distagent.pipeline import build_input, plan_for
 from distcore.errors import DistmonError
 from distcore.textsafe import terminal_text
+from tests.agent.crafted_images import png
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 SIZE = 8
@@ -187,6 +188,8 @@ def test_plan_and_start_through_the_cli(encoded: dict[str, bytes], tmp_path: Pat
             (images / cls / f"{i}.jpg").write_bytes(encoded["jpeg"])
     (images / "cat" / "empty.jpg").write_bytes(b"")
     (images / "dog" / os.fsdecode(b"text-\xff.jpg")).write_text("not an image")
+    # Declares 30000×30000 (2.7 GB to decode): refused by its header before TensorFlow sees it.
+    (images / "dog" / "bomb.png").write_bytes(png(30000, 30000, rows=30000))
     config = Path(__file__).resolve().parents[2] / "sample_configs" / "images.toml"
     sets = [f"data.images.directory={images}", f"data.images.image_size=[{SIZE},{SIZE}]",
             "data.per_replica_batch_size=2", "strategy.cpu_replicas=1",
@@ -197,7 +200,8 @@ def test_plan_and_start_through_the_cli(encoded: dict[str, bytes], tmp_path: Pat
     plan = json.loads(planned.stdout)
     assert plan["num_examples"] == 8
     (warning,) = [w for w in plan["warnings"] if "unreadable images skipped" in w]
-    assert warning.startswith("2 unreadable images skipped") and "\\xff" in warning
+    assert warning.startswith("3 unreadable images skipped") and "\\xff" in warning
+    assert f"{images}/dog/bomb.png (declares 30000×30000 pixels, more than" in warning
 
     refused = _plan_cli(config, *sets, "data.images.on_error=fail")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
@@ -208,7 +212,8 @@ def test_plan_and_start_through_the_cli(encoded: dict[str, bytes], tmp_path: Pat
          *[a for s in sets for a in ("--set", s)]],
         capture_output=True, text=True, env=ENV, timeout=240, stdin=subprocess.DEVNULL)
     assert started.returncode == 0, started.stderr[-3000:]
-    assert "warning: 2 unreadable images skipped" in started.stdout + started.stderr
+    assert "warning: 3 unreadable images skipped" in started.stdout + started.stderr
+    assert "Traceback" not in started.stderr
     record = json.loads((tmp_path / "images" / "run.json").read_text())
     assert record["status"] == "finished"
-    assert any("2 unreadable images skipped" in w for w in record["plan"]["warnings"])
+    assert any("3 unreadable images skipped" in w for w in record["plan"]["warnings"])

@@ -110,9 +110,9 @@ def test_when_the_tries_run_out_the_run_ends_diverged(tf: Any, tmp_path: Path) -
 
 @pytest.mark.parametrize(("train", "key", "expected"), [
     ({"on_divergence": "retry"}, "train.on_divergence", '"stop", "rollback" or "continue"'),
-    ({"max_recoveries": -1}, "train.max_recoveries", "an integer >= 0"),
-    ({"recovery_lr_factor": 0.0}, "train.recovery_lr_factor", "a number in (0, 1]"),
-    ({"recovery_lr_factor": 2}, "train.recovery_lr_factor", "a number in (0, 1]"),
+    ({"max_recoveries": -1}, "train.max_recoveries", "an integer from 0 to 100"),
+    ({"recovery_lr_factor": 0.0}, "train.recovery_lr_factor", "a number in [0.001, 1]"),
+    ({"recovery_lr_factor": 2}, "train.recovery_lr_factor", "a number in [0.001, 1]"),
     ({"loss_upper_bound": -1.0}, "train.loss_upper_bound", "a number >= 0"),
     ({"loss_upper_bound": "big"}, "train.loss_upper_bound", "a number"),
     ({"histogram_every_steps": -5}, "train.histogram_every_steps", "an integer >= 0"),

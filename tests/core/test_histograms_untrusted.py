@@ -5,6 +5,8 @@ stays valid; a tag keeps at most the store's bound of points."""
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +107,64 @@ def _varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+EXTREME = st.sampled_from([0.0, -0.0, 1.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+                           -1.7976931348623157e308, 1e300, -1e300, math.inf, -math.inf, math.nan])
+FLOAT = st.one_of(EXTREME, st.floats(width=64))
+WIDTHS = {types_pb2.DT_HALF: 2, types_pb2.DT_FLOAT: 4, types_pb2.DT_DOUBLE: 8}
+
+
+@st.composite
+def hostile_histogram(draw: st.DrawFn) -> bytes:
+    """A histo proto of any doubles, or a [k, 3] tensor of any bit patterns (signalling NaNs,
+    subnormals, infinities) or of extreme doubles."""
+    kind = draw(st.sampled_from(["histo", "bits", "doubles"]))
+    k = draw(st.integers(1, 8))
+    if kind == "histo":
+        return histo("x", 1, min=draw(FLOAT), max=draw(FLOAT), num=draw(FLOAT),
+                     sum=draw(FLOAT), sum_squares=draw(FLOAT),
+                     bucket_limit=draw(st.lists(FLOAT, min_size=k, max_size=k)),
+                     bucket=draw(st.lists(FLOAT, min_size=k, max_size=k)))
+    if kind == "doubles":
+        rows = np.array(draw(st.lists(FLOAT, min_size=3 * k, max_size=3 * k)))
+        return tensor("x", 1, rows, [k, 3])
+    dtype = draw(st.sampled_from(sorted(WIDTHS)))
+    content = draw(st.binary(min_size=3 * k * WIDTHS[dtype], max_size=3 * k * WIDTHS[dtype]))
+    proto = tensor_pb2.TensorProto(dtype=dtype, tensor_content=content)
+    proto.tensor_shape.dim.add(size=k)
+    proto.tensor_shape.dim.add(size=3)
+    return event(summary_pb2.Summary.Value(tag="x", tensor=proto, metadata=META), 1)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=hostile_histogram())
+def test_hostile_buckets_raise_no_numpy_warning(tmp_path: Path, payload: bytes) -> None:
+    """numpy's RuntimeWarnings (overflow, invalid cast) would print on the user's terminal:
+    every one is recorded here, and the read must leave none (an error, were it raised)."""
+    root = write(tmp_path / f"h{abs(hash(payload))}", payload)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        runs = {r.path.local: r for r in load_once([root])}
+        doc = run_to_json(runs[root])
+    assert [str(w.message) for w in caught] == []
+    json.dumps(doc, allow_nan=False)
+    for point in (s.last for s in runs[root].histograms.values()):
+        assert len(point.bands) == len(BAND_KEYS)
+
+
+def test_counts_that_overflow_a_sum_keep_their_shares() -> None:
+    """Two buckets of float64's largest count: the total overflows, the halves do not."""
+    from distcore.histograms.buckets import Buckets
+    from distcore.histograms.compress import compress
+
+    big = 1.7976931348623157e308
+    buckets = Buckets(counts=np.array([big, big]), right=np.array([1.0, 2.0]), low=0.0,
+                      high=2.0, num=2.0, proto=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bands = compress(buckets)
+    same = compress(Buckets(counts=np.array([1.0, 1.0]), right=np.array([1.0, 2.0]), low=0.0,
+                            high=2.0, num=2.0, proto=False))
+    assert bands == pytest.approx(same)

@@ -5,12 +5,12 @@ A directory is laid out as `keras.utils.image_dataset_from_directory` reads it: 
 per class (labels in sorted name order), JPEG or PNG files inside. Anyone may have filled it, so
 it is checked when it is listed (by `plan` as by `start`): a class folder that loops (a link
 cycle, a link back up) or repeats another is refused in one line; each image's type, size, first
-bytes and end marker are checked without decoding it, and one that cannot be read is skipped and
-counted (`data.images.on_error = "skip"`, named in the plan's warnings) or refused, named
-("fail"). Paths reach tf.data as bytes, so a name that is not UTF-8 is read like any other. The
-file list is listed once at start and put in a fixed order drawn from the seed, so the
-validation split (the first examples) holds every class. TFRecords are read with a parallel
-interleave, sharded by file across workers, like the tfrecord source.
+bytes, end marker and declared pixel size (image_headers) are checked without decoding it, and one
+that cannot be read is skipped and counted (`data.images.on_error = "skip"`, named in the plan's
+warnings) or refused, named ("fail"). Paths reach tf.data as bytes, so a name that is not UTF-8 is
+read like any other. The file list is listed once at start and put in a fixed order drawn from
+the seed, so the validation split (the first examples) holds every class. TFRecords are read with
+a parallel interleave, sharded by file across workers, like the tfrecord source.
 
 The work is split where the tf.data guide splits it: `decode` (read, decode, resize to
 `image_size`, kept as uint8: a quarter of float32's cache) is deterministic and is cached after
@@ -30,6 +30,13 @@ from typing import Any
 import numpy as np
 
 from distagent.data import Source
+from distagent.data.image_headers import (
+    MAX_PIXELS,
+    fits_declared,
+    jpeg_size,
+    png_size,
+    size_problem,
+)
 from distagent.data.tfrecord import MAX_PARALLEL_FILES
 from distagent.schema import AugmentConfig, JobConfig
 from distcore.errors import DistmonError
@@ -61,8 +68,8 @@ class Listing:
 
 def image_problem(path: str) -> str | None:
     """Why `path` cannot be an image tf.io.decode_image reads, or None. Cheap: the file type,
-    the size, the format's first bytes and its end marker (a truncated JPEG or PNG has none),
-    without decoding."""
+    the size, the format's first bytes, its end marker (a truncated JPEG or PNG has none) and
+    the pixel size its header declares (image_headers), without decoding."""
     fd = -1
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -71,18 +78,26 @@ def image_problem(path: str) -> str | None:
             return "not a regular file"
         if st.st_size == 0:
             return "empty"
-        head = os.pread(fd, 8, 0)
-        tail = os.pread(fd, TAIL_BYTES, max(0, st.st_size - TAIL_BYTES))
+        return _content_problem(fd, st.st_size)
     except OSError as err:
         return "a symbolic link loop" if err.errno == errno.ELOOP else (
             err.strerror or type(err).__name__).lower()
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _content_problem(fd: int, file_size: int) -> str | None:
+    head = os.pread(fd, 8, 0)
+    tail = os.pread(fd, TAIL_BYTES, max(0, file_size - TAIL_BYTES))
     if head.startswith(JPEG_START):
-        return None if JPEG_END in tail else "truncated JPEG (no end marker)"
+        if JPEG_END not in tail:
+            return "truncated JPEG (no end marker)"
+        return size_problem(jpeg_size(fd, file_size))
     if head.startswith(PNG_START):
-        return None if PNG_END in tail else "truncated PNG (no IEND chunk)"
+        if PNG_END not in tail:
+            return "truncated PNG (no IEND chunk)"
+        return size_problem(png_size(fd))
     return "not a JPEG or PNG"
 
 
@@ -204,7 +219,8 @@ def open_source(cfg: JobConfig) -> Source:
         note = skipped_warning(listing)
         notes = (note,) if note else ()
     else:
-        read, count, classes, num_files = _tfrecord_reader(cfg)
+        read, count, classes, num_files, note = _tfrecord_reader(cfg)
+        notes = (note,) if note else ()
     return Source(
         read=read, decode=make_decode(height, width, from_path=bool(images.directory)),
         num_examples=count, input_shape=(height, width, CHANNELS), num_classes=classes,
@@ -231,7 +247,7 @@ def _directory_reader(cfg: JobConfig) -> tuple[Any, int, int, None, Listing]:
     return read, len(paths), max(len(listing.classes), 2), None, listing
 
 
-def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
+def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int, str | None]:
     import tensorflow as tf
 
     images = cfg.data.images
@@ -241,11 +257,12 @@ def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
     spec = {ENCODED: tf.io.FixedLenFeature([], tf.string),
             LABEL: tf.io.FixedLenFeature([], tf.int64)}
 
-    def parse(record: Any) -> tuple[Any, Any]:
+    def parse(record: Any) -> tuple[Any, Any, Any]:
         example = tf.io.parse_single_example(record, spec)
-        return example[ENCODED], tf.cast(example[LABEL], tf.int32)
+        encoded = example[ENCODED]
+        return encoded, tf.cast(example[LABEL], tf.int32), fits_declared(encoded)
 
-    def read(parallel: Any) -> Any:
+    def flagged(parallel: Any) -> Any:
         ds = tf.data.Dataset.from_tensor_slices(list(files))
         if parallel == 1:
             return ds.interleave(tf.data.TFRecordDataset, cycle_length=1).map(parse)
@@ -253,22 +270,42 @@ def _tfrecord_reader(cfg: JobConfig) -> tuple[Any, int, int, int]:
                            MAX_PARALLEL_FILES), num_parallel_calls=parallel, deterministic=True)
         return ds.map(parse, num_parallel_calls=parallel, deterministic=True)
 
-    count, classes = images.num_examples, images.num_classes
+    def read(parallel: Any) -> Any:
+        # The header check runs in the parallel map; the sequential filter only reads its flag.
+        return flagged(parallel).filter(lambda x, y, ok: ok).map(lambda x, y, ok: (x, y))
+
+    count, classes, note = images.num_examples, images.num_classes, None
     if not count or not classes:
-        found, largest = _count(tf, files)
+        found, largest, refused = _count(tf, flagged(tf.data.AUTOTUNE))
         count, classes = count or found, classes or max(largest + 1, 2)
+        note = _refused_note(refused, images.on_error)
     if count == 0:
         raise DistmonError(f"data.images.files: {counted(len(files), 'file')} but no records")
-    return read, count, classes, len(files)
+    return read, count, classes, len(files), note
 
 
-def _count(tf: Any, files: tuple[str, ...]) -> tuple[int, int]:
-    spec = {LABEL: tf.io.FixedLenFeature([], tf.int64)}
-    labels = tf.data.TFRecordDataset(list(files), num_parallel_reads=tf.data.AUTOTUNE).map(
-        lambda r: tf.io.parse_single_example(r, spec)[LABEL])
-    start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
-    count, largest = labels.reduce(start, lambda s, y: (s[0] + 1, tf.maximum(s[1], y)))
-    return int(count), int(largest)
+def _count(tf: Any, flagged: Any) -> tuple[int, int, int]:
+    """(records kept, the largest label among them, records left out by their declared size)."""
+    def add(s: tuple[Any, Any, Any], x: Any, y: Any, ok: Any) -> tuple[Any, Any, Any]:
+        kept = tf.cast(ok, tf.int64)
+        label = tf.where(ok, tf.cast(y, tf.int64), s[1])
+        return s[0] + kept, tf.maximum(s[1], label), s[2] + 1 - kept
+
+    start = (tf.constant(0, tf.int64), tf.constant(-1, tf.int64), tf.constant(0, tf.int64))
+    count, largest, refused = flagged.reduce(start, lambda s, e: add(s, *e))
+    return int(count), int(largest), int(refused)
+
+
+def _refused_note(refused: int, on_error: str) -> str | None:
+    """TFRecords hold no file names: the refused images are counted, in one line."""
+    if not refused:
+        return None
+    what = (f"{counted(refused, 'record')} in data.images.files declare more than "
+            f"{MAX_PIXELS:,} pixels, or none")
+    if on_error == "fail":
+        raise DistmonError(f"data.images: {what}; set data.images.on_error = \"skip\" to "
+                           "leave them out")
+    return f"{what}: left out (data.images.on_error = \"skip\")"
 
 
 def make_decode(height: int, width: int, *, from_path: bool) -> Any:

@@ -11,6 +11,9 @@ that is deleted right away, as TensorFlow's multi-worker guide does. All restore
 
 from __future__ import annotations
 
+import glob
+import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -47,19 +50,23 @@ class Checkpointer:
         return str(path) if path else None
 
     def restore(self) -> str | None:
-        """Restore the newest checkpoint; returns its path, or None when there is none."""
+        """Restore the newest checkpoint; returns its path, or None when there is none. A
+        checkpoint that cannot be read, or is another job's, is a DistmonError naming it."""
         path = self.latest()
         if path is None:
             return None
+        problem = self._restore(path)
+        if problem is not None:
+            _quiet_unrestored_notes()
+            raise DistmonError(problem)
+        return path
+
+    def _restore(self, path: str) -> str | None:
         try:
             self.checkpoint.restore(path).assert_existing_objects_matched()
-        except (AssertionError, ValueError, tf.errors.OpError) as err:
-            reason = str(err).strip().splitlines()[0][:200]
-            raise DistmonError(
-                f"{path} does not fit this job ({reason}); resuming needs the same model, "
-                f"input shape and optimizer: use another run.name or remove {self.directory}"
-            ) from err
-        return path
+        except (AssertionError, ValueError, IndexError, tf.errors.OpError) as err:
+            return restore_problem(path, self.directory, err)
+        return None
 
     def save(self, step: int) -> None:
         if self.last_saved_step == step:
@@ -68,3 +75,58 @@ class Checkpointer:
         self.last_saved_step = step
         if not self.is_chief:
             shutil.rmtree(self._save_dir, ignore_errors=True)
+
+
+_CORRUPT_INDEX = ("not an sstable", "bad magic number")
+_CORRUPT_DATA = ("Read less bytes than requested", "Checksum does not match")
+
+
+def restore_problem(path: str, directory: Path, err: BaseException) -> str:
+    """The one line for a checkpoint that cannot be restored, naming the file at fault.
+
+    TensorFlow names none of them: a truncated data file is an IndexError ("Read less bytes
+    than requested"), a damaged one a checksum DataLoss, a damaged index "not an sstable"."""
+    reason = _first_line(err)
+    way_out = f"use another run.name or remove {directory}"
+    if isinstance(err, tf.errors.DataLossError) or any(m in reason for m in _CORRUPT_DATA):
+        return f"{_data_files(path)}: truncated or corrupt ({reason}); cannot resume from " \
+               f"{path}: {way_out}"
+    if any(m in reason for m in _CORRUPT_INDEX):
+        return f"{path}.index: corrupt ({reason}); cannot resume from {path}: {way_out}"
+    if "No such file or directory" in reason:
+        return f"{_data_files(path)}: missing; cannot resume from {path}: {way_out}"
+    return (f"{path} does not fit this job ({reason}); resuming needs the same model, input "
+            f"shape and optimizer: {way_out}")
+
+
+_UNRESTORED_NOTES = (
+    "Detecting that an object or model or tf.train.Checkpoint is being deleted with unrestored",
+    "Value in checkpoint could not be found in the restored object",
+    "An attribute in the restored object could not be found in the checkpoint",
+)
+
+
+class _UnrestoredNotesFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(_UNRESTORED_NOTES)
+
+
+def _quiet_unrestored_notes() -> None:
+    """A failed restore leaves TensorFlow's "deleted with unrestored values" warnings for when
+    its objects are freed (at exit): the one-line error has said what matters, so they go."""
+    logger = tf.get_logger()
+    if not any(isinstance(f, _UnrestoredNotesFilter) for f in logger.filters):
+        logger.addFilter(_UnrestoredNotesFilter())
+
+
+def _first_line(err: BaseException) -> str:
+    """TensorFlow's message without its "{{function_node ...}}" prefix, one line, bounded."""
+    lines = str(err).strip().splitlines()
+    line = re.sub(r"^\{\{[^}]*\}\}\s*", "", lines[0] if lines else "")
+    return (line or type(err).__name__)[:200]
+
+
+def _data_files(prefix: str) -> str:
+    """The checkpoint's data file (or files, when sharded), as the user would look for them."""
+    found = sorted(glob.glob(glob.escape(prefix) + ".data-*"))
+    return ", ".join(found) if found else prefix + ".data-00000-of-00001"

@@ -227,7 +227,11 @@ def _train(job: _Job) -> str:
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
     )
-    resumed = checkpointer.restore()
+    try:
+        resumed = checkpointer.restore()
+    except DistmonError as err:  # a corrupt checkpoint, or one of another job: say so there too
+        _refused(job, run_dir, checkpointer.latest(), str(err))
+        raise
     start_step = int(state.step.numpy())
     record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
                        enabled=job.is_chief)
@@ -295,6 +299,8 @@ def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
         job.progress.message(terminal_text(f"warning: {warning}"))
     job.progress.message(terminal_text(f"{flops_text(plan)}; peak {peak_text(plan)}"))
     return plan
+
+
 def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     """This worker's heartbeat; the chief's also keeps run.json's `workers` and, on an abort
     for a hang, ends run.json `hung` (the other workers exit the same way, on their own)."""
@@ -314,9 +320,20 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     )
 
 
+def _refused(job: _Job, run_dir: Path, checkpoint: str | None, error: str) -> None:
+    """run.json says `failed` with the one line the user sees, keeping the last step reached."""
+    initial = _initial_record(job.cfg, job.plan, run_dir, checkpoint)
+    reached = (read_run_json(run_dir) or {}).get("last_step")
+    step = reached if isinstance(reached, int) and not isinstance(reached, bool) else 0
+    record = RunRecord(run_dir, initial, enabled=job.is_chief)
+    _finish(record, Outcome(names.STATUS_FAILED, step, None), error=error)
+
+
 def _error_line(err: BaseException, cluster: Any) -> str:
     """run.json's `error`: for a lost peer, the line the worker prints ("lost worker 1 (...)"),
     not TensorFlow's page of gRPC detail; else the exception itself."""
+    if isinstance(err, DistmonError):  # already the user's one line
+        return str(err)
     setup = getattr(cluster, "setup", None)
     if setup is not None:
         import tensorflow as tf

@@ -196,7 +196,7 @@ class Trainer:
         if logged:
             diverged = self._log(step, interval)
             if diverged is not None or self._restart_at is not None:
-                return diverged, logged
+                return diverged or self._stopped_after_rollback(stopping), logged
         if _due(step, s.histogram_every):
             self.writers.histograms(step, self.train_step.model.trainable_variables,
                                     self.train_step.kept_gradients)
@@ -207,12 +207,21 @@ class Trainer:
         if epoch_end or checkpoint_due or last or stopping:
             diverged = self._check_finite(step)
             if diverged is not None or self._restart_at is not None:
-                return diverged, logged
+                return diverged or self._stopped_after_rollback(stopping), logged
             self.checkpointer.save(step)
         if stopping:
             stopped = Outcome(names.STATUS_STOPPED, step, f"stopped by {self.stop.signal_name}")
             return stopped, logged
         return None, logged
+
+    def _stopped_after_rollback(self, stopping: bool) -> Outcome | None:
+        """A stop request wins over the rollback's rerun: the job ends at the restored step,
+        whose checkpoint is on disk (a job that diverges at every boundary would else never
+        reach the stop below)."""
+        if not stopping or self._restart_at is None:
+            return None
+        restored, self._restart_at = self._restart_at, None
+        return Outcome(names.STATUS_STOPPED, restored, f"stopped by {self.stop.signal_name}")
 
     def _log(self, step: int, interval: _Interval) -> Outcome | None:
         counters = self.state.read(self.state.interval)  # waits for the interval's steps

@@ -11,6 +11,7 @@ this runs on numpy arrays the reader already holds.
 
 from __future__ import annotations
 
+import math
 from typing import Final
 
 import numpy as np
@@ -27,8 +28,7 @@ def compress(histogram: Buckets) -> tuple[float, ...]:
     counts = histogram.counts
     if not histogram.num if histogram.proto else len(counts) == 0:
         return tuple(0.0 for _ in BASIS_POINTS)
-    total = float(counts.sum()) or 1.0
-    weights = (counts * BASIS_POINTS[-1] / total).cumsum()
+    weights = _cumulative_weights(counts)
     right = histogram.right
     values: list[float] = []
     for bp in BASIS_POINTS:
@@ -48,3 +48,16 @@ def compress(histogram: Buckets) -> tuple[float, ...]:
             break
     values.extend(histogram.high for _ in range(len(BASIS_POINTS) - len(values)))
     return tuple(values)
+
+
+def _cumulative_weights(counts: np.ndarray) -> np.ndarray:
+    """TensorBoard's `cumsum(counts * 10000 / total)`, for any finite counts a writer leaves:
+    counts near float64's largest overflow that product (and numpy would print a
+    RuntimeWarning on the user's terminal), so those are scaled by the largest count first."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(counts.sum()) or 1.0
+        weights = (counts * BASIS_POINTS[-1] / total).cumsum()
+    if math.isfinite(total) and bool(np.isfinite(weights).all()):
+        return weights
+    scaled = counts / float(counts.max())  # every count in [0, 1]: no sum can overflow
+    return (scaled * BASIS_POINTS[-1] / float(scaled.sum())).cumsum()

@@ -60,9 +60,12 @@ def from_tensor(data: bytes) -> Buckets | None:
     values = tensor_values(proto)
     if values.size != dims[0] * 3:
         raise HistogramError(f"histogram tensor with {values.size} values for shape {dims}")
-    rows = values.astype(np.float64).reshape(dims[0], 3)
+    with np.errstate(invalid="ignore"):  # a signalling NaN's cast warns; it is a NaN all the same
+        rows = values.astype(np.float64).reshape(dims[0], 3)
     counts = _clean(rows[:, 2])
     if len(rows) == 0:
         return Buckets(counts=counts, right=rows[:, 1], low=0.0, high=0.0, num=0.0, proto=False)
+    with np.errstate(over="ignore"):  # counts near float64's largest sum to inf: no warning
+        num = float(counts.sum())
     return Buckets(counts=counts, right=rows[:, 1], low=float(rows[0, 0]),
-                   high=float(rows[-1, 1]), num=float(counts.sum()), proto=False)
+                   high=float(rows[-1, 1]), num=num, proto=False)
