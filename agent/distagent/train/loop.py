@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import distagent.train.recovery as rec
 from distagent.train.progress import Progress
-from distagent.train.rundir import RunRecord
+from distagent.train.rundir import RunRecord, thread_count
 from distagent.train.signals import StopRequest
 from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
 from distcore import names
@@ -219,7 +219,7 @@ class Trainer:
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
-        self.record.update(throttle_s=1.0, last_step=step, metrics=finite)
+        self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count())
         return diverged
 
     def _check_finite(self, step: int, interval_loss: float | None = None) -> Outcome | None:
