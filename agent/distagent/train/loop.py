@@ -124,6 +124,9 @@ class Trainer:
         self.stop = stop
         self.epochs = epochs
         self.step_hook = step_hook
+        from distagent.train.schedule import rate_reader
+
+        self.rate_at = rate_reader(schedule)
         self.recoveries: list[dict[str, Any]] = list(record.data.get("recoveries") or [])
         self._restart_at: int | None = None
 
@@ -206,7 +209,7 @@ class Trainer:
             wall_seconds=time.perf_counter() - interval.start,
             wait_seconds=counters["wait_seconds"] - interval.wait_offset,
         )
-        rate = float(self.schedule(step - 1))
+        rate = self.rate_at(step - 1)
         scalars = interval_scalars(
             counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate
         )
