@@ -314,3 +314,19 @@ def test_join_watchdog_stays_quiet_when_the_cluster_forms() -> None:
     with JoinWatchdog(layout_from_workers(TWO, 0), 30.0, exit_process=exits.append):
         pass  # the real faulthandler timer is armed, then cancelled: the test process lives on
     assert exits == []
+
+
+def test_launcher_ends_only_its_own_unended_record(tmp_path: Path) -> None:
+    from distagent.commands.launch_local import end_unended_record
+    from distagent.train.rundir import write_json_atomic
+    from distcore import names
+
+    path = tmp_path / names.RUN_JSON
+    write_json_atomic(path, {"status": "running", "pid": 4242, "last_step": 7})
+    assert not end_unended_record(tmp_path, 4343, "x")  # another process's run: left alone
+    assert json.loads(path.read_text())["status"] == "running"
+    assert end_unended_record(tmp_path, 4242, "worker 0 (a) failed: killed by SIGABRT")
+    record = json.loads(path.read_text())
+    assert (record["status"], record["error_step"]) == ("failed", 7)
+    assert record["error"] == "worker 0 (a) failed: killed by SIGABRT" and record["end_time"]
+    assert not end_unended_record(tmp_path, 4242, "again")  # an ended record stays as it is

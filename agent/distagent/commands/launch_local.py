@@ -5,7 +5,9 @@ ports on 127.0.0.1: the workers talk over loopback. (TensorFlow itself listens o
 whatever the address; its ports carry no authentication: see docs/across_machines.md.) Their
 output comes through here, each line prefixed with the worker's index; SIGINT and SIGTERM are
 passed on to every worker (each checkpoints and stops). The exit code is 0 when every worker
-exits 0; otherwise 1, with one line per failed worker naming it.
+exits 0; otherwise 1, with one line per failed worker naming it. A chief that died without
+ending its run.json (a signal: SIGKILL, or SIGABRT from inside TensorFlow) leaves it `running`;
+the launcher, which saw how each worker ended, ends it `failed` with that line.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from typing import IO, Any
 
 from distagent.cluster.strategy import environ_without_cluster
 from distagent.config import load_config
+from distagent.train.rundir import run_dir_for, write_json_atomic
+from distcore import names
 from distcore.errors import DistmonError
+from distcore.jobs.agent import read_run_json
 from distcore.wording import counted
 
 LOOPBACK = "127.0.0.1"
@@ -149,8 +154,25 @@ def run(args: argparse.Namespace) -> int:
             codes = workers.wait(cfg.cluster.timeout_seconds + GRACE_SECONDS)
     finally:
         workers.close()
-    failed = [(i, c) for i, c in enumerate(codes) if c != 0]
-    for index, code in failed:
-        print(f"launch-local: worker {index} ({cfg.cluster.workers[index]}) failed: "
-              f"{describe_exit(code)}", file=sys.stderr)
+    failed = [f"worker {i} ({cfg.cluster.workers[i]}) failed: {describe_exit(c)}"
+              for i, c in enumerate(codes) if c != 0]
+    for line in failed:
+        print(f"launch-local: {line}", file=sys.stderr)
+    if failed:
+        end_unended_record(run_dir_for(cfg.run.logdir, cfg.run.name), workers.procs[0].pid,
+                           "; ".join(failed))
     return 1 if failed else 0
+
+
+def end_unended_record(run_dir: Path, chief_pid: int, error: str) -> bool:
+    """End run.json `failed` with `error` when it still says `running` for our chief (which
+    died without writing it); True when it did. Another process's record is left alone."""
+    record = read_run_json(run_dir)
+    if not record or record.get("status") != names.STATUS_RUNNING \
+            or record.get("pid") != chief_pid:
+        return False
+    step = record.get("last_step")
+    record.update(status=names.STATUS_FAILED, end_time=time.time(), error=error,
+                  error_step=step if isinstance(step, int) else None)
+    write_json_atomic(run_dir / names.RUN_JSON, record)
+    return True

@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if cfg.strategy.kind == "multi_worker":  # the cluster, and a lost peer named in one line
         from distagent.cluster.worker import run_worker
 
-        status = run_worker(cfg, run_dir=run_dir, task_index=args.task_index, progress=Progress())
+        # From a command line the process ends in run_worker, in order with the other workers.
+        leave = _exit_code if getattr(args, "from_command_line", False) else None
+        status = run_worker(cfg, run_dir=run_dir, task_index=args.task_index, progress=Progress(),
+                            exit_code=leave)
     else:
         new = not os.path.lexists(run_dir)
         try:
@@ -59,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
             if new:
                 _remove_unrecorded(run_dir)
             raise
+    return _exit_code(status)
+
+
+def _exit_code(status: str) -> int:
     return 0 if status in (names.STATUS_FINISHED, names.STATUS_STOPPED) else 1
 
 

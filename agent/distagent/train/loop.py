@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import distagent.train.recovery as rec
 from distagent.train.progress import Progress
-from distagent.train.rundir import RunRecord
+from distagent.train.rundir import RunRecord, thread_count
 from distagent.train.signals import StopRequest
 from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
 from distcore import names
@@ -137,6 +137,9 @@ class Trainer:
         self.epochs = epochs
         self.step_hook = step_hook
         self.heartbeat = heartbeat  # heartbeat.Heartbeat: step ends and interval timings
+        from distagent.train.schedule import rate_reader
+
+        self.rate_at = rate_reader(schedule)
         self.recoveries: list[dict[str, Any]] = list(record.data.get("recoveries") or [])
         self._restart_at: int | None = None
 
@@ -232,7 +235,7 @@ class Trainer:
             compute_seconds=interval.since(counters, "compute_seconds"),
             reduce_seconds=interval.since(counters, "reduce_seconds"),
         )
-        rate = float(self.schedule(step - 1))
+        rate = self.rate_at(step - 1)
         scalars = interval_scalars(
             counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate,
             flops_per_step=self.s.flops_per_step, peak_flops=self.s.peak_flops,
@@ -248,7 +251,7 @@ class Trainer:
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
-        self.record.update(throttle_s=1.0, last_step=step, metrics=finite)
+        self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count())
         return diverged
 
     def _check_finite(self, step: int, interval_loss: float | None = None) -> Outcome | None:

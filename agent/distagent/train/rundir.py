@@ -38,6 +38,15 @@ def process_identity(pid: int | None = None) -> dict[str, Any]:
             "scheduler": scheduler_info(os.environ)}
 
 
+def thread_count() -> int | None:
+    """This process's threads, TensorFlow's included (the kernel's list; threading sees only
+    Python's); None where there is no /proc."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """run.json, replaced whole (`distcore.safefile.write_atomic`: a new file, never a link)."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"

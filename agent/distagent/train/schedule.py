@@ -18,6 +18,7 @@ it (`train.recovery_lr_factor`), warmup and decay keep their shape.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -78,3 +79,17 @@ class WarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
             "total_steps": self.total_steps,
             "decay": self.decay,
         }
+
+
+def rate_reader(schedule: Callable[[Any], Any]) -> Callable[[int], float]:
+    """The rate at a step, for a log point, in memory that stays flat over a run.
+
+    Called eagerly with a Python step, the schedule turns that int and its own Python floats
+    into tensors at every call, and TensorFlow (2.21) keeps every Python number it converted:
+    a job's memory grew with each log point. Compiled once and given a numpy-backed step, it
+    converts nothing per call."""
+    import numpy as np
+    import tensorflow as tf
+
+    compiled = tf.function(schedule)
+    return lambda step: float(compiled(tf.constant(np.asarray(step, np.int64))))

@@ -2,6 +2,10 @@
 
 `interval_scalars` and `epoch_scalars` are pure: counters in, `{tag: value}` out, with a tag left
 out when its value is unknown (no examples, no timed steps), never written as a fake zero.
+
+Steps and values reach TensorFlow as numpy-backed tensors (`as_tensor`): a Python number handed
+to an eager op is kept by TensorFlow (2.21) for the life of the process, so writing Python
+floats grew the agent's memory with every log point (~6 KB each, without end).
 """
 
 from __future__ import annotations
@@ -64,6 +68,14 @@ def epoch_scalars(loss_sum: float, correct: float, examples: float) -> dict[str,
     return {tag: value for tag, value in out.items() if value is not None}
 
 
+def as_tensor(value: float, dtype: str = "float32") -> Any:
+    """`value` as a tensor made from a numpy array: TensorFlow keeps no Python object of it."""
+    import numpy as np
+    import tensorflow as tf
+
+    return tf.constant(np.asarray(value, dtype))
+
+
 def _path(variable: Any) -> str:
     """Keras 3 variables have a unique `path` ("dense/kernel"); tf.Variables a name ("x:0")."""
     path = getattr(variable, "path", None) or str(variable.name).split(":")[0]
@@ -91,9 +103,9 @@ class Writers:
         if sub not in self._writers:
             # Made on first use: a job without validation data leaves no empty validation run.
             self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
-        with self._writers[sub].as_default(step=step):
+        with self._writers[sub].as_default(step=as_tensor(step, "int64")):
             for tag, value in scalars.items():
-                tf.summary.scalar(tag, value)
+                tf.summary.scalar(tag, as_tensor(value))
 
     def histograms(self, step: int, variables: Sequence[Any],
                    gradients: Sequence[Any] | None) -> None:
@@ -122,7 +134,7 @@ class Writers:
                         tf.summary.histogram(tag, tensor)
 
             self._histogram_fn = (tags, tf.function(write_all))
-        self._histogram_fn[1](tf.constant(step, tf.int64),
+        self._histogram_fn[1](as_tensor(step, "int64"),
                               [tf.convert_to_tensor(v) for _, v in values])
 
     def flush(self) -> None:

@@ -109,12 +109,16 @@ class SystemRecorder:
     def _write(self, snap: TelemetrySnapshot) -> None:
         """Runs on the sampler thread; tf.summary's default writer is per thread, so each
         write enters the writer's context itself."""
+        import numpy as np
+
         tf = self._tf
         step = self._step(snap)
-        with self._writer.as_default(step=step):
+        # numpy-backed tensors: TensorFlow keeps every Python number an eager op converts, so
+        # Python floats here grew the agent by every sample for as long as it ran.
+        with self._writer.as_default(step=tf.constant(np.int64(step))):
             for tag, value in snapshot_metrics(snap).items():
                 if value is not None:
-                    tf.summary.scalar(tag, value)
+                    tf.summary.scalar(tag, tf.constant(np.asarray(value, np.float32)))
         self._writer.flush()  # a watcher on another host sees the point within one interval
         self.written += 1
 
