@@ -1,5 +1,5 @@
 """Fixtures for the core tests: `decoder_path` runs a test once on the compiled kernel of the
-event decoder and once on its numpy fallback (distcore/tfrecord/kernel.py)."""
+event decoder and once on its reference path in plain Python (distcore/tfrecord/kernel.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def compiled_kernel() -> ModuleType:
     return compiled
 
 
-@pytest.fixture(params=["compiled", "numpy"])
+@pytest.fixture(params=["compiled", "reference"])
 def decoder_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     compiled = compiled_kernel() if request.param == "compiled" else None
     monkeypatch.setattr(kernel, "ACTIVE", compiled)

@@ -1,8 +1,8 @@
-/* Where the records lie and whether they hold: framing.py's and crc.py's twins.
+/* Where the records lie and whether they hold: framing.py's walks, in C.
  *   chain    follows valid headers from a position (framing._chain)
- *   crc_ok   the data CRC of given records (crc.crc_ok)
- *   records  the data CRC of the records a chain found (framing._check_data)
- *   tiles    which records make up each file of a group laid back to back (many._Edges.tiles)
+ *   crc_ok   the CRC of given records (framing._headers_ok: header CRCs while resyncing)
+ *   records  the data CRC of the records a chain found (framing._records)
+ *   tiles    which records make up each file of a group laid back to back (many._tiles)
  * The walks run without the GIL: the buffer views pin the memory they read.
  */
 #include "_kernel.h"
@@ -169,7 +169,7 @@ done:
     return result;
 }
 
-/* --- tiles: many._Edges.tiles, where each file of a group lies among its records ----------- */
+/* --- tiles: many._tiles, where each file of a group lies among its records ----------- */
 
 /* The first k in [0, n) with items[k] >= x (n if none): np.searchsorted's "left". */
 static Py_ssize_t lower_bound(const Bytes *items, Py_ssize_t n, int64_t x) {

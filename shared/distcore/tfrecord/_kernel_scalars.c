@@ -10,7 +10,7 @@ enum { K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_SIMPLE, K_TENSOR, K_METADATA
 
 typedef struct {
     const uint8_t *buf;
-    int64_t limit; /* len(buf) - PAD: where positions are clamped, as in the numpy code */
+    int64_t limit; /* len(buf) - PAD: where positions are clamped */
 } Buf;
 
 static int64_t clampi(int64_t pos, int64_t limit) { return pos < limit ? pos : limit; }
