@@ -2,8 +2,8 @@
 
 Every test here runs both paths and compares them: on the wild corpus, on the writers' long
 stretches, and on hostile bytes (truncated frames, bad CRCs, huge lengths, garbage inside valid
-frames, wrong wire types). The kernel's functions are also called directly with arguments that would read
-outside the buffer: they must refuse them, never read there.
+frames, wrong wire types). The kernel's functions are also called directly with arguments that
+would read outside the buffer: they must refuse them, never read there.
 """
 
 from __future__ import annotations
@@ -12,14 +12,12 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorboard.compat.proto import event_pb2, summary_pb2
 
 import distcore.tfrecord.fields as s
 from distcore.tfrecord import PADDING, decode, kernel
