@@ -1,4 +1,6 @@
-"""The kernel's differential tests (test_tfrecord_kernel.py, test_tfrecord_hparams.py) again, on
+"""The kernel's builds: against the stable ABI its wheel is tagged with, and with sanitizers.
+
+The kernel's differential tests (test_tfrecord_kernel.py, test_tfrecord_hparams.py) again, on
 a build of the kernel with AddressSanitizer and UndefinedBehaviorSanitizer: a read past a
 buffer, a use after free, an overflow or a misaligned load fails them instead of passing
 unseen. Skipped, with the reason, where gcc, Python's headers or the sanitizers are missing.
@@ -74,3 +76,21 @@ def test_the_differential_tests_pass_on_a_sanitized_kernel(tmp_path: Path) -> No
     report = (done.stdout + done.stderr)[-4000:]
     assert done.returncode == 0, report
     assert " passed" in done.stdout, report
+
+
+def test_the_kernel_uses_only_the_stable_abi() -> None:
+    """The wheel is cp311-abi3 (setup.py): every source compiles with Py_LIMITED_API at 3.11,
+    no call outside it (a macro such as PyList_SET_ITEM is an implicit declaration there)."""
+    gcc = shutil.which("gcc")
+    headers = Path(sysconfig.get_paths()["include"])
+    if gcc is None or not (headers / "Python.h").is_file():
+        pytest.skip("needs gcc and Python.h")
+    setup = (ROOT / "setup.py").read_text()
+    assert 'LIMITED_API = "0x030B0000"' in setup and "py_limited_api=True" in setup
+    sources = sorted(str(p) for p in KERNEL.glob("_kernel*.c"))
+    done = subprocess.run(
+        [gcc, "-fsyntax-only", "-std=c11", "-Werror=implicit-function-declaration",
+         "-DPy_LIMITED_API=0x030B0000", f"-I{headers}", *sources],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
