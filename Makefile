@@ -45,3 +45,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -f shared/distcore/tfrecord/_kernel*.so  # (an older build's name would shadow a newer)

@@ -289,10 +289,11 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def decoder_path() -> str:
-    """Which decoder distcore runs here: the C kernel, or numpy (DISTMON_PURE=1, or not built)."""
+    """Which decoder distcore runs here: the C kernel, or the reference (DISTMON_PURE=1, or not
+    built)."""
     from distcore.tfrecord import kernel
 
-    return "compiled kernel" if kernel.ACTIVE is not None else "numpy (kernel off or not built)"
+    return kernel.describe()
 
 
 def logdir_bytes(root: Path) -> int:

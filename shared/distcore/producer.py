@@ -2,7 +2,7 @@
 
 - `ProducerError`: a producer's current failure, shown where it belongs while the rest works.
 - `Producer`: the typed protocol a `JobIndex` and a `ProducerSet` drive (start, close, errors,
-  problems), declared once here, with the index's two other inputs (`RunSource`, `Telemetry`).
+  problems), declared once here (the index's typed inputs are distcore.jobs.inputs').
 - `Failing`: "failing since": keeps the first failure's time while the failure goes on.
 - `Loop`: one producer thread: drift-free ticks (`next += interval`, missed ticks skipped after
   a stall), wake-ups, backoff after failures, a prompt close. The producer writes only its step;
@@ -21,11 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:  # only for the protocols' types: this module stays a leaf at run time
-    from distcore.events.snapshots import RunSnapshot
-    from distcore.telemetry.samples import TelemetrySnapshot
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -47,23 +43,6 @@ class Producer(Protocol):
     def close(self) -> None: ...
     def errors(self) -> tuple[ProducerError, ...]: ...
     def problems(self) -> tuple[str, ...]: ...
-
-
-class RunSource(Protocol):
-    """The runs a job index groups (a RunStore): their snapshots and change notifications."""
-
-    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
-    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
-
-
-class Telemetry(Producer, Protocol):
-    """This machine's GPU sampler: its latest snapshot and each metric's kept history."""
-
-    interval: float
-
-    def latest(self) -> TelemetrySnapshot | None: ...
-    def sample_once(self) -> TelemetrySnapshot: ...
-    def history(self, key: str) -> tuple[float | None, ...]: ...
 
 
 def next_deadline(deadline: float, now: float, interval: float) -> float:

@@ -1,4 +1,4 @@
-"""The vectorised decoder agrees with TensorBoard's protos on every record it accepts."""
+"""The decoder agrees with TensorBoard's protos on every record it accepts."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
-from distcore.tfrecord.batch import decode_frames
-from distcore.tfrecord.buffers import PADDING
+from distcore.tfrecord import decode
 from distcore.tfrecord.fields import SCALARS_METADATA
-from distcore.tfrecord.framing import frame
 from tests.core.events_helpers import record
 
-# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+# Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).
 pytestmark = pytest.mark.usefixtures("decoder_path")
 
 # Up to 20 characters (80 bytes): short enough for the fast path.
@@ -63,10 +61,9 @@ def _same(a: float, b: float) -> bool:
 @given(st.lists(st.tuples(KINDS, TAGS, STEPS, VALUES), min_size=1, max_size=40))
 def test_decoded_points_match_what_was_written(points: list[tuple[str, str, int, float]]) -> None:
     data = b"".join(record(_event(*p)) for p in points)
-    raw = bytearray(data) + bytearray(PADDING)
-    buf = np.frombuffer(raw, dtype=np.uint8)
     plugins: dict[str, str] = {}
-    batch = decode_frames(raw, buf, frame(raw, buf, len(data)), plugins)
+    batch, _ = decode(data, plugins)
+    assert batch is not None
     got: dict[str, list[tuple[int, float]]] = {}
     for segment in batch.segments:
         for tag, (steps, _, values) in segment.points.items():

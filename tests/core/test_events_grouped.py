@@ -1,7 +1,7 @@
-"""The grouped (vectorised) decoder yields exactly what the per-record decoder yields.
+"""The decoder yields exactly what its reference path (the per-record decoder) yields.
 
-Per-record decoding (`grouped=False`) runs every record through the general decoder with
-TensorBoard's protos; the grouped path must agree on every point, restart, hparam, problem and
+The reference (`reference=True`) runs every record through the per-record decoder with
+TensorBoard's protos; the kernel's path must agree on every point, restart, hparam, problem and
 plugin, bit for bit, whatever the bytes: writers mixed, tags of any length and bytes, varints of
 1-10 bytes, restarts, damage and records that are not scalars.
 """
@@ -20,7 +20,7 @@ from tests.core.events_helpers import (
 )
 from tests.core.wire_builder import event_file, events, run_file
 
-# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+# Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).
 pytestmark = pytest.mark.usefixtures("decoder_path")
 
 

@@ -22,7 +22,7 @@ from tests.core.events_helpers import scalar_records
 from tests.core.test_events_wiretypes import mixed_file
 from tests.core.wire_builder import event_file, run_file
 
-# Each test once on the compiled kernel and once on numpy (tests/core/conftest.py).
+# Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).
 pytestmark = pytest.mark.usefixtures("decoder_path")
 
 

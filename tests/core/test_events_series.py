@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distcore.events.decimate import keep_indices
+from distcore.decimate import keep_indices
 from distcore.events.series import SeriesBuffer, survivors
 
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import distcore.tfrecord.fields as s
-import distcore.tfrecord.kernel as kernel
+from distcore.tfrecord.batch import decode_slow
 from distcore.tfrecord.record import UndecodableError, decode_event
 from tests.core.conftest import compiled_kernel
 from tests.core.wire_builder import field, varint
@@ -76,9 +76,11 @@ def _record(draw: st.DrawFn) -> bytes:
 def _decoded(data: bytes, compiled: ModuleType | None) -> object:
     plugins: dict[str, str] = {"_hparams_/session_start_info": "scalars"}
     updates: list[tuple[str, str]] = []
-    saved, kernel.ACTIVE = kernel.ACTIVE, compiled
     try:
-        event = decode_event(data, plugins, updates)
+        if compiled is None:
+            event = decode_event(data, plugins, updates)
+        else:
+            event = decode_slow(compiled, data, plugins, updates)
         out: object = (
             struct.pack("<d", event.wall_time), event.step, event.scalars, event.session_start,
             event.histograms,
@@ -89,8 +91,6 @@ def _decoded(data: bytes, compiled: ModuleType | None) -> object:
         )  # fmt: skip
     except UndecodableError:  # (its wording differs between the walkers: not compared)
         out = "undecodable"
-    finally:
-        kernel.ACTIVE = saved
     return out, plugins, updates
 
 

@@ -1,10 +1,9 @@
-"""The compiled kernel (distcore/tfrecord/_kernel*.c) and the numpy path give the same results.
+"""The compiled kernel (distcore/tfrecord/_kernel*.c) gives what the reference path gives.
 
-Every test here runs both paths and compares them with each other and with
-the per-record decoder: on the wild corpus, on the writers' long stretches, and on hostile
-bytes (truncated frames, bad CRCs, huge lengths, garbage inside valid frames, wrong wire
-types). The kernel's functions are also called directly with arguments that would read
-outside the buffer: they must refuse them, never read there.
+Every test here runs both paths and compares them: on the wild corpus, on the writers' long
+stretches, and on hostile bytes (truncated frames, bad CRCs, huge lengths, garbage inside valid
+frames, wrong wire types). The kernel's functions are also called directly with arguments that
+would read outside the buffer: they must refuse them, never read there.
 """
 
 from __future__ import annotations
@@ -13,19 +12,16 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorboard.compat.proto import event_pb2, summary_pb2
 
 import distcore.tfrecord.fields as s
 from distcore.tfrecord import PADDING, decode, kernel
 from distcore.tfrecord.framing import frame
-from distcore.tfrecord.wire import Expected, WireError, expected_wire_types, fields
 from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import WILD, batch_key, record, require_wild
 from tests.core.wire_builder import event_file, events, field, run_file, tensor, varint
@@ -33,29 +29,25 @@ from tests.core.wire_builder import event_file, events, field, run_file, tensor,
 BUILT = kernel._load() if os.environ.get("DISTMON_PURE", "") in ("", "0") else None
 
 
-def _framed(data: bytes) -> object:
+def _framed(data: bytes, compiled: ModuleType | None) -> object:
     raw = bytearray(data) + bytes(PADDING)
-    frames = frame(raw, np.frombuffer(raw, np.uint8), len(data))
+    frames = frame(raw, np.frombuffer(raw, np.uint8), len(data), compiled)
     return frames.starts.tolist(), frames.lengths.tolist(), frames.end, frames.problems
 
 
-def _both(data: bytes) -> Iterator[tuple[object, ...]]:
-    """What each path makes of `data`: framing, the grouped batch and the per-record batch."""
-    for compiled in (BUILT, None):
-        kernel.ACTIVE = compiled
-        grouped, used = decode(data, {})
-        reference, used_ref = decode(data, {}, grouped=False)
-        assert (used, batch_key(grouped)) == (used_ref, batch_key(reference))
-        yield _framed(data), used, batch_key(grouped)
-
-
 def assert_paths_agree(data: bytes) -> None:
-    before = kernel.ACTIVE
+    """The kernel's path and the reference path make the same of `data`: framing, the batch,
+    the bytes consumed and the plugins after it."""
+    before, kernel.ACTIVE = kernel.ACTIVE, BUILT
     try:
-        results = list(_both(data))
+        plugins_fast: dict[str, str] = {}
+        plugins_ref: dict[str, str] = {}
+        fast, used = decode(data, plugins_fast)
+        reference, used_ref = decode(data, plugins_ref, reference=True)
     finally:
         kernel.ACTIVE = before
-    assert results[0] == results[1]
+    assert _framed(data, BUILT) == _framed(data, None)
+    assert (used, batch_key(fast), plugins_fast) == (used_ref, batch_key(reference), plugins_ref)
 
 
 def test_the_wild_corpus_decodes_the_same_on_both_paths() -> None:
@@ -151,42 +143,10 @@ def test_hostile_bytes_decode_the_same_on_both_paths(data: bytes) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(framed_garbage())
 def test_almost_events_decode_the_same_on_both_paths(data: bytes) -> None:
-    """Intact frames whose payloads the fast path must refuse (or take) exactly as numpy does,
-    each giving what the per-record decoder gives."""
+    """Intact frames whose payloads the fast path must refuse (or take), each giving what the
+    per-record decoder gives."""
     compiled_kernel()
     assert_paths_agree(data)
-
-
-def _walk(data: bytes, expected: Expected | None, compiled: ModuleType | None) -> object:
-    """The fields wire.fields yields before it stops, and whether it stopped on an error."""
-    before, kernel.ACTIVE = kernel.ACTIVE, compiled
-    found: list[object] = []
-    try:
-        found.extend(fields(data, expected))
-    except WireError:
-        return found, True
-    finally:
-        kernel.ACTIVE = before
-    return found, False
-
-
-MESSAGES = [None, *(expected_wire_types(m) for m in (
-    event_pb2.Event.DESCRIPTOR, summary_pb2.Summary.Value.DESCRIPTOR,
-    summary_pb2.SummaryMetadata.DESCRIPTOR))]  # fmt: skip
-# Keys of groups, their ends, wire types 6 and 7, ten-byte and overlong varints, big lengths.
-WIRE_BITS = st.sampled_from(
-    [b"\x0b", b"\x0c", b"\x13", b"\x14", b"\x0e", b"\x0f", b"\x08", b"\x0a\x05", b"\x09",
-     b"\x15", b"\x80" * 9 + b"\x01", b"\xff" * 10 + b"\x01", b"\x0a\xff\xff\xff\xff\x0f",
-     b"\x00", b"\xf8\xff\xff\xff\x0f", b"\xf8\xff\xff\xff\x1f", b"\x08" + b"\x80" * 10 + b"\x01",
-     *(b"\x0b" * n + b"\x0c" * n for n in (60, 101, 102))]
-) | st.binary(max_size=6)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(WIRE_BITS, max_size=12).map(b"".join), st.sampled_from(MESSAGES))
-def test_the_wire_walker_walks_the_same_compiled(data: bytes, expected: Expected | None) -> None:
-    compiled = compiled_kernel()
-    assert _walk(data, expected, compiled) == _walk(data, expected, None)
 
 
 def test_a_bad_crc_drops_the_same_records_on_both_paths() -> None:
@@ -231,7 +191,7 @@ def test_the_kernel_refuses_to_read_outside_its_buffer() -> None:
     assert compiled.chain(buf, 70, 64) == (bytearray(), 70)  # nothing to follow
 
 
-def test_distmon_pure_forces_the_numpy_path() -> None:
+def test_distmon_pure_forces_the_reference_path() -> None:
     probe = "from distcore.tfrecord import kernel; print(kernel.ACTIVE is None)"
     env = {**os.environ, "DISTMON_PURE": "1"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, check=True,
@@ -240,7 +200,8 @@ def test_distmon_pure_forces_the_numpy_path() -> None:
 
 
 def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One without a function the decoder calls (not rebuilt since): numpy reads instead."""
+    """One without a function the decoder calls (not rebuilt since): the reference reads
+    instead."""
     import importlib
     import types
 
@@ -254,7 +215,7 @@ def test_a_kernel_built_from_older_sources_is_not_used(monkeypatch: pytest.Monke
 
 def test_setup_builds_every_kernel_source() -> None:
     """setup.py lists each _kernel*.c of the package: a file left out builds a module that
-    fails to import (undefined kernel_* symbols), and then numpy reads, slower, silently."""
+    fails to import (undefined kernel_* symbols), and then the reference path reads, slower."""
     import ast
     from pathlib import Path
 

@@ -10,13 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distcore.tfrecord import PADDING, decode
-from distcore.tfrecord.many import decode_files
+from distcore.tfrecord import PADDING, decode, decode_files
 from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import batch_key, record, scalar_event, session_start
 from tests.core.wire_builder import event_file, hparams_metadata, run_file
 
-pytestmark = pytest.mark.usefixtures("decoder_path")  # compiled kernel and numpy, each
+pytestmark = pytest.mark.usefixtures("decoder_path")  # compiled kernel and reference, each
 
 
 def _plain_file(run: int, tags: list[str], steps: int, wall: float) -> bytes:
@@ -36,8 +35,8 @@ def _plain_file(run: int, tags: list[str], steps: int, wall: float) -> bytes:
 
 
 def _decode_alike(files: list[list[bytes]]) -> list[list[object]]:
-    """decode_files over the runs' files, checked against each file read alone (batches and
-    plugins); returns each file's columns' root buffers."""
+    """decode_files over the runs' files, checked against each file read alone by the
+    reference path (batches and plugins); returns each file's columns' root buffers."""
     flat = [f for run in files for f in run]
     data = b"".join(flat)
     raw = bytearray(data) + bytes(PADDING)
@@ -54,7 +53,7 @@ def _decode_alike(files: list[list[bytes]]) -> list[list[object]]:
             continue
         alone_table: dict[str, str] = {}
         for data_alone, batch in zip(run, batches, strict=True):
-            alone, _ = decode(data_alone, alone_table)
+            alone, _ = decode(data_alone, alone_table, reference=True)
             assert batch_key(batch) == batch_key(alone)
             if batch is not None:
                 roots.append([_root(c) for s in batch.segments for cols in s.points.values()
@@ -113,7 +112,7 @@ def test_many_files_and_tags_sort_without_a_count_per_pair() -> None:
     ],
 )
 def test_kernel_split_refuses_what_would_read_outside(
-    ids: list[int], bounds: list[int], columns: int, error: str, decoder_path: str
+    ids: list[int], bounds: list[int], columns: int, error: str
 ) -> None:
     compiled = compiled_kernel()
     column = np.zeros(columns, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""The per-group shortcuts of a sweep's first read give exactly what their per-file twins give.
+"""The per-group shortcuts of a sweep's first read give exactly what their per-file forms give.
 
 tfrecord.many._shares splits a group's fast decode into each file's share at once; each share
 must equal _share's for that file (positions, local tag ids, tag names, columns, dtypes). The
@@ -8,17 +8,19 @@ for bit (NaN payloads too), and refuses what would read outside its arrays.
 
 from __future__ import annotations
 
+import bisect
+from types import ModuleType
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.kernel as kernel
-from distcore.tfrecord import PADDING, decode
+from distcore.tfrecord import PADDING, decode, decode_files
 from distcore.tfrecord.batch import _by_tag
 from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.framing import frame
-from distcore.tfrecord.many import _Edges, _ranges, _share, _shares, decode_files
+from distcore.tfrecord.framing import HEADER, Frames, frame
+from distcore.tfrecord.many import _ranges, _share, _shares, _Tile, _tiles
 from tests.core.conftest import compiled_kernel
 from tests.core.events_helpers import batch_key, record, scalar_event, scalar_records, session_start
 from tests.core.wire_builder import event_file, run_file
@@ -61,15 +63,12 @@ def test_shares_equal_each_files_own_share(case: tuple[FastScalars, list[int]]) 
     assert [_as_key(s) for s in _shares(fast, counts)] == [_as_key(s) for s in expected]
 
 
-def _by_tag_on(compiled: object, names: list[str], ids: np.ndarray, bits: np.ndarray) -> object:
-    before = kernel.ACTIVE
-    kernel.ACTIVE = compiled  # type: ignore[assignment]
-    try:
-        steps = bits.view(np.int64)
-        walls, values = bits.view(np.float64), bits[::-1].copy().view(np.float64)
-        out = _by_tag(names, ids, steps, walls, values)
-    finally:
-        kernel.ACTIVE = before
+def _by_tag_on(
+    compiled: ModuleType | None, names: list[str], ids: np.ndarray, bits: np.ndarray
+) -> object:
+    steps = bits.view(np.int64)
+    walls, values = bits.view(np.float64), bits[::-1].copy().view(np.float64)
+    out = _by_tag(compiled, names, ids, steps, walls, values)
     return [
         (tag, [(c.dtype.str, c.view(np.uint8).tolist(), c.flags.writeable) for c in cols])
         for tag, cols in out.items()
@@ -109,12 +108,12 @@ def test_kernel_by_tag_refuses_what_would_read_outside(
         compiled.by_tag(b"123", 2, column, column, column)
 
 
-@pytest.mark.usefixtures("decoder_path")
 @pytest.mark.parametrize("tags", [["loss"], ["loss", "acc"]])
 def test_a_groups_files_hand_out_columns_of_their_own(tags: list[str]) -> None:
     """Where every record of a file counts, its points come from the group's columns without
     a mask: each file still gets writable arrays of its own (no view into the group's columns,
     which would keep them all alive as long as any one run)."""
+    compiled_kernel()  # (the reference path reads each file alone: nothing shared)
     files = [
         b"".join(
             record(scalar_event(tags[step % len(tags)], step, run + step / 7)) for step in range(40)
@@ -148,24 +147,40 @@ def _root(array: np.ndarray) -> object:
     return base
 
 
+def _tile(frames: Frames, base: int, size: int) -> _Tile:
+    """One file's range of frames and whether its records cover it exactly, edge to edge,
+    with nothing gone wrong inside it, in plain Python."""
+    heads = [s - HEADER for s in frames.starts.tolist()]
+    ends = [s + n + 4 for s, n in zip(frames.starts.tolist(), frames.lengths.tolist(),
+                                      strict=True)]  # fmt: skip
+    end = base + size
+    first, last = bisect.bisect_left(heads, base), bisect.bisect_left(heads, end)
+    trouble = sorted(off for _, off in frames.problems)
+    if bisect.bisect_left(trouble, base) != bisect.bisect_left(trouble, end) or frames.end < end:
+        return _Tile(first, last, False)
+    if first == last:
+        return _Tile(first, last, size == 0)
+    joined = all(heads[k + 1] == ends[k] for k in range(first, last - 1))
+    return _Tile(first, last, heads[first] == base and ends[last - 1] == end and joined)
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     files=st.lists(st.one_of(event_file(), run_file(), st.binary(max_size=60)), max_size=5),
     extra=st.lists(st.tuples(st.integers(0, 400), st.integers(0, 200)), max_size=4),
 )
-@pytest.mark.usefixtures("decoder_path")
 def test_tiles_of_a_group_equal_each_files_own(
     files: list[bytes], extra: list[tuple[int, int]]
 ) -> None:
-    """_Edges.tiles places every file at once (in the kernel, or with numpy) exactly as tile()
-    places each: the files' own spans, and arbitrary ones (inside records, past the end,
-    empty)."""
+    """The kernel's tiles place every file at once exactly as each is placed alone: the files'
+    own spans, and arbitrary ones (inside records, past the end, empty)."""
+    compiled = compiled_kernel()
     data = b"".join(files)
     raw = bytearray(data) + bytes(PADDING)
-    edges = _Edges(frame(raw, np.frombuffer(raw, np.uint8), len(data)))
+    frames = frame(raw, np.frombuffer(raw, np.uint8), len(data), compiled)
     bases = np.cumsum([0, *map(len, files)]).tolist()
     spans = [*zip(bases, map(len, files), strict=False), *extra]
-    assert edges.tiles(spans) == [edges.tile(base, size) for base, size in spans]
+    assert _tiles(compiled, frames, spans) == [_tile(frames, base, size) for base, size in spans]
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 6)), max_size=8))

@@ -1,6 +1,6 @@
 """wire.validate walks a plan read once from each descriptor: it accepts and refuses exactly
 what walking the descriptor itself on every call accepted and refused (same error, same
-depth limit), on both the kernel's and numpy's field walker."""
+depth limit)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 from distcore.tfrecord.fields import WIRE_LEN
 from distcore.tfrecord.wire import WireError, as_bytes, expected_wire_types, fields, validate
 from tests.core.wire_builder import field
-
-pytestmark = pytest.mark.usefixtures("decoder_path")
 
 _MESSAGES = [
     plugin_data_pb2.HParamsPluginData.DESCRIPTOR,

@@ -105,8 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_serve_flags(parser)
     _add_table_arguments(parser)
-    parser.add_argument("--version", action="version", version=f"distmon {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and the "
+                        "event decoder in use, and exit")  # fmt: skip
     return parser
+
+
+class _Version(argparse.Action):
+    """argparse's version action, naming the event decoder too (found only when asked: the
+    parser is built on every start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:  # fmt: skip
+        import sys
+
+        from distcore.tfrecord import kernel
+
+        text = f"distmon {__version__}\ndecoder: {kernel.describe()}\n"
+        parser._print_message(text, sys.stdout)  # (a closed stdout is not an error)
+        parser.exit()
 
 
 def _add_serve_flags(parser: argparse.ArgumentParser) -> None:

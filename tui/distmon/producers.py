@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from distcore.jobs.inputs import RunSource, Telemetry
 from distcore.jobs.slurm_states import SlurmStates
 from distcore.jobs.snapshots import HostSource, JobsSnapshot
-from distcore.producer import Producer, RunSource, Telemetry
+from distcore.producer import Producer
 from distmon.options import Options
 
 __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Watcher",

@@ -16,9 +16,8 @@ from typing import Final
 
 from distcore.events.discovery import RunDir
 from distcore.events.reader import FileState
+from distcore.tfrecord import PADDING, decode_files
 from distcore.tfrecord.batch import Batch
-from distcore.tfrecord.buffers import PADDING
-from distcore.tfrecord.many import decode_files
 
 SMALL_FILE: Final = 1 << 20  # larger files are read on their own (and in chunks)
 BATCH_BYTES: Final = 4 << 20  # bytes decoded together (its transient arrays are ~10x that)

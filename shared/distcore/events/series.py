@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 import distcore.tfrecord.kernel as kernel
-from distcore.events.decimate import keep_indices, stretch_share
+from distcore.decimate import keep_indices, stretch_share
 from distcore.events.snapshots import Column, Series
 
 I64 = npt.NDArray[np.int64]

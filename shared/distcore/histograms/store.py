@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from distcore.events.decimate import stretch_share
+from distcore.decimate import stretch_share
 from distcore.histograms.records import HistogramPoint, HistogramSeries
 
 

@@ -35,7 +35,9 @@ from distcore.jobs.agent import AgentRecords, due_checks
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.inputs import (
     AgentRecordSource,
+    RunSource,
     SchedulerSource,
+    Telemetry,
     errors_of,
     problems_of,
     remote_hosts,
@@ -56,7 +58,7 @@ from distcore.jobs.scheduler import SchedulerState
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
-from distcore.producer import Failing, Loop, Producer, ProducerError, RunSource, Telemetry
+from distcore.producer import Failing, Loop, Producer, ProducerError
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]

@@ -1,6 +1,7 @@
-"""What a JobIndex takes from its producers besides the runs: the protocols of its two typed
-inputs beyond the producer kit's (the scheduler, the readers that read run.json themselves),
-and the gathering of the producers' errors, problems, hosts, records and states.
+"""What a JobIndex takes from its producers: the protocols of its typed inputs beyond the
+producer kit's (the runs, this machine's telemetry, the scheduler, the readers that read
+run.json themselves), and the gathering of the producers' errors, problems, hosts, records
+and states.
 
 Gathering never fails: a producer's own bug (its `errors()` raising, a host source that
 cannot answer) becomes one more error or host line in the snapshot, never the index's end.
@@ -9,13 +10,32 @@ cannot answer) becomes one more error or host line in the snapshot, never the in
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.scheduler import SchedulerState, slurm_job_ids
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource
 from distcore.location import RunLocation
 from distcore.producer import Producer, ProducerError
+from distcore.telemetry.samples import TelemetrySnapshot
+
+
+class RunSource(Protocol):
+    """The runs a job index groups (a RunStore): their snapshots and change notifications."""
+
+    def snapshot(self) -> tuple[RunSnapshot, ...]: ...
+    def subscribe(self, callback: Callable[[frozenset[str]], None]) -> Callable[[], None]: ...
+
+
+class Telemetry(Producer, Protocol):
+    """This machine's GPU sampler: its latest snapshot and each metric's kept history."""
+
+    interval: float
+
+    def latest(self) -> TelemetrySnapshot | None: ...
+    def sample_once(self) -> TelemetrySnapshot: ...
+    def history(self, key: str) -> tuple[float | None, ...]: ...
 
 
 class AgentRecordSource(Protocol):

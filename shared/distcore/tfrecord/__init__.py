@@ -1,7 +1,8 @@
 """distcore.tfrecord: TensorBoard event files' framing, CRC and decoding, as a leaf package.
 
 One entry, `decode(data, plugins) -> (Batch | None, consumed)`, used by the local reader
-(distcore.events.reader) and the remote tails (distcore.remote.tail) alike. It imports nothing
+(distcore.events.reader) and the remote tails (distcore.remote.tail) alike, and
+`decode_files` for a sweep's many small files at once (distcore.events.many). It imports nothing
 from distcore.events, jobs or remote (tests/test_layout.py checks it). The names below load
 lazily: `import distcore.tfrecord` costs nothing until one is used (numpy, protobuf and
 TensorBoard's protos come with the decoder, not with the package).
@@ -15,15 +16,22 @@ from distcore.lazy import lazy_names
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
     from distcore.tfrecord.batch import Batch, Segment
-    from distcore.tfrecord.buffers import PADDING
-    from distcore.tfrecord.chunk import decode
-    from distcore.tfrecord.framing import FOOTER, HEADER, MAX_RECORD, ZERO_BYTES, find_header
+    from distcore.tfrecord.chunk import decode, decode_files
+    from distcore.tfrecord.framing import (
+        FOOTER,
+        HEADER,
+        MAX_RECORD,
+        PADDING,
+        ZERO_BYTES,
+        find_header,
+    )
 
 _LAZY = {
     "Batch": "batch",
     "Segment": "batch",
-    "PADDING": "buffers",
+    "PADDING": "framing",
     "decode": "chunk",
+    "decode_files": "chunk",
     "FOOTER": "framing",
     "HEADER": "framing",
     "MAX_RECORD": "framing",
@@ -40,6 +48,7 @@ __all__ = [
     "Batch",
     "Segment",
     "decode",
+    "decode_files",
     "find_header",
 ]
 

@@ -1,26 +1,24 @@
-/* distcore.tfrecord._kernel: the decoder's hot loops, one record at a time in C.
+/* distcore.tfrecord._kernel: the decoder's fast path, its hot loops one record at a time in C.
  *
- * An optional extension (setup.py): where it does not build, framing.py, crc.py and
- * fastpath.py do the same work with numpy, and the tests check both give the same batches.
- * Each function here is a transcription of its numpy twin, check for check, so the two accept
- * exactly the same records:
- *   chain(buf, pos, size)           framing._chain with the header CRCs checked on the way
- *   crc_ok(buf, starts, lengths)    crc.crc_ok: masked CRC-32C of each record's data
- *   records(buf, heads)             framing._check_data: the records whose data CRC holds
+ * An optional extension (setup.py): where it is not built, the reference path (plain Python:
+ * framing.py's walks and the per-record decoder, record.py) reads instead, and the tests check
+ * both give the same batches. Each function here accepts exactly what the reference accepts:
+ *   chain(buf, pos, size)           framing._chain, the header CRCs checked on the way
+ *   crc_ok(buf, starts, lengths)    masked CRC-32C of each record's data against its footer
+ *   records(buf, heads)             framing._records: the records whose data CRC holds
  *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
- *                                   fastpath.decode_scalars, the tags interned exactly
- *   fields(data, expected)          wire.fields: the fields before the first error, and it
+ *                                   the one-scalar records (fastpath.py), tags interned exactly
  *   by_tag(tag_ids, n, steps, walls, values)
  *                                   batch._by_tag's stable argsort by tag, as a counting sort
  *   split(tag_ids, n, bounds, steps, walls, values)
  *                                   by_tag for each file of a group (tfrecord/plain.py)
  *   stats(steps, values)            series._increasing, _fmin and _fmax of a first read
  *   tiles(starts, lengths, end, trouble, bases, sizes)
- *                                   many._Edges.tiles: each file's records, and if they tile it
+ *                                   many._tiles: each file's records, and if they tile it
  *   hparams_event(data, keys, plugin)
  *                                   record.decode_event of the hparams plugin's usual record
  * `buf` is any buffer (a bytearray); every read stays inside it: positions are clamped to
- * len(buf) - 16 as the numpy code clamps them, and reads go at most 15 bytes past that.
+ * len(buf) - 16, and reads go at most 15 bytes past that.
  * Arrays go in and out as bytes-like objects of native int64/float64/bool; the Python side
  * wraps them with np.frombuffer (no numpy headers needed to build).
  *
@@ -31,7 +29,6 @@
  *   _kernel_framing.c    chain, crc_ok, records, tiles: where records lie and whether they hold
  *   _kernel_scalars.c    scalars: the one-scalar fast path and its tag interning
  *   _kernel_columns.c    by_tag, split, stats: decoded points regrouped and summarised
- *   _kernel_wire.c       fields: the protobuf wire walker
  *   _kernel_hparams.c    hparams_event
  * Each hot loop lives within one file, so the compiler sees all of it.
  */
@@ -59,7 +56,7 @@ int kernel_get_i64(PyObject *obj, Bytes *out, Py_ssize_t *count) {
     return 0;
 }
 
-/* The records must lie in the buffer with PAD bytes after them: the numpy code's contract. */
+/* The records must lie in the buffer with PAD bytes after them: the decoder's contract. */
 int kernel_check_records(const Bytes *starts, const Bytes *lengths, Py_ssize_t n,
                          Py_ssize_t buflen) {
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -85,8 +82,6 @@ static PyMethodDef methods[] = {
      "scalars(buf, starts, lengths, keys, f32, f64, md, max_tag) -> the fast path's columns."},
     {"by_tag", kernel_by_tag, METH_VARARGS,
      "by_tag(tag_ids, n, steps, walls, values) -> (edges, steps, walls, values): _by_tag."},
-    {"fields", kernel_fields, METH_VARARGS,
-     "fields(data, expected) -> ([(number, wire_type, value)], error or None): wire.fields."},
     {"split", kernel_split, METH_VARARGS,
      "split(tag_ids, n, bounds, steps, walls, values) -> each file's by_tag, its own memory."},
     {"stats", kernel_stats, METH_VARARGS,

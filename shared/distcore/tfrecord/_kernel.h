@@ -12,10 +12,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Records are little-endian and read here with memcpy: on another byte order (or a compiler
- * without these macros) the build fails, and being optional, leaves the numpy path. */
+ * without these macros) the build fails, and being optional, leaves the reference path. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the kernel reads little-endian records natively"
 #endif
@@ -23,7 +24,7 @@
 /* A record's frame: length (8) and its masked CRC (4), the data, the data's masked CRC (4). */
 #define HEADER 12
 #define FOOTER 4
-/* Every buffer the decoder hands in has PAD bytes after its last record (the numpy code's
+/* Every buffer the decoder hands in has PAD bytes after its last record (the decoder's
  * contract), which lets the readers here read a few bytes ahead without a bounds check. */
 #define PAD 16
 #define MAX_RECORD (256u << 20)
@@ -90,8 +91,6 @@ KERNEL_PRIVATE PyObject *kernel_scalars(PyObject *self, PyObject *args);
 KERNEL_PRIVATE PyObject *kernel_by_tag(PyObject *self, PyObject *args);
 KERNEL_PRIVATE PyObject *kernel_split(PyObject *self, PyObject *args);
 KERNEL_PRIVATE PyObject *kernel_stats(PyObject *self, PyObject *args);
-/* _kernel_wire.c */
-KERNEL_PRIVATE PyObject *kernel_fields(PyObject *self, PyObject *args);
 /* _kernel_hparams.c */
 KERNEL_PRIVATE PyObject *kernel_hparams_event(PyObject *self, PyObject *args);
 

@@ -78,9 +78,9 @@ PyObject *kernel_by_tag(PyObject *self, PyObject *args) {
     if ((edges = tag_edges(&ids, n, names, next)) == NULL) goto done;
     for (int c = 0; c < 3; c++)
         if ((out[c] = PyByteArray_FromStringAndSize(NULL, n * 8)) == NULL) goto done;
-    uint8_t *dst[3] = {(uint8_t *)PyByteArray_AS_STRING(out[0]),
-                       (uint8_t *)PyByteArray_AS_STRING(out[1]),
-                       (uint8_t *)PyByteArray_AS_STRING(out[2])};
+    uint8_t *dst[3] = {(uint8_t *)PyByteArray_AsString(out[0]),
+                       (uint8_t *)PyByteArray_AsString(out[1]),
+                       (uint8_t *)PyByteArray_AsString(out[2])};
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t j = next[i64_item(&ids, i)]++;
         for (int c = 0; c < 3; c++) memcpy(dst[c] + 8 * j, cols[c].data + 8 * i, 8);
@@ -110,6 +110,7 @@ typedef struct {
     int64_t *used;          /* all files' (tag id, first point), file f's from ufirst[f] */
     Py_ssize_t *ufirst;
     PyObject **bufs;
+    uint8_t **dst; /* each bytearray's memory, found with the GIL for the sort without it */
 } SplitWork;
 
 static void split_close(Split *s) {
@@ -174,7 +175,8 @@ static int split_alloc(const Split *s, SplitWork *w) {
     w->seen = PyMem_Malloc(((size_t)n + 1) * sizeof(int64_t));
     w->used = PyMem_Malloc(((size_t)n + 1) * 2 * sizeof(int64_t));
     w->bufs = PyMem_Calloc((size_t)files + 1, sizeof(PyObject *));
-    if (!w->count || !w->start || !w->seen || !w->used || !w->bufs) {
+    w->dst = PyMem_Calloc((size_t)files + 1, sizeof(uint8_t *));
+    if (!w->count || !w->start || !w->seen || !w->used || !w->bufs || !w->dst) {
         PyErr_NoMemory();
         return -1;
     }
@@ -182,6 +184,7 @@ static int split_alloc(const Split *s, SplitWork *w) {
         Py_ssize_t size = file_points(s, f);
         if (size && (w->bufs[f] = PyByteArray_FromStringAndSize(NULL, size * 24)) == NULL)
             return -1;
+        if (size) w->dst[f] = (uint8_t *)PyByteArray_AsString(w->bufs[f]);
     }
     if ((w->ufirst = PyMem_Malloc(((size_t)files + 1) * sizeof(Py_ssize_t))) == NULL) {
         PyErr_NoMemory();
@@ -194,6 +197,7 @@ static void split_free(SplitWork *w, Py_ssize_t files) {
     if (w->bufs != NULL)
         for (Py_ssize_t f = 0; f < files; f++) Py_XDECREF(w->bufs[f]);
     PyMem_Free(w->bufs);
+    PyMem_Free(w->dst);
     PyMem_Free(w->count);
     PyMem_Free(w->start);
     PyMem_Free(w->seen);
@@ -232,7 +236,7 @@ static void split_sort(const Split *s, SplitWork *w) {
             count[id] = 0;
         }
         total_used += d;
-        uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(w->bufs[f]);
+        uint8_t *dst = w->dst[f];
         for (Py_ssize_t i = lo; i < hi; i++) {
             int64_t j = start[i64_item(&s->ids, i)]++;
             for (int c = 0; c < 3; c++)
@@ -262,7 +266,7 @@ static PyObject *split_item(const Split *s, const SplitWork *w, Py_ssize_t f) {
             Py_DECREF(spans);
             return NULL;
         }
-        PyList_SET_ITEM(spans, k, span);
+        PyList_SetItem(spans, k, span);
     }
     return Py_BuildValue("(ON)", w->bufs[f], spans);
 }
@@ -275,7 +279,7 @@ static PyObject *split_item(const Split *s, const SplitWork *w, Py_ssize_t f) {
 PyObject *kernel_split(PyObject *self, PyObject *args) {
     Split s = {.got = 0};
     if (split_open(args, &s) < 0) return NULL;
-    SplitWork w = {NULL, NULL, NULL, NULL, NULL, NULL};
+    SplitWork w = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     PyObject *result = NULL;
     if (split_check(&s) == 0 && split_alloc(&s, &w) == 0) {
         split_sort(&s, &w);
@@ -283,7 +287,7 @@ PyObject *kernel_split(PyObject *self, PyObject *args) {
         for (Py_ssize_t f = 0; result != NULL && f < s.files; f++) {
             PyObject *item = split_item(&s, &w, f);
             if (item == NULL) Py_CLEAR(result);
-            else PyList_SET_ITEM(result, f, item);
+            else PyList_SetItem(result, f, item);
         }
     }
     split_free(&w, s.files);

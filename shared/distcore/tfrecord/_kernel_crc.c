@@ -1,4 +1,4 @@
-/* The masked CRC-32C of TFRecord (crc.py's twin): slicing-by-8 tables, and the SSE4.2
+/* The masked CRC-32C of TFRecord (crc.py's, google_crc32c's): slicing-by-8 tables, and the SSE4.2
  * instruction where the CPU has it (chosen once, at import, by kernel_crc_init).
  *
  * The framing functions call kernel_masked_crc once per header and once per record; it stays

@@ -1,8 +1,8 @@
-/* Where the records lie and whether they hold: framing.py's and crc.py's twins.
+/* Where the records lie and whether they hold: framing.py's walks, in C.
  *   chain    follows valid headers from a position (framing._chain)
- *   crc_ok   the data CRC of given records (crc.crc_ok)
- *   records  the data CRC of the records a chain found (framing._check_data)
- *   tiles    which records make up each file of a group laid back to back (many._Edges.tiles)
+ *   crc_ok   the CRC of given records (framing._headers_ok: header CRCs while resyncing)
+ *   records  the data CRC of the records a chain found (framing._records)
+ *   tiles    which records make up each file of a group laid back to back (many._tiles)
  * The walks run without the GIL: the buffer views pin the memory they read.
  */
 #include "_kernel.h"
@@ -28,7 +28,7 @@ PyObject *kernel_chain(PyObject *self, PyObject *args) {
         PyBuffer_Release(&b.view);
         return NULL;
     }
-    char *out = PyByteArray_AS_STRING(heads);
+    char *out = PyByteArray_AsString(heads);
     Py_BEGIN_ALLOW_THREADS /* the view pins the buffer: nothing can resize it */
     while (pos <= size - HEADER && count < cap) {
         uint64_t length = u64_at(b.data + pos);
@@ -65,7 +65,7 @@ PyObject *kernel_crc_ok(PyObject *self, PyObject *args) {
     } else if (kernel_check_records(&starts, &lengths, n, b.len) == 0) {
         out = PyByteArray_FromStringAndSize(NULL, n);
         if (out != NULL) {
-            char *ok = PyByteArray_AS_STRING(out);
+            char *ok = PyByteArray_AsString(out);
             Py_BEGIN_ALLOW_THREADS /* the views pin the buffers: nothing can resize them */
             for (Py_ssize_t i = 0; i < n; i++) {
                 int64_t s = i64_item(&starts, i), l = i64_item(&lengths, i);
@@ -140,8 +140,8 @@ PyObject *kernel_records(PyObject *self, PyObject *args) {
     lengths = PyByteArray_FromStringAndSize(NULL, n * 8);
     bad = PyList_New(0);
     if (starts == NULL || lengths == NULL || bad == NULL) goto done;
-    int64_t *s_out = (int64_t *)PyByteArray_AS_STRING(starts);
-    int64_t *l_out = (int64_t *)PyByteArray_AS_STRING(lengths);
+    int64_t *s_out = (int64_t *)PyByteArray_AsString(starts);
+    int64_t *l_out = (int64_t *)PyByteArray_AsString(lengths);
     Py_ssize_t kept = 0, wrong = 0;
     Py_BEGIN_ALLOW_THREADS /* the views pin the buffers: nothing can resize them */
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -169,7 +169,7 @@ done:
     return result;
 }
 
-/* --- tiles: many._Edges.tiles, where each file of a group lies among its records ----------- */
+/* --- tiles: many._tiles, where each file of a group lies among its records ----------- */
 
 /* The first k in [0, n) with items[k] >= x (n if none): np.searchsorted's "left". */
 static Py_ssize_t lower_bound(const Bytes *items, Py_ssize_t n, int64_t x) {
@@ -227,9 +227,9 @@ PyObject *kernel_tiles(PyObject *self, PyObject *args) {
                      i64_item(starts, k) + i64_item(lengths, k) + FOOTER;
         }
         int64_t f = first, l = last;
-        memcpy(PyByteArray_AS_STRING(firsts) + 8 * i, &f, 8);
-        memcpy(PyByteArray_AS_STRING(lasts) + 8 * i, &l, 8);
-        PyByteArray_AS_STRING(tiled)[i] = (char)ok;
+        memcpy(PyByteArray_AsString(firsts) + 8 * i, &f, 8);
+        memcpy(PyByteArray_AsString(lasts) + 8 * i, &l, 8);
+        PyByteArray_AsString(tiled)[i] = (char)ok;
     }
     result = Py_BuildValue("(OOO)", firsts, lasts, tiled);
 done:

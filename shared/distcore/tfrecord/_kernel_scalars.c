@@ -10,7 +10,7 @@ enum { K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_SIMPLE, K_TENSOR, K_METADATA
 
 typedef struct {
     const uint8_t *buf;
-    int64_t limit; /* len(buf) - PAD: where positions are clamped, as in the numpy code */
+    int64_t limit; /* len(buf) - PAD: where positions are clamped */
 } Buf;
 
 static int64_t clampi(int64_t pos, int64_t limit) { return pos < limit ? pos : limit; }
@@ -208,7 +208,7 @@ static PyObject *tag_names(const Tags *t, const uint8_t *buf) {
             Py_DECREF(tags);
             return NULL;
         }
-        PyList_SET_ITEM(tags, id, name);
+        PyList_SetItem(tags, id, name);
     }
     return tags;
 }
@@ -283,7 +283,7 @@ PyObject *kernel_scalars(PyObject *self, PyObject *args) {
         if ((arrays[a] = PyByteArray_FromStringAndSize(NULL, n * widths[a])) == NULL) goto done;
     if (tags_init(&t, n) < 0) goto done;
     char *out[N_COLS];
-    for (int a = 0; a < N_COLS; a++) out[a] = PyByteArray_AS_STRING(arrays[a]);
+    for (int a = 0; a < N_COLS; a++) out[a] = PyByteArray_AsString(arrays[a]);
     Py_ssize_t m = scalars_loop(v, n, max_tag, &t, out);
     for (int a = 0; a < N_COLS; a++)
         if (PyByteArray_Resize(arrays[a], m * widths[a]) < 0) goto done;

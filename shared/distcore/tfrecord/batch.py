@@ -1,4 +1,7 @@
-"""Turn the framed records of one read into a Batch: the points per tag, in written order.
+"""The fast path: the framed records of one read into a Batch, the points per tag in written
+order, with the compiled kernel (`compiled`) deciding every single-scalar record and the
+per-record decoder (record.py) the rest. The reference path (reference.py) builds the same
+Batch from the per-record decoder alone.
 
 Built outside the store's lock (decoding is the slow part); the store only appends it.
 """
@@ -7,23 +10,22 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-import distcore.tfrecord.kernel as kernel
+import distcore.tfrecord.fields as s
 from distcore.histograms.points import histogram_point
 from distcore.histograms.records import HistogramPoint
-from distcore.tfrecord.buffers import I64, U8
 from distcore.tfrecord.fastpath import FastScalars, decode_scalars
-from distcore.tfrecord.fields import SCALARS_PLUGIN
-from distcore.tfrecord.framing import Frames
-from distcore.tfrecord.groups import decode_grouped
+from distcore.tfrecord.framing import F64, HEADER, I64, U8, Frames
 from distcore.tfrecord.record import Decoded, UndecodableError, decode_event
 
-F64 = npt.NDArray[np.float64]
 UNDECODABLE = "undecodable record"
+_HPARAMS_KEYS: Final = bytes(s.HPARAMS_RECORD_KEYS)  # the kernel's hparams_event, in its order
+_HPARAMS_PLUGIN: Final = s.HPARAMS_PLUGIN.encode()
 
 
 @dataclass
@@ -59,22 +61,15 @@ def decode_frames(
     buf: U8,
     frames: Frames,
     plugins: dict[str, str],
-    *,
-    grouped: bool = True,
+    compiled: ModuleType,
     fast: FastScalars | None = None,
 ) -> Batch:
     """Decode every intact record; `plugins` (tag -> plugin of this run) is read and updated.
 
-    `grouped=False` decodes every record one by one with the general decoder: the reference
-    the vectorised path is tested against (it must yield exactly the same batch). `fast`: what
-    decode_grouped gave for these frames, decoded with other files' (many.py)."""
+    `fast`: what decode_scalars gave for these frames, decoded with other files' (many.py)."""
     batch = Batch(problems=list(frames.problems))
-    if fast is not None:
-        pass
-    elif grouped:
-        fast = decode_grouped(buf, frames.starts, frames.lengths)
-    else:
-        fast = decode_scalars(buf, frames.starts[:0], frames.lengths[:0])
+    if fast is None:
+        fast = decode_scalars(compiled, buf, frames.starts, frames.lengths)
     slow = np.ones(len(frames.starts), dtype=bool)
     slow[fast.index] = False
     before = dict(plugins)
@@ -86,21 +81,37 @@ def decode_frames(
         timeline.replay_fast_until(i, plugins)
         updates: list[tuple[str, str]] = []
         try:
-            event = decode_event(bytes(raw[start : start + size]), plugins, updates)
+            event = decode_slow(compiled, bytes(raw[start : start + size]), plugins, updates)
         except UndecodableError:
-            batch.problems.append((UNDECODABLE, start - 12))
+            batch.problems.append((UNDECODABLE, start - HEADER))
             continue
         finally:
             timeline.add_slow(i, updates)
         _collect(i, event, columns, restarts, batch)
     timeline.replay_fast_until(len(frames.starts), plugins)
     keep = timeline.fast_keep(before)
-    batch.segments = _segments(fast, keep, columns, restarts)
+    batch.segments = _segments(compiled, fast, keep, columns, restarts)
     walls = fast.wall_times if keep is None else fast.wall_times[keep]
     if columns.walls:
         walls = np.concatenate([walls, np.asarray(columns.walls, dtype=np.float64)])
     batch.newest_wall_time = _newest(walls)
     return batch
+
+
+def decode_slow(
+    compiled: ModuleType, data: bytes, plugins: dict[str, str],
+    updates: list[tuple[str, str]] | None = None,
+) -> Decoded:
+    """decode_event, with the hparams plugin's usual record decoded by the kernel (a sweep has
+    one a run; protobuf's parse of it was most of a small run's decode)."""
+    found = compiled.hparams_event(data, _HPARAMS_KEYS, _HPARAMS_PLUGIN)
+    if found is None:
+        return decode_event(data, plugins, updates)
+    wall_time, step, tag, hparams = found
+    plugins[tag] = s.HPARAMS_PLUGIN
+    if updates is not None:
+        updates.append((tag, s.HPARAMS_PLUGIN))
+    return Decoded(wall_time, step, hparams=hparams)
 
 
 def _newest(walls: F64) -> float | None:
@@ -163,7 +174,7 @@ class _Timeline:
         stop = int(np.searchsorted(self._md_index, record, side="left"))
         if stop > self._next:
             for tag_id in _distinct(self._md_tag_ids[self._next : stop], len(self.fast.tags)):
-                plugins[self.fast.tags[tag_id]] = SCALARS_PLUGIN
+                plugins[self.fast.tags[tag_id]] = s.SCALARS_PLUGIN
             self._next = stop
 
     def add_slow(self, record: int, updates: list[tuple[str, str]]) -> None:
@@ -183,9 +194,9 @@ class _Timeline:
         upd_at = np.concatenate([self._md_index, np.array([r for r, _, _ in self._slow], np.int64)])
         upd_scalars = np.concatenate(
             [np.ones(len(self._md_index), bool),
-             np.array([p == SCALARS_PLUGIN for _, _, p in self._slow], bool)]
+             np.array([p == s.SCALARS_PLUGIN for _, _, p in self._slow], bool)]
         )
-        initial = np.array([before.get(t) == SCALARS_PLUGIN for t in fast.tags], dtype=bool)
+        initial = np.array([before.get(t) == s.SCALARS_PLUGIN for t in fast.tags], dtype=bool)
         q_tag = fast.tag_ids[query]
         if len(upd_tag) == 0:
             keep[query] = initial[q_tag]
@@ -209,6 +220,7 @@ def _distinct(ids: I64, names: int) -> list[int]:
 
 
 def _segments(
+    compiled: ModuleType | None,  # None: the reference's (no fast records, no kernel)
     fast: FastScalars,
     keep: npt.NDArray[np.bool_] | None,
     columns: _Columns,
@@ -249,7 +261,8 @@ def _segments(
         part = slice(lo, hi)
         segments.append(
             Segment(
-                _by_tag(names, tag_ids[part], steps[part], walls[part], values[part], owned),
+                _by_tag(compiled, names, tag_ids[part], steps[part], walls[part], values[part],
+                        owned),
                 step,
                 columns.histograms[h_lo:h_hi],
             )
@@ -259,6 +272,7 @@ def _segments(
 
 
 def _by_tag(
+    compiled: ModuleType | None,
     names: list[str], tag_ids: I64, steps: I64, walls: F64, values: F64, owned: bool = True
 ) -> dict[str, tuple[I64, F64, F64]]:
     """The points tag by tag, in written order; `owned`: the columns may be handed out as
@@ -270,7 +284,6 @@ def _by_tag(
         if not owned:
             steps, walls, values = steps.copy(), walls.copy(), values.copy()
         return {names[first]: (steps, walls, values)}
-    compiled = kernel.ACTIVE
     if compiled is not None and len(names) <= 4 * len(tag_ids) + 64:  # (a count per name)
         # The same order in one counting pass: this argsort and its gathers were a sweep's
         # largest per-file cost (10,000 small runs).

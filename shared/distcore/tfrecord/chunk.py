@@ -1,12 +1,19 @@
-"""The decoder's one entry: the bytes of an event file in, a Batch and the bytes consumed out."""
+"""The decoder's entries, and the one place that picks its path: the compiled kernel
+(kernel.ACTIVE) where it is built, else the reference path in plain Python (reference.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
+import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.batch import Batch, decode_frames
-from distcore.tfrecord.buffers import PADDING
-from distcore.tfrecord.framing import frame
+from distcore.tfrecord.framing import PADDING, frame
+from distcore.tfrecord.many import Span
+from distcore.tfrecord.many import decode_files as decode_together
+from distcore.tfrecord.reference import decode_files as decode_alone
+from distcore.tfrecord.reference import decode_records
 
 
 def decode(
@@ -15,7 +22,7 @@ def decode(
     *,
     size: int | None = None,
     base_offset: int = 0,
-    grouped: bool = True,
+    reference: bool = False,
 ) -> tuple[Batch | None, int]:
     """Decode the complete records at the start of data[:size], the bytes of an event file from
     `base_offset` (a record boundary) on: any byte source (a local file, SSH, an object store)
@@ -24,8 +31,7 @@ def decode(
     consumed; problem offsets are made absolute with `base_offset`.
 
     A bytearray with PADDING spare bytes past `size` is used in place; anything else is copied
-    into one. `grouped=False` decodes record by record (the reference the grouped decoder must
-    equal)."""
+    into one. `reference=True` takes the reference path whatever is built (the tests' oracle)."""
     size = len(data) if size is None else size
     if isinstance(data, bytearray) and len(data) >= size + PADDING:
         raw = data
@@ -33,10 +39,29 @@ def decode(
         raw = bytearray(size + PADDING)
         raw[:size] = data[:size]
     buf = np.frombuffer(raw, dtype=np.uint8)
-    frames = frame(raw, buf, size)
+    compiled = None if reference else kernel.ACTIVE
+    frames = frame(raw, buf, size, compiled)
     if frames.end == 0:
         return None, 0
-    batch = decode_frames(raw, buf, frames, plugins, grouped=grouped)
+    if compiled is None:
+        batch = decode_records(raw, frames, plugins)
+    else:
+        batch = decode_frames(raw, buf, frames, plugins, compiled)
     if base_offset:
         batch.problems = [(kind, off + base_offset) for kind, off in batch.problems]
     return batch, frames.end
+
+
+def decode_files(
+    raw: bytearray,
+    size: int,
+    groups: Sequence[Sequence[Span]],
+    plugins: Callable[[int], dict[str, str]],
+) -> list[list[Batch | None] | None]:
+    """Decode raw[:size] (padded past `size`), which holds `groups` of files back to back: for
+    each group (the files of one run) each file's batch as a lone read of it would give it,
+    or None where the caller is to read the group's files one by one (many.py says when)."""
+    compiled = kernel.ACTIVE
+    if compiled is None:
+        return decode_alone(raw, groups, plugins)
+    return decode_together(raw, size, groups, plugins, compiled)

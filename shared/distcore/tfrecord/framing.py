@@ -9,33 +9,36 @@ record starts after it, its length was a lie (damage, or a writer that died mid-
 followed by another), so the reader resyncs there instead of waiting forever. Zero-filled
 stretches (preallocated or sparse files) are skipped with one vectorised search.
 
-Records are followed by the compiled kernel where it is built (kernel.py), else by the numpy
-chains below; both find the same records (tests/core/test_tfrecord_kernel.py).
+The records are followed and checked by the compiled kernel (`compiled`, the extension module)
+on the fast path, and by the plain Python below on the reference path: the rules above are
+this module's alone, only the walks differ (tests/core/test_tfrecord_kernel.py compares them).
 """
 
 from __future__ import annotations
 
 import struct
-from array import array
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
-import distcore.tfrecord.kernel as kernel
-from distcore.tfrecord.buffers import I64, U8, at
-from distcore.tfrecord.crc import crc_ok, masked_crc, masked_crcs
+from distcore.tfrecord.crc import masked_crc
 
+U8 = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+Raw = bytes | bytearray | memoryview  # read with struct and by slices
+# Zero bytes after the data, so that fixed-width reads near the end stay inside the buffer.
+PADDING: Final = 16
 HEADER: Final = 12
 FOOTER: Final = 4
 # No scalar, image or audio record comes near this; a larger length is damage, never allocated.
 MAX_RECORD: Final = 256 << 20
 _RESYNC_WINDOW: Final = 1 << 20
 _HEAD = struct.Struct("<QI")
-# The vectorised chain looks at this much at a time (its arrays are a few bytes per byte), then
-# the stretch follower gets another go.
-_WINDOW: Final = 256 << 10
-_MIN_RUN: Final = 16
+_DATA_CRC = struct.Struct("<I")
 
 BAD_LENGTH_CRC: Final = "bad length CRC"
 BAD_DATA_CRC: Final = "bad data CRC"
@@ -52,99 +55,65 @@ class Frames:
     problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset)
 
 
-def _chain(raw: bytes | bytearray, pos: int, size: int) -> tuple[array[int], int]:
-    """Follow the lengths from `pos` while whole records fit; trusts them (checked after)."""
+def _u8_view(buf: U8, dtype: str) -> npt.NDArray[np.generic]:
+    """`_u8_view(buf, "<u4")[i]` is the little-endian u32 that starts at byte i, for every i."""
+    dt = np.dtype(dtype)
+    return np.ndarray((len(buf) - dt.itemsize + 1,), dtype=dt, buffer=buf, strides=(1,))
+
+
+def _chain(raw: Raw, pos: int, size: int) -> tuple[list[int], int]:
+    """The headers of whole records from `pos` on, each one's CRC checked, and where they stop
+    (the kernel's chain: _kernel_framing.c)."""
     unpack = _HEAD.unpack_from
-    heads = array("q")
-    push = heads.append
+    heads: list[int] = []
     last = size - HEADER
     while pos <= last:
         length, crc = unpack(raw, pos)
         end = pos + length + HEADER + FOOTER
-        if end > size or length > MAX_RECORD or not (length or crc):
+        if length > MAX_RECORD or not (length or crc) or end > size:
             break  # (a zero header is never valid: zero-filled space is skipped elsewhere)
-        push(pos)
+        if masked_crc(bytes(raw[pos : pos + 8])) != crc:
+            break
+        heads.append(pos)
         pos = end
     return heads, pos
 
 
-def _chain_runs(buf: U8, pos: int, size: int) -> tuple[list[I64], int]:
-    """Follow stretches of back-to-back records of one length (a writer's usual output) with
-    strided views: the headers of a stretch are byte-identical, so one CRC check and two
-    strided comparisons cover all of them. Stops where stretches get shorter than _MIN_RUN."""
-    kept: list[I64] = []
-    while size - pos >= HEADER:
-        length = int(at(buf, "<u8")[pos])
-        stride = length + HEADER + FOOTER
-        fits = (size - pos) // stride if length <= MAX_RECORD else 0
-        if fits < _MIN_RUN or not _header_plausible(buf, pos):
-            break
-        count = _same_headers(buf, pos, stride, fits)
-        if count < _MIN_RUN:
-            break
-        kept.append(pos + stride * np.arange(count, dtype=np.int64))
-        pos += stride * count
-    return kept, pos
+def _records(raw: Raw, heads: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(data starts, lengths) of the records whose data CRC holds, and the heads of the rest
+    (the kernel's records)."""
+    starts: list[int] = []
+    lengths: list[int] = []
+    bad: list[int] = []
+    for h in heads:
+        length = _HEAD.unpack_from(raw, h)[0]
+        s = h + HEADER
+        if masked_crc(bytes(raw[s : s + length])) == _DATA_CRC.unpack_from(raw, s + length)[0]:
+            starts.append(s)
+            lengths.append(length)
+        else:
+            bad.append(h)
+    return starts, lengths, bad
 
 
-def _same_headers(buf: U8, pos: int, stride: int, fits: int) -> int:
-    """How many records from pos, `stride` apart, have the header at pos (checked in blocks
-    that double, so a short stretch costs little)."""
-    head = bytes(buf[pos : pos + HEADER])
-    want_len, want_crc = _HEAD.unpack(head)
-    done, block = 0, _MIN_RUN
-    while done < fits:
-        count = min(block, fits - done)
-        at_pos = pos + done * stride
-        lengths = np.ndarray((count,), "<u8", buffer=buf, offset=at_pos, strides=(stride,))
-        crcs = np.ndarray((count,), "<u4", buffer=buf, offset=at_pos + 8, strides=(stride,))
-        same = (lengths == want_len) & (crcs == want_crc)
-        if not same.all():
-            return done + int(np.argmin(same))
-        done += count
-        block *= 4
-    return done
+def _header_ok(raw: Raw, pos: int) -> bool:
+    stored = _HEAD.unpack_from(raw, pos)[1]
+    return bool(masked_crc(bytes(raw[pos : pos + 8])) == stored)
 
 
-def _chain_vectorised(buf: U8, pos: int, size: int) -> tuple[I64, int] | None:
-    """The same chain without a Python step per record, or None where it cannot vouch for it.
-
-    A header has four zero bytes (a length below 4 GiB), and the record it starts ends where
-    the next header starts. The positions that pass both (plus the record the last one points
-    to) and have valid CRCs are the chain exactly when each one's record ends where the next
-    begins and the last runs past the last possible header. Data that happens to hold a valid
-    header, or any damage, breaks that and falls back to _chain.
-    """
-    last = size - HEADER
-    if last < pos:
-        return np.zeros(0, np.int64), pos
-    cand = np.flatnonzero(at(buf, "<u4")[pos + 4 : last + 5] == 0) + pos
-    if len(cand) == 0 or cand[0] != pos:
-        return None
-    ends = cand + at(buf, "<u4")[cand].astype(np.int64) + HEADER + FOOTER
-    is_cand = np.zeros(last + 2 - pos, dtype=bool)
-    is_cand[cand - pos] = True
-    linked = is_cand[np.minimum(ends, last + 1) - pos]
-    chain = np.r_[cand[linked], ends[linked][-1:]] if linked.any() else cand[:1]
-    chain = chain[_headers_ok(buf, chain)]
-    if len(chain) == 0 or chain[0] != pos:
-        return None
-    chain_ends = chain + at(buf, "<u8")[chain].astype(np.int64) + HEADER + FOOTER
-    if not np.array_equal(chain_ends[:-1], chain[1:]) or chain_ends[-1] <= last:
-        return None
-    if chain_ends[-1] <= size and chain_ends[-1] - chain[-1] <= MAX_RECORD:
-        return chain, int(chain_ends[-1])
-    return chain[:-1], int(chain[-1])
+def _headers_ok(raw: Raw, buf: U8, heads: I64, compiled: ModuleType | None) -> I64:
+    """Those of `heads` whose length CRC holds."""
+    if compiled is None:
+        return heads[np.array([_header_ok(raw, h) for h in heads.tolist()], dtype=bool)]
+    ok = compiled.crc_ok(buf, heads, np.full(len(heads), 8, np.int64))
+    return heads[np.frombuffer(ok, dtype=bool)]
 
 
-def _headers_ok(buf: U8, heads: I64) -> np.ndarray:
-    stored = at(buf, "<u4")[heads + 8]
-    return np.asarray(masked_crcs(buf, heads, 8) == stored)
-
-
-def _resync(buf: U8, start: int, size: int) -> int:
+def _resync(
+    raw: Raw, buf: U8, start: int, size: int, compiled: ModuleType | None
+) -> int:
     """The next offset >= start that holds a valid header, else where one could still begin."""
-    lengths = at(buf, "<u8")
+    lengths = _u8_view(buf, "<u8")
     last = size - HEADER
     while start <= last:
         start = _skip_zeros(buf, start, size)
@@ -152,9 +121,9 @@ def _resync(buf: U8, start: int, size: int) -> int:
         if start >= stop:
             break
         cand = np.arange(start, stop, dtype=np.int64)
-        cand = cand[at(buf, "<u4")[cand + 4] == 0]  # lengths below 4 GiB: cheap, most go
+        cand = cand[_u8_view(buf, "<u4")[cand + 4] == 0]  # lengths below 4 GiB: cheap, most go
         cand = cand[lengths[cand] <= MAX_RECORD]
-        good = cand[_headers_ok(buf, cand)] if len(cand) else cand
+        good = _headers_ok(raw, buf, cand, compiled) if len(cand) else cand
         if len(good):
             return int(good[0])
         start = stop
@@ -162,8 +131,9 @@ def _resync(buf: U8, start: int, size: int) -> int:
 
 
 def find_header(buf: U8, start: int, size: int) -> int:
-    """The first offset >= start holding a valid header (> size - HEADER if none)."""
-    return _resync(buf, start, size)
+    """The first offset >= start holding a valid header (> size - HEADER if none); `buf` is
+    padded with PADDING bytes past `size`. (Past a stretch of zeros: rare, so never compiled.)"""
+    return _resync(buf.data, buf, start, size, None)
 
 
 def _skip_zeros(buf: U8, start: int, size: int) -> int:
@@ -184,19 +154,13 @@ def _zero_header(buf: U8, pos: int, size: int) -> bool:
     return size - pos >= HEADER and not buf[pos : pos + HEADER].any()
 
 
-def _fits(buf: U8, pos: int, size: int) -> bool:
-    return pos + HEADER + int(at(buf, "<u8")[pos]) + FOOTER <= size
+def _fits(raw: Raw, pos: int, size: int) -> bool:
+    return pos + HEADER + int(_HEAD.unpack_from(raw, pos)[0]) + FOOTER <= size
 
 
-def _lied_about_length(buf: U8, pos: int, size: int) -> int | None:
-    """For a valid header whose record runs past the data: where a complete record with a
-    valid header starts after it, if one does (then this header's length was a lie)."""
-    after = _resync(buf, pos + 1, size)
-    return after if after <= size - HEADER and _fits(buf, after, size) else None
-
-
-def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
-    """Split raw[:size] into records; `buf` is the same bytes as uint8, padded past `size`."""
+def frame(raw: Raw, buf: U8, size: int, compiled: ModuleType | None) -> Frames:
+    """Split raw[:size] into records; `buf` is the same bytes as uint8, padded past `size`;
+    `compiled`: the kernel that walks them, None for the reference path."""
     pos = 0
     kept: list[I64] = []
     problems: list[tuple[str, int]] = []
@@ -205,80 +169,45 @@ def frame(raw: bytes | bytearray, buf: U8, size: int) -> Frames:
             if _skip_zeros(buf, pos, size) > size - HEADER:
                 break  # zeros to the end: preallocated space not written yet
             problems.append((ZERO_BYTES, pos))
-            pos = _resync(buf, pos, size)
+            pos = _resync(raw, buf, pos, size, compiled)
             continue
-        compiled = kernel.ACTIVE
-        if compiled is not None:  # _chain in C, every header's CRC checked on the way
-            chained, stop = compiled.chain(buf, pos, size)
-            heads, bad = np.frombuffer(chained, np.int64), np.zeros(0, np.int64)
+        if compiled is not None:
+            chained, pos = compiled.chain(buf, pos, size)
+            kept.append(np.frombuffer(chained, np.int64))
         else:
-            runs, stop = _chain_runs(buf, pos, size)
-            if runs:
-                kept.extend(runs)
-                pos = stop
-                continue
-            heads, stop, bad = _chain_numpy(raw, buf, pos, size)
-        if len(bad):
-            kept.append(heads[: bad[0]])
-            pos = int(heads[bad[0]])
-            if not _zero_header(buf, pos, size):  # zeros are handled at the top
-                problems.append((BAD_LENGTH_CRC, pos))
-                pos = _resync(buf, pos + 1, size)
-            continue
-        kept.append(heads)
-        moved, pos = stop > pos, stop
-        if _zero_header(buf, pos, size):
+            found, pos = _chain(raw, pos, size)
+            kept.append(np.array(found, np.int64))
+        if size - pos < HEADER or _zero_header(buf, pos, size):
+            if size - pos < HEADER:
+                break
             continue  # handled at the top
-        if moved and size - pos >= HEADER and _header_plausible(buf, pos) and _fits(buf, pos, size):
-            continue  # the window ended inside the data
-        if size - pos >= HEADER and not _header_plausible(buf, pos):
-            crc_ok = bool(_headers_ok(buf, np.array([pos], dtype=np.int64))[0])
-            problems.append((LENGTH_TOO_LARGE if crc_ok else BAD_LENGTH_CRC, pos))
-            pos = _resync(buf, pos + 1, size)
+        length = _HEAD.unpack_from(raw, pos)[0]
+        if length > MAX_RECORD or not _header_ok(raw, pos):
+            too_large = _header_ok(raw, pos)
+            problems.append((LENGTH_TOO_LARGE if too_large else BAD_LENGTH_CRC, pos))
+            pos = _resync(raw, buf, pos + 1, size, compiled)
             continue
-        if size - pos >= HEADER and not _fits(buf, pos, size):
-            after = _lied_about_length(buf, pos, size)
-            if after is not None:
-                problems.append((LENGTH_PAST_END, pos))
-                pos = after
-                continue
+        # A valid header whose record runs past the data: a lie when a complete record with
+        # a valid header starts after it.
+        after = _resync(raw, buf, pos + 1, size, compiled)
+        if after <= size - HEADER and _fits(raw, after, size):
+            problems.append((LENGTH_PAST_END, pos))
+            pos = after
+            continue
         break
     heads = np.concatenate(kept) if kept else np.zeros(0, np.int64)
-    return _check_data(raw, buf, heads, pos, problems)
-
-
-def _chain_numpy(raw: bytes | bytearray, buf: U8, pos: int, size: int) -> tuple[I64, int, I64]:
-    """(heads, where the chain stops, positions among them with a bad header CRC)."""
-    fast = _chain_vectorised(buf, pos, min(size, pos + _WINDOW))
-    if fast is not None and fast[1] == pos and size - pos > _WINDOW:
-        fast = None  # one record larger than the window: follow it one by one
-    if fast is not None:
-        return fast[0], fast[1], np.zeros(0, np.int64)  # every header was checked already
-    chained, stop = _chain(raw, pos, size)
-    heads = np.frombuffer(chained, np.int64) if len(chained) else np.zeros(0, np.int64)
-    bad = np.flatnonzero(~_headers_ok(buf, heads)) if len(heads) else heads
-    return heads, stop, bad
-
-
-def _header_plausible(buf: U8, pos: int) -> bool:
-    """A header that stopped the chain: fine if its CRC holds and its length is sane. One
-    header: checked in C (a numpy batch of one costs a hundred times more)."""
-    head = bytes(buf[pos : pos + HEADER])
-    length, stored = _HEAD.unpack(head)
-    return bool(length <= MAX_RECORD and masked_crc(head[:8]) == stored)
+    return _check_data(raw, buf, heads, pos, problems, compiled)
 
 
 def _check_data(
-    raw: bytes | bytearray, buf: U8, heads: I64, end: int, problems: list[tuple[str, int]]
-) -> Frames:
-    compiled = kernel.ACTIVE
-    if compiled is not None:  # the same in one call, without the GIL while it checks
-        starts, lengths, bad = compiled.records(buf, np.ascontiguousarray(heads, np.int64))
+    raw: Raw, buf: U8, heads: I64, end: int,
+    problems: list[tuple[str, int]], compiled: ModuleType | None,
+) -> Frames:  # fmt: skip
+    if compiled is None:
+        starts, lengths, bad = _records(raw, heads.tolist())
         problems.extend((BAD_DATA_CRC, h) for h in bad)
-        return Frames(np.frombuffer(starts, np.int64), np.frombuffer(lengths, np.int64), end,
-                      problems)  # fmt: skip
-    lengths = at(buf, "<u8")[heads].astype(np.int64)
-    starts = heads + HEADER
-    ok = crc_ok(buf, raw, starts, lengths)
-    problems.extend((BAD_DATA_CRC, int(h)) for h in heads[~ok].tolist())
-    return Frames(starts[ok], lengths[ok], end, problems)
+        return Frames(np.array(starts, np.int64), np.array(lengths, np.int64), end, problems)
+    # in one call, without the GIL while it checks
+    found, sizes, bad = compiled.records(buf, np.ascontiguousarray(heads, np.int64))
+    problems.extend((BAD_DATA_CRC, h) for h in bad)
+    return Frames(np.frombuffer(found, np.int64), np.frombuffer(sizes, np.int64), end, problems)

@@ -1,4 +1,5 @@
-"""First reads of many small files at once: one framing and one vectorised decode for all.
+"""First reads of many small files at once, on the fast path: one framing and one kernel
+decode for all.
 
 A sweep is thousands of runs of one small file each; read one by one, each file pays the fixed
 cost of every numpy call in framing, CRC and decoding (~5.7 ms a run). Here the
@@ -12,19 +13,16 @@ other file (damaged, growing) is refused, and its caller reads it the ordinary w
 
 from __future__ import annotations
 
-import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
-import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.batch import Batch, decode_frames
-from distcore.tfrecord.buffers import I64, U8
-from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.framing import FOOTER, HEADER, Frames, frame
-from distcore.tfrecord.groups import decode_grouped
+from distcore.tfrecord.fastpath import FastScalars, decode_scalars
+from distcore.tfrecord.framing import I64, U8, Frames, frame
 from distcore.tfrecord.plain import PlainFiles
 
 Span = tuple[int, int]  # (where a file's bytes start in the buffer, its size)
@@ -42,6 +40,7 @@ def decode_files(
     size: int,
     groups: Sequence[Sequence[Span]],
     plugins: Callable[[int], dict[str, str]],
+    compiled: ModuleType,
 ) -> list[list[Batch | None] | None]:
     """Decode raw[:size] (padded past `size`), which holds `groups` of files back to back.
 
@@ -49,9 +48,8 @@ def decode_files(
     else each file's batch in order (None for a file without records), as a lone read of the
     file from offset 0 would give it; `plugins(g)` is group g's tag -> plugin table."""
     buf = np.frombuffer(raw, dtype=np.uint8)
-    frames = frame(raw, buf, size)
-    edges = _Edges(frames)
-    placed = iter(edges.tiles([span for spans in groups for span in spans]))
+    frames = frame(raw, buf, size, compiled)
+    placed = iter(_tiles(compiled, frames, [span for spans in groups for span in spans]))
     tiles = [[next(placed) for _ in spans] for spans in groups]
     good = [g for g, files in enumerate(tiles) if all(t.tiled for t in files)]
     kept = [t for g in good for t in tiles[g]]
@@ -60,9 +58,9 @@ def decode_files(
     if sum(counts) != len(starts):  # (else every record is a kept file's, in order: all of them)
         pick = _ranges([t.first for t in kept], counts)
         starts, lengths = starts[pick], lengths[pick]
-    fast = decode_grouped(buf, starts, lengths)
-    plain = PlainFiles(fast, counts, starts, lengths)
-    lone = _Lone(raw, buf, frames, fast, counts)
+    fast = decode_scalars(compiled, buf, starts, lengths)
+    plain = PlainFiles(compiled, fast, counts, starts, lengths)
+    lone = _Lone(compiled, raw, buf, frames, fast, counts)
     out: list[list[Batch | None] | None] = [None] * len(groups)
     k = 0  # the file's place among the kept ones
     for g in good:
@@ -86,8 +84,10 @@ class _Lone:
     fast decode: found for all of them at once, the first time one is asked for."""
 
     def __init__(
-        self, raw: bytearray, buf: U8, frames: Frames, fast: FastScalars, counts: list[int]
-    ) -> None:
+        self, compiled: ModuleType, raw: bytearray, buf: U8, frames: Frames, fast: FastScalars,
+        counts: list[int],
+    ) -> None:  # fmt: skip
+        self.compiled = compiled
         self.raw, self.buf, self.frames, self.fast, self.counts = raw, buf, frames, fast, counts
         self.shares: dict[int, FastScalars] | None = None
 
@@ -99,7 +99,7 @@ class _Lone:
         frames = self.frames
         part = Frames(frames.starts[tile.first : tile.last], frames.lengths[tile.first : tile.last],
                       size)  # fmt: skip
-        return decode_frames(self.raw, self.buf, part, table, fast=self.shares[k])
+        return decode_frames(self.raw, self.buf, part, table, self.compiled, self.shares[k])
 
 
 def _ranges(firsts: list[int], counts: list[int]) -> I64:
@@ -112,79 +112,25 @@ def _ranges(firsts: list[int], counts: list[int]) -> I64:
     return np.repeat(shift, count) + np.arange(total, dtype=np.int64)
 
 
-class _Edges:
-    """Where each record starts and ends, and the problems, for placing files among them."""
-
-    def __init__(self, frames: Frames) -> None:
-        self.frames = frames
-        self.end = frames.end
-        self.trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
-
-    @functools.cached_property
-    def heads(self) -> I64:
-        return self.frames.starts - HEADER
-
-    @functools.cached_property
-    def ends(self) -> I64:
-        return self.frames.starts + self.frames.lengths + FOOTER
-
-    def tiles(self, spans: list[Span]) -> list[_Tile]:
-        """tile() of each span, computed for all of them at once (per file, its handful of
-        numpy calls were ~2% of a sweep's first read); in one kernel call where it is built
-        (the numpy calls over every record of the group were ~1 ms a group)."""
-        if not spans:
-            return []
-        bases = np.array([base for base, _ in spans], dtype=np.int64)
-        sizes = np.array([size for _, size in spans], dtype=np.int64)
-        compiled = kernel.ACTIVE
-        if compiled is not None:
-            frames = self.frames
-            firsts, lasts, tiled = compiled.tiles(
-                np.ascontiguousarray(frames.starts, np.int64),
-                np.ascontiguousarray(frames.lengths, np.int64), self.end, self.trouble, bases,
-                sizes,
-            )  # fmt: skip
-            return [
-                _Tile(f, lst, t)
-                for f, lst, t in zip(np.frombuffer(firsts, np.int64).tolist(),
-                                     np.frombuffer(lasts, np.int64).tolist(),
-                                     np.frombuffer(tiled, bool).tolist(), strict=True)
-            ]  # fmt: skip
-        ends = bases + sizes
-        first, last = np.searchsorted(self.heads, bases), np.searchsorted(self.heads, ends)
-        clean = (np.searchsorted(self.trouble, bases) == np.searchsorted(self.trouble, ends)) & (
-            ends <= self.end
-        )
-        # breaks[k]: how many of the records before k do not end where the next one starts
-        breaks = np.zeros(len(self.heads) + 1, dtype=np.int64)
-        np.cumsum(self.heads[1:] != self.ends[:-1], out=breaks[2:])
-        some = last > first
-        at_first = np.minimum(first, max(len(self.heads) - 1, 0))
-        at_last = np.maximum(last - 1, 0)
-        if len(self.heads):
-            edges = (self.heads[at_first] == bases) & (self.ends[at_last] == ends)
-            joined = breaks[np.maximum(last, 1)] - breaks[np.minimum(first + 1, last)] == 0
-        else:
-            edges = joined = np.zeros(len(spans), dtype=bool)
-        tiled = clean & np.where(some, edges & joined, sizes == 0)
-        return [
-            _Tile(f, lst, t)
-            for f, lst, t in zip(first.tolist(), last.tolist(), tiled.tolist(), strict=True)
-        ]
-
-    def tile(self, base: int, size: int) -> _Tile:
-        """The file's range of frames, and whether its records cover it exactly, edge to
-        edge, with nothing gone wrong inside it."""
-        heads, ends, end = self.heads, self.ends, base + size
-        first, last = np.searchsorted(heads, [base, end]).tolist()
-        lo, hi = np.searchsorted(self.trouble, [base, end]).tolist()
-        if lo != hi or self.end < end:
-            return _Tile(first, last, False)
-        if first == last:
-            return _Tile(first, last, size == 0)
-        joined = heads[first + 1 : last] == ends[first : last - 1]
-        tiled = bool(heads[first] == base and ends[last - 1] == end and joined.all())
-        return _Tile(first, last, tiled)
+def _tiles(compiled: ModuleType, frames: Frames, spans: list[Span]) -> list[_Tile]:
+    """Each span's range of frames, and whether its records cover it exactly, edge to edge,
+    with no problem inside it: all of them in one kernel call (the numpy calls over every
+    record of the group were ~1 ms a group)."""
+    if not spans:
+        return []
+    trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
+    firsts, lasts, tiled = compiled.tiles(
+        np.ascontiguousarray(frames.starts, np.int64),
+        np.ascontiguousarray(frames.lengths, np.int64), frames.end, trouble,
+        np.array([base for base, _ in spans], dtype=np.int64),
+        np.array([size for _, size in spans], dtype=np.int64),
+    )  # fmt: skip
+    return [
+        _Tile(f, lst, t)
+        for f, lst, t in zip(np.frombuffer(firsts, np.int64).tolist(),
+                             np.frombuffer(lasts, np.int64).tolist(),
+                             np.frombuffer(tiled, bool).tolist(), strict=True)
+    ]  # fmt: skip
 
 
 def _shares(fast: FastScalars, counts: list[int]) -> list[FastScalars]:

@@ -6,31 +6,30 @@ carries metadata, none is a tensor whose tag's plugin decides), so its batch is 
 path's points by tag, the general decoder's few other records (file version, hparams), and
 the newest wall time; the points of every plain file are split by (file, tag) in one pass and
 the newest wall times found in one reduction (each file's columns then copied out into
-memory of its own), instead of each file's dozen numpy calls (issue
-20: ~50 µs a file, held under the GIL). A file whose other records hold points or a restart is
+memory of its own), instead of each file's dozen numpy calls (~50 µs a file, held under
+the GIL). A file whose other records hold points or a restart is
 not plain after all: batch() says so before changing anything, and the caller decodes it as a
 lone read (batch.decode_frames). The result is exactly decode_frames' (tests compare them).
 """
 
 from __future__ import annotations
 
-import itertools
+from types import ModuleType
 
 import numpy as np
 
-import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.batch import (
-    F64,
     UNDECODABLE,
     Batch,
     Segment,
     _collect,
     _Columns,
     _newest,
+    decode_slow,
 )
-from distcore.tfrecord.buffers import I64
 from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.record import UndecodableError, decode_event
+from distcore.tfrecord.framing import F64, HEADER, I64
+from distcore.tfrecord.record import UndecodableError
 
 Points = dict[str, tuple[I64, F64, F64]]
 
@@ -39,7 +38,11 @@ class PlainFiles:
     """The plain files among a group's kept files, whose records are `counts` (in order) of
     the group's fast decode `fast`; `starts`/`lengths`: every kept record's place in `raw`."""
 
-    def __init__(self, fast: FastScalars, counts: list[int], starts: I64, lengths: I64) -> None:
+    def __init__(
+        self, compiled: ModuleType, fast: FastScalars, counts: list[int], starts: I64,
+        lengths: I64,
+    ) -> None:  # fmt: skip
+        self._compiled = compiled
         files = len(counts)
         first = np.cumsum([0, *counts]).astype(np.int64)  # each file's first record
         bounds = np.searchsorted(fast.index, first)  # where each file's points start
@@ -55,7 +58,7 @@ class PlainFiles:
         at = np.flatnonzero(slow)
         self._slow_bounds = np.searchsorted(at, first).tolist()
         self._slow = list(zip(starts[at].tolist(), lengths[at].tolist(), strict=True))
-        self._points = _points(fast, bounds, plain)
+        self._points = _points(compiled, fast, bounds, plain)
         self._newest = _newest_each(fast.wall_times, bounds.tolist(), self.plain)
 
     def batch(
@@ -68,9 +71,9 @@ class PlainFiles:
         columns, restarts = _Columns(), list[tuple[int, int, int]]()
         for start, size in self._slow[self._slow_bounds[f] : self._slow_bounds[f + 1]]:
             try:
-                event = decode_event(bytes(raw[start : start + size]), plugins)
+                event = decode_slow(self._compiled, bytes(raw[start : start + size]), plugins)
             except UndecodableError:
-                batch.problems.append((UNDECODABLE, start - 12 - base))
+                batch.problems.append((UNDECODABLE, start - HEADER - base))
                 continue
             _collect(0, event, columns, restarts, batch)
             if columns.records or restarts:
@@ -82,7 +85,9 @@ class PlainFiles:
         return batch
 
 
-def _points(fast: FastScalars, bounds: I64, plain: np.ndarray) -> dict[int, Points]:
+def _points(
+    compiled: ModuleType, fast: FastScalars, bounds: I64, plain: np.ndarray
+) -> dict[int, Points]:
     """The plain files' points by tag, in written order, tags in the order of their ids (as
     batch._by_tag gives them), each file's columns in memory of its own (a view into the
     group's would keep all of them alive as long as any one run keeps its points)."""
@@ -98,40 +103,20 @@ def _points(fast: FastScalars, bounds: I64, plain: np.ndarray) -> dict[int, Poin
         return {}
     names = fast.tags
     out: dict[int, Points] = {}
-    compiled = kernel.ACTIVE
-    if compiled is not None:  # one pass for all files, each into its own buffer
-        split = compiled.split(
-            np.ascontiguousarray(ids, np.int64), len(names), np.ascontiguousarray(bounds),
-            np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
-            np.ascontiguousarray(values, np.float64),
-        )  # fmt: skip
-        for f, found in enumerate(split):
-            if found is not None:
-                raw, spans = found
-                n = spans[-1][2]
-                s = np.frombuffer(raw, np.int64, n)
-                w = np.frombuffer(raw, np.float64, n, 8 * n)
-                v = np.frombuffer(raw, np.float64, n, 16 * n)
-                out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
-        return out
-    tags = len(names)
-    key = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes) * tags + ids
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    edges = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(order)]
-    spans = [(int(key[lo]), lo, hi) for lo, hi in itertools.pairwise(edges)]
-    steps, walls, values = steps[order], walls[order], values[order]
-    for f, file_spans in itertools.groupby(spans, key=lambda span: span[0] // tags):
-        mine = list(file_spans)
-        first, last = mine[0][1], mine[-1][2]
-        own_steps = steps[first:last].copy()
-        own_walls, own_values = walls[first:last].copy(), values[first:last].copy()
-        out[f] = {
-            names[k % tags]: (own_steps[lo - first : hi - first],
-                              own_walls[lo - first : hi - first],
-                              own_values[lo - first : hi - first])
-            for k, lo, hi in mine
-        }  # fmt: skip
+    # one pass for all files, each into its own buffer
+    split = compiled.split(
+        np.ascontiguousarray(ids, np.int64), len(names), np.ascontiguousarray(bounds),
+        np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
+        np.ascontiguousarray(values, np.float64),
+    )  # fmt: skip
+    for f, found in enumerate(split):
+        if found is not None:
+            raw, spans = found
+            n = spans[-1][2]
+            s = np.frombuffer(raw, np.int64, n)
+            w = np.frombuffer(raw, np.float64, n, 8 * n)
+            v = np.frombuffer(raw, np.float64, n, 16 * n)
+            out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
     return out
 
 

@@ -1,6 +1,7 @@
-"""The general decoder: one event at a time, with TensorBoard's protos.
+"""The per-record decoder: one event at a time, with TensorBoard's protos, in plain Python.
 
-Used for whatever the vectorised fast path leaves: first values with metadata that is not the
+It is the reference path (reference.py: every record) and the fast path's decoder for whatever
+the kernel leaves: first values with metadata that is not the
 plain scalars one, several values per event, hparams, session logs, odd tensor types. Images,
 audio and histograms are skipped by field number, their payloads never parsed.
 """
@@ -15,7 +16,6 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 import distcore.tfrecord.fields as s
-import distcore.tfrecord.kernel as kernel
 from distcore.histograms import decode as histo
 from distcore.histograms.buckets import Buckets
 from distcore.tensors import DTYPES, tensor_values
@@ -33,8 +33,6 @@ from distcore.tfrecord.wire import (
 _EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)
 _VALUE: Final = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
-_HPARAMS_KEYS: Final = bytes(s.HPARAMS_RECORD_KEYS)  # the kernel's hparams_event, in its order
-_HPARAMS_PLUGIN: Final = s.HPARAMS_PLUGIN.encode()
 
 
 class UndecodableError(ValueError):
@@ -63,14 +61,6 @@ def decode_event(
 
 
 def _decode(data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]]) -> Decoded:
-    compiled = kernel.ACTIVE
-    if compiled is not None:  # the hparams plugin's usual record: in C (a sweep has one a run)
-        found = compiled.hparams_event(data, _HPARAMS_KEYS, _HPARAMS_PLUGIN)
-        if found is not None:
-            wall_time, step, tag, hparams = found
-            plugins[tag] = s.HPARAMS_PLUGIN
-            updates.append((tag, s.HPARAMS_PLUGIN))
-            return Decoded(wall_time, step, hparams=hparams)
     # A message field that occurs twice is merged, as protobuf does: on the wire, merging two
     # messages is concatenating their bytes. Scalars: the last one wins.
     out = Decoded()

@@ -18,7 +18,6 @@ from typing import Final
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-import distcore.tfrecord.kernel as kernel
 from distcore.tfrecord.fields import (
     WIRE_END_GROUP,
     WIRE_FIXED32,
@@ -99,23 +98,7 @@ Field = tuple[int, int, int | bytes]
 def fields(data: bytes, expected: Expected | None = None) -> Iterator[Field]:
     """(field number, wire type, value): ints for varints, raw bytes for everything else (a
     group's bytes run to its END_GROUP key). A field of `expected` in another wire type is an
-    error. The compiled kernel walks the bytes where it is built (the fields before an error
-    are yielded all the same, then the error raised: callers see the same sequence); its
-    list is iterated as it is, not through a generator (whose every step cost more than the
-    kernel's walk: a tenth of an hparams record's decode)."""
-    compiled = kernel.ACTIVE
-    if compiled is not None and (expected is None or type(expected) is dict):
-        found, error = compiled.fields(data, expected)
-        return iter(found) if error is None else _then_raise(found, error)
-    return _walk(data, expected)
-
-
-def _then_raise(found: list[Field], error: str) -> Iterator[Field]:
-    yield from found
-    raise WireError(error)
-
-
-def _walk(data: bytes, expected: Expected | None) -> Iterator[Field]:
+    error (the fields before it are yielded all the same)."""
     pos, end = 0, len(data)
     while pos < end:
         number, wire_type, pos = _key(data, pos)
