@@ -161,6 +161,7 @@ def test_with_no_hold_each_alert_is_new_once_until_it_clears(
 
 # Each round: (seconds, the alerts active then); what is posted then, as (kind, count).
 F = alert("input_stall", "critical", "j/train")
+Ws, Cs = alert("loss_spike", "warning", "s/train"), alert("loss_spike", "critical", "s/train")
 
 
 @pytest.mark.parametrize(
@@ -195,6 +196,17 @@ def test_a_return_within_the_hold_is_counted_not_posted(
         found, state = hold_alerts(state, alerts, "critical", float(now), hold=60.0)
         assert [(a.kind, held.count) for a, held in found] == want
     assert len(state) <= 2  # what stayed clear for the hold is forgotten: bounded memory
+
+
+def test_an_alert_that_turns_more_severe_is_posted_at_once() -> None:
+    """At level warning: a loss spike's warning that turns critical is news (posted within the
+    hold); swinging back and forth after that is not."""
+    state: dict[AlertKey, Held] = {}
+    posted = []
+    for now, alerts in [(0, [Ws]), (1, [Cs]), (2, [Ws]), (3, [Cs]), (4, []), (5, [Ws])]:
+        found, state = hold_alerts(state, alerts, "warning", float(now), hold=60.0)
+        posted.append([(a.severity, held.count) for a, held in found])
+    assert posted == [[("warning", 1)], [("critical", 1)], [], [], [], []]
 
 
 def what(alert: Alert) -> str:

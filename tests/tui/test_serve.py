@@ -277,7 +277,8 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
     assert all(b["text"].startswith("[critical] broken") for b in receiver.bodies)
     err = serve.stderr()
     port = receiver.server.server_address[1]
-    assert f"posting critical alerts to http://127.0.0.1:{port}/…" in err
+    assert f"posting critical alerts to http://127.0.0.1:{port}/… (URL from --notify)" in err
+    assert "note: --notify's URL is in every user's `ps`" in err
     assert err.endswith("distmon: stopped\n")
     assert SECRET not in err and "pw" not in err
 

@@ -170,6 +170,7 @@ def test_posts_from_a_url_file_are_counted_by_outcome_in_the_scrape(
     assert receiver.tries == 2 and len(receiver.bodies) == 1
     err = serve.stderr()
     assert f"(URL from --notify-file {secret})" in err and "refused (HTTP 400); dropped" in err
+    assert "every user's `ps`" not in err
     assert SECRET not in err and "pw@" not in err
 
 

@@ -163,6 +163,9 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
             levels = _levels(options.notify_level)
             print(f"distmon: posting {levels} alerts to {notifier.shown_url} (URL from "
                   f"{terminal_text(options.notify_source, 200)})", file=err)  # fmt: skip
+            if options.notify_source == "--notify":
+                print("distmon: note: --notify's URL is in every user's `ps`; --notify-file PATH "
+                      "or DISTMON_NOTIFY_URL keep it private", file=err)  # fmt: skip
         producers.index.subscribe(_Errors(err))
         err.flush()
         failures = _start_in_background(producers, done)

@@ -10,7 +10,9 @@ memory is almost full) pages at every return: four times in ten seconds. With it
   again, with `count`: the times it was raised since it first was (so a flapping alert that
   stays up is said once more, its flaps counted, and one that keeps flapping is said once per
   hold);
-- one that stays clear for the whole hold is forgotten: its next return is new (`count` 1).
+- one that stays clear for the whole hold is forgotten: its next return is new (`count` 1);
+- one that becomes more severe than it was posted (a loss spike's warning that turns critical
+  as the loss stays up) is posted at once: an escalation is news, not a flap.
 
 A hold of 0 posts every return. Pure: the state, the alerts and the time (any clock that does
 not go back) in; what to post and the next state out.
@@ -37,6 +39,7 @@ class Held:
     posted_at: float  # when it was last posted
     raises: int  # times raised since first_at, the first included
     posted_raises: int  # `raises` when it was last posted
+    severity: str = "info"  # the most severe it was posted at (this stretch)
     cleared_at: float | None = None  # None while active
 
     @property
@@ -51,14 +54,17 @@ def at_or_above(alert: Alert, level: str) -> bool:
     return SEVERITY_ORDER.get(alert.severity, 99) <= SEVERITY_ORDER[level]
 
 
-def _raised(held: Held | None, now: float, hold: float) -> tuple[Held, bool]:
+def _raised(alert: Alert, held: Held | None, now: float, hold: float) -> tuple[Held, bool]:
     """An active alert's next state, and whether it is posted now."""
     if held is None or (held.cleared_at is not None and now - held.cleared_at >= hold):
-        return Held(first_at=now, posted_at=now, raises=1, posted_raises=1), True
+        return Held(first_at=now, posted_at=now, raises=1, posted_raises=1,
+                    severity=alert.severity), True  # fmt: skip
     if held.cleared_at is not None:  # it returns
         held = dataclasses.replace(held, raises=held.raises + 1, cleared_at=None)
-    if held.raises > held.posted_raises and now - held.posted_at >= hold:
-        return dataclasses.replace(held, posted_at=now, posted_raises=held.raises), True
+    worse = SEVERITY_ORDER[alert.severity] < SEVERITY_ORDER.get(held.severity, 99)
+    if worse or (held.raises > held.posted_raises and now - held.posted_at >= hold):
+        return dataclasses.replace(held, posted_at=now, posted_raises=held.raises,
+                                   severity=alert.severity if worse else held.severity), True
     return held, False
 
 
@@ -74,7 +80,7 @@ def hold_alerts(
     posts: list[tuple[Alert, Held]] = []
     after: dict[AlertKey, Held] = {}
     for key, alert in active.items():
-        held, post = _raised(state.get(key), now, hold)
+        held, post = _raised(alert, state.get(key), now, hold)
         after[key] = held
         if post:
             posts.append((alert, held))
