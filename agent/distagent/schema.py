@@ -220,7 +220,12 @@ class TrainConfig:
     recovery_lr_factor: float = 0.5
     """Each rollback multiplies the whole learning-rate schedule by this."""
     loss_upper_bound: float = 0.0
-    """>0: a finite step loss above this counts as divergence too; 0 = none."""
+    """>0: a finite step loss above this counts as divergence too; 0 (the default): the bound is
+    `loss_bound_factor` times the first logged loss (see there)."""
+    loss_bound_factor: float = 1000.0
+    """With loss_upper_bound 0: a step loss above this many times the first logged mean loss
+    (its size, at least 1; after a resume, the first logged since) is a divergence: a loss that
+    jumps to 6.6e10 and falls back is caught, not left for a finished run. 0 = no bound."""
     histogram_every_steps: int = 0
     """>0: write each trainable variable's and gradient's histogram every this many steps
     (TensorBoard's histograms and distributions); 0 = off."""

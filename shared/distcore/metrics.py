@@ -22,10 +22,15 @@ snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import get_args
 
-from prometheus_client.core import GaugeMetricFamily, Metric, StateSetMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
@@ -104,8 +109,10 @@ def _times(value: float | None, factor: float) -> float | None:
 class _Families:
     """Builds every family of one snapshot, in the order the budget serves them."""
 
-    def __init__(self, snap: JobsSnapshot, max_series: int) -> None:
-        self.snap, self.budget = snap, _Budget(max_series)
+    def __init__(
+        self, snap: JobsSnapshot, max_series: int, notify: Mapping[str, int] | None = None
+    ) -> None:
+        self.snap, self.budget, self.notify = snap, _Budget(max_series), notify
         self.out: list[Metric] = []
         # An alert names a run ("job/train") or a job: both lead to the job's name.
         self.job_of: dict[str, str] = {}
@@ -146,6 +153,20 @@ class _Families:
         self.family("distmon_problems", "Logdir-level problems (unreadable directories, ...)").add(
             [], len(self.snap.problems)
         )
+        if self.notify is not None:
+            self._notify_posts(self.notify)
+
+    def _notify_posts(self, counts: Mapping[str, int]) -> None:
+        posts = CounterMetricFamily(
+            "distmon_notify_posts",
+            "Webhook posts by outcome: delivered, failed (one try, retried), refused (a 3xx or "
+            "4xx: dropped), queue_full (never tried)",
+            labels=["outcome"],
+        )
+        for outcome, count in counts.items():
+            if self.budget.take():
+                posts.add_metric([outcome], count)
+        self.out.append(posts)
 
     def _jobs(self) -> None:
         status = StateSetMetricFamily(
@@ -332,19 +353,28 @@ def _end_time(job: Job) -> float | None:
     return state.ended_at if state is not None and state.ended else None
 
 
-def snapshot_families(snap: JobsSnapshot, max_series: int = DEFAULT_MAX_SERIES) -> list[Metric]:
-    """Every metric family of `snap`, with at most `max_series` series in all."""
-    return _Families(snap, max_series).build()
+def snapshot_families(
+    snap: JobsSnapshot,
+    max_series: int = DEFAULT_MAX_SERIES,
+    notify: Mapping[str, int] | None = None,
+) -> list[Metric]:
+    """Every metric family of `snap` (and the webhook's posts by outcome, where `notify` gives
+    them), with at most `max_series` series in all."""
+    return _Families(snap, max_series, notify).build()
 
 
 class SnapshotCollector(Collector):
-    """A prometheus_client collector that renders `latest()` at each scrape (nothing before the
-    first snapshot but the bound and `distmon_series_dropped`)."""
+    """A prometheus_client collector that renders `latest()` at each scrape, with
+    `notify_counts()` where there is a webhook (nothing before the first snapshot but the bound
+    and `distmon_series_dropped`)."""
 
     def __init__(
-        self, latest: Callable[[], JobsSnapshot | None], max_series: int = DEFAULT_MAX_SERIES
+        self,
+        latest: Callable[[], JobsSnapshot | None],
+        max_series: int = DEFAULT_MAX_SERIES,
+        notify_counts: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
-        self._latest, self.max_series = latest, max_series
+        self._latest, self.max_series, self._notify = latest, max_series, notify_counts
 
     def describe(self) -> Iterable[Metric]:
         return ()  # no collect() at registration: the first snapshot may be far away
@@ -352,7 +382,8 @@ class SnapshotCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         snap = self._latest()
         if snap is not None:
-            yield from snapshot_families(snap, self.max_series)
+            notify = self._notify() if self._notify is not None else None
+            yield from snapshot_families(snap, self.max_series, notify)
             return
         if self.max_series > 1:  # the bound counts distmon_series_dropped too
             yield GaugeMetricFamily("distmon_series_limit", "The --max-series bound",

@@ -96,6 +96,37 @@ def test_a_far_too_high_rate_rolls_back_and_finishes(tf: Any, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_with_no_bound_given_a_loss_far_above_the_first_is_a_divergence(
+    tf: Any, tmp_path: Path
+) -> None:
+    """No loss_upper_bound: the bound is loss_bound_factor × the first logged loss, said once,
+    kept in run.json, and a loss above it ends the run diverged (a rate this high makes the
+    loss climb, finite, past twice its first value within a few steps)."""
+    from distagent.train import run_job
+
+    out = io.StringIO()
+    cfg = job(tmp_path, "far", loss_bound_factor=2.0, optimizer={"base_learning_rate": 30.0})
+    status = run_job(cfg, progress=Progress(out, tty=False, min_interval=0))
+    record = run_json(tmp_path / "far")
+    bound = record["loss_bound"]
+    first = train_scalars(tmp_path / "far")[names.LOSS][2]  # the first log point
+    assert bound == pytest.approx(2.0 * max(abs(first), 1.0), rel=1e-6)
+    assert out.getvalue().count("loss bound: ") == 1, out.getvalue()
+    assert status == names.STATUS_DIVERGED, out.getvalue()
+    assert f"above loss_upper_bound {bound:g}" in record["error"], record["error"]
+
+
+@pytest.mark.parametrize(("first", "factor", "bound"), [
+    (2.3, 1000.0, 2300.0), (0.01, 1000.0, 1000.0), (-5.0, 1000.0, 5000.0), (1.5, 2.0, 3.0),
+    (math.nan, 1000.0, None), (math.inf, 1000.0, None), (2.3, 0.0, None),
+])
+def test_the_relative_bound(first: float, factor: float, bound: float | None) -> None:
+    from distagent.train.recovery import relative_bound
+
+    assert relative_bound(first, factor) == (pytest.approx(bound) if bound else None)
+
+
+@pytest.mark.slow
 def test_when_the_tries_run_out_the_run_ends_diverged(tf: Any, tmp_path: Path) -> None:
     from distagent.train import run_job
 
@@ -115,6 +146,9 @@ def test_when_the_tries_run_out_the_run_ends_diverged(tf: Any, tmp_path: Path) -
     ({"recovery_lr_factor": 2}, "train.recovery_lr_factor", "a number in [0.001, 1]"),
     ({"loss_upper_bound": -1.0}, "train.loss_upper_bound", "a number >= 0"),
     ({"loss_upper_bound": "big"}, "train.loss_upper_bound", "a number"),
+    ({"loss_bound_factor": 1.5}, "train.loss_bound_factor", "0 (no bound) or a number >= 2"),
+    ({"loss_bound_factor": -1}, "train.loss_bound_factor", "0 (no bound) or a number >= 2"),
+    ({"loss_bound_factor": math.inf}, "train.loss_bound_factor", "0 (no bound) or a number"),
     ({"histogram_every_steps": -5}, "train.histogram_every_steps", "an integer >= 0"),
     ({"stop_on_nan": False, "on_divergence": "rollback"}, "train.stop_on_nan", "continue"),
     ({"optimizer": {"clip_norm": -1}}, "optimizer.clip_norm", "a number >= 0"),

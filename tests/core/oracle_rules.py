@@ -15,8 +15,9 @@ from distcore import names
 from distcore.alerts import Alert, RunLike, SeriesLike
 from distcore.alerts.cadence import BURST_GAP_SECONDS, STALL_MIN_SECONDS
 from distcore.alerts.series import (
-    REMEDY, RISING_FRACTION, RISING_STEADY, RISING_WARMUP, RISING_WINDOW, SPIKE_FACTOR,
-    SPIKE_MIN_POINTS, SPIKE_WINDOW, TAIL_POINTS, input_stall_severity,
+    LOSS_BACK_FACTOR, LOSS_BACK_Z, LOSS_SPIKE_FACTOR, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_WINDOW,
+    LOSS_SPIKE_Z, REMEDY, RISING_FRACTION, RISING_STEADY, RISING_WARMUP, RISING_WINDOW,
+    SPIKE_FACTOR, SPIKE_MIN_POINTS, SPIKE_WINDOW, TAIL_POINTS, input_stall_severity,
 )
 from distcore.tags import pick_tag
 
@@ -167,9 +168,64 @@ def gradient_spike(run: RunLike) -> Alert | None:
     return None
 
 
+def _stands_out(value: float, median: float, deviation: float, z: float, factor: float) -> bool:
+    margin = max(z * deviation, (factor - 1.0) * abs(median), 1e-12)
+    return not math.isfinite(value) or value - median > margin
+
+
+def _loss_spike_at(values: Sequence[float], i: int) -> tuple[float, float] | None:
+    value = values[i]
+    before = [v for v in values[max(0, i - LOSS_SPIKE_WINDOW):i] if math.isfinite(v)]
+    if not math.isfinite(value) or len(before) < LOSS_SPIKE_MIN_POINTS:
+        return None
+    median = statistics.median(before)
+    deviation = 1.4826 * statistics.median([abs(v - median) for v in before])
+    if not _stands_out(value, median, deviation, LOSS_SPIKE_Z, LOSS_SPIKE_FACTOR):
+        return None
+    return median, deviation
+
+
+def loss_spike(run: RunLike) -> Alert | None:
+    """Every point of the tail with its own median and MAD: the newest spike, back to the first
+    of its stretch, judged by where the loss is now."""
+    tag = pick_tag(tuple(run.scalars), "loss")
+    if tag is None:
+        return None
+    series = run.scalars[tag]
+    values = list(_tail(series.values, TAIL_POINTS + LOSS_SPIKE_WINDOW))
+    start = max(LOSS_SPIKE_MIN_POINTS, len(values) - TAIL_POINTS)
+    newest = next((i for i in range(len(values) - 1, start - 1, -1)
+                   if _loss_spike_at(values, i) is not None), None)
+    if newest is None:
+        return None
+    i = newest
+    while i - 1 >= start and _loss_spike_at(values, i - 1) is not None:
+        i -= 1
+    found = _loss_spike_at(values, i)
+    assert found is not None
+    median, deviation = found
+    last = len(values) - 1
+    value, now = values[i], values[last]
+    ratio = f"{value / median:.3g}× its" if median > 0 else "far above its"
+    what = f"loss spike: {tag} {value:.4g} at step {_tail(series.steps, len(values))[i]} is " \
+           f"{ratio} recent median {median:.4g}"
+    if i == last:
+        severity, message = "warning", (
+            f"{what} (if it does not come back, lower the learning rate or clip)")
+    elif newest == last or _stands_out(now, median, deviation, LOSS_BACK_Z, LOSS_BACK_FACTOR):
+        severity, message = "critical", (
+            f"{what} and has not come back (now {now:.4g}): the model may have lost its "
+            "training; lower the learning rate, clip, or resume from a checkpoint")
+    else:
+        severity, message = "warning", f"{what}; it recovered by itself (now {now:.4g})"
+    since = _tail(series.wall_times, len(values))[i]
+    return Alert("loss_spike", severity, run.name, message, since)  # type: ignore[arg-type]
+
+
 def series_alerts(run: RunLike) -> list[Alert]:
     """The rules that depend only on a run's points: computed again only when the run changed."""
-    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run)]
+    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run),
+             loss_spike(run)]
     return [a for a in found if a is not None]
 
 

@@ -19,7 +19,8 @@ from distcore import notify
 from distcore.alerts import Alert, AlertKey
 from distcore.errors import DistmonError
 from distcore.jobs.snapshots import JobsSnapshot
-from distcore.notify import Notifier, check_url, new_alerts, payload, redact_url
+from distcore.notify import Notifier, check_url, payload, redact_url
+from distcore.webhook.hold import Held, at_or_above, hold_alerts
 
 SECRET = "T000/B000/XXXXsecretXXXX"
 
@@ -147,13 +148,65 @@ A0, A1 = gpu_alert("node-a", 0, "gpu_memory_full"), gpu_alert("node-a", 1, "gpu_
         ([[A0, A1], [A1], [A0, A1]], "warning", [["node-a/0", "node-a/1"], [], ["node-a/0"]]),
     ],
 )
-def test_each_alert_is_new_once_until_it_clears(
+def test_with_no_hold_each_alert_is_new_once_until_it_clears(
     rounds: list[list[Alert]], level: str, posted: list[list[str]]
 ) -> None:
-    active: frozenset[AlertKey] = frozenset()
-    for alerts, want in zip(rounds, posted, strict=True):
-        found, active = new_alerts(active, alerts, level)
-        assert [what(a) for a in found] == want
+    state: dict[AlertKey, Held] = {}
+    for now, (alerts, want) in enumerate(zip(rounds, posted, strict=True)):
+        found, state = hold_alerts(state, alerts, level, float(now), hold=0.0)
+        assert [what(a) for a, _ in found] == want
+        assert all(held.count == 1 for _, held in found)
+        assert set(state) == {a.key for a in alerts if at_or_above(a, level)}
+
+
+# Each round: (seconds, the alerts active then); what is posted then, as (kind, count).
+F = alert("input_stall", "critical", "j/train")
+Ws, Cs = alert("loss_spike", "warning", "s/train"), alert("loss_spike", "critical", "s/train")
+
+
+@pytest.mark.parametrize(
+    ("rounds", "posted"),
+    [
+        # The issue's flapping alert: up and down 4 times in 10 s is one post.
+        ([(0, [F]), (2, []), (4, [F]), (6, []), (8, [F]), (9, []), (10, [F]), (11, [])],
+         [[("input_stall", 1)], [], [], [], [], [], [], []]),
+        # Still flapping once the hold is over: said again at its next raise, with its count.
+        ([(0, [F]), (30, []), (40, [F]), (50, []), (61, [F])],
+         [[("input_stall", 1)], [], [], [], [("input_stall", 3)]]),
+        # Back within the hold and up ever since: said once more when the hold ends.
+        ([(0, [F]), (5, []), (10, [F]), (59, [F]), (60, [F]), (61, [F]), (200, [F])],
+         [[("input_stall", 1)], [], [], [], [("input_stall", 2)], [], []]),
+        # Clear for the whole hold: forgotten, the next return is new.
+        ([(0, [F]), (1, []), (61, []), (62, [F])],
+         [[("input_stall", 1)], [], [], [("input_stall", 1)]]),
+        ([(0, [F]), (1, []), (62, [F])], [[("input_stall", 1)], [], [("input_stall", 1)]]),
+        # Up all along: one post, never repeated.
+        ([(0, [F]), (61, [F]), (500, [F])], [[("input_stall", 1)], [], []]),
+        # Each key is held alone; a level below the least posted is never counted.
+        ([(0, [F, D]), (1, [D]), (2, [F, D, W])],
+         [[("input_stall", 1), ("job_diverged", 1)], [], []]),
+        ([(0, [W]), (1, []), (2, [W])], [[], [], []]),
+    ],
+)
+def test_a_return_within_the_hold_is_counted_not_posted(
+    rounds: list[tuple[float, list[Alert]]], posted: list[list[tuple[str, int]]]
+) -> None:
+    state: dict[AlertKey, Held] = {}
+    for (now, alerts), want in zip(rounds, posted, strict=True):
+        found, state = hold_alerts(state, alerts, "critical", float(now), hold=60.0)
+        assert [(a.kind, held.count) for a, held in found] == want
+    assert len(state) <= 2  # what stayed clear for the hold is forgotten: bounded memory
+
+
+def test_an_alert_that_turns_more_severe_is_posted_at_once() -> None:
+    """At level warning: a loss spike's warning that turns critical is news (posted within the
+    hold); swinging back and forth after that is not."""
+    state: dict[AlertKey, Held] = {}
+    posted = []
+    for now, alerts in [(0, [Ws]), (1, [Cs]), (2, [Ws]), (3, [Cs]), (4, []), (5, [Ws])]:
+        found, state = hold_alerts(state, alerts, "warning", float(now), hold=60.0)
+        posted.append([(a.severity, held.count) for a, held in found])
+    assert posted == [[("warning", 1)], [("critical", 1)], [], [], [], []]
 
 
 def what(alert: Alert) -> str:
@@ -199,8 +252,32 @@ def test_the_payload_is_valid_json_with_slack_text_whatever_the_names(
 # --- delivery ------------------------------------------------------------------------------------
 
 
+@given(st.lists(st.tuples(st.floats(0.0, 50.0), st.booleans()), max_size=40))
+def test_one_alert_is_posted_at_most_once_per_hold_and_counts_every_raise(
+    steps: list[tuple[float, bool]],
+) -> None:
+    """Whatever the flapping: two posts are a hold apart unless it stayed clear a whole hold in
+    between (then the count starts again), and each post counts the raises since."""
+    state: dict[AlertKey, Held] = {}
+    now, was_up, raises, clear_since = 0.0, False, 0, 0.0
+    last_post: float | None = None
+    for dt, up in steps:
+        now += dt
+        if up and not was_up:
+            raises = 1 if now - clear_since >= 60.0 or last_post is None else raises + 1
+        if not up and was_up:
+            clear_since = now
+        found, state = hold_alerts(state, [F] if up else [], "critical", now, hold=60.0)
+        for _, held in found:
+            fresh = held.count == 1
+            assert last_post is None or fresh or now - last_post >= 60.0
+            assert held.count == raises
+            last_post = now
+        was_up = up
+
+
 def test_each_new_alert_is_posted_once_with_its_fields(receiver: Receiver) -> None:
-    notifier = Notifier(receiver.url, "critical", hostname="node-1")
+    notifier = Notifier(receiver.url, "critical", hostname="node-1", hold=0.0)
     notifier.start()
     try:
         for alerts in ([D], [D], [D, W], [], [D]):
@@ -211,7 +288,7 @@ def test_each_new_alert_is_posted_once_with_its_fields(receiver: Receiver) -> No
     first = receiver.bodies[0]
     assert first["kind"] == "job_diverged" and first["severity"] == "critical"
     assert first["run"] == "j" and first["distmon_host"] == "node-1" and first["since"] == 1.0
-    assert first["host"] is None and first["gpu"] is None
+    assert first["host"] is None and first["gpu"] is None and first["count"] == 1
     assert first["text"] == "[critical] j: job_diverged happened (distmon on node-1)"
     assert [b["kind"] for b in receiver.bodies] == ["job_diverged", "job_diverged"]
     assert receiver.tries == 2
@@ -224,7 +301,7 @@ def test_run_less_alerts_of_two_hosts_are_each_posted_and_return_alone(
     """Through a real receiver: node-a's and node-b's imbalance are two posts naming their host;
     node-a clearing while node-b stays, then returning, posts node-a once more (and node-b never
     again)."""
-    notifier = Notifier(receiver.url, "warning", hostname="login1")
+    notifier = Notifier(receiver.url, "warning", hostname="login1", hold=0.0)
     notifier.start()
     try:
         for alerts in ([A, B], [B], [A, B], [A, B, A1]):
@@ -238,6 +315,27 @@ def test_run_less_alerts_of_two_hosts_are_each_posted_and_return_alone(
     assert receiver.bodies[1]["text"] == (
         "[warning] node-b: gpu_imbalance on node-b (distmon on login1)")
     assert all(b["run"] is None and b["distmon_host"] == "login1" for b in receiver.bodies)
+
+
+def test_a_flapping_alert_reaches_a_receiver_once_then_with_its_count(receiver: Receiver) -> None:
+    """Through a real receiver, on a clock the test moves: four raises in 10 s are one post;
+    still up when the hold ends, it is posted once more, saying how often it came back."""
+    now = [0.0]
+    notifier = Notifier(receiver.url, "critical", hostname="h", clock=lambda: now[0])
+    notifier.start()
+    try:
+        for t, alerts in [(0, [F]), (2, []), (4, [F]), (6, []), (8, [F]), (9, []), (10, [F])]:
+            now[0] = t
+            notifier.observe(snap(*alerts))
+        wait_for(lambda: notifier.pending() == 0 and len(receiver.bodies) == 1)
+        now[0] = 60.0
+        notifier.observe(snap(F))
+        wait_for(lambda: notifier.pending() == 0 and len(receiver.bodies) == 2)
+    finally:
+        notifier.close()
+    assert [b["count"] for b in receiver.bodies] == [1, 4]
+    assert receiver.bodies[1]["text"].endswith("(distmon on h; raised 4 times in 60 s)")
+    assert notifier.counts()["delivered"] == receiver.tries == 2
 
 
 def test_a_failing_receiver_is_retried_with_backoff_until_it_recovers(receiver: Receiver) -> None:
@@ -323,6 +421,7 @@ def test_a_4xx_is_dropped_and_a_429_is_retried(receiver: Receiver) -> None:
     finally:
         notifier.close()
     assert receiver.tries == 4 and notifier.refused == 1
+    assert notifier.counts() == {"delivered": 1, "failed": 2, "refused": 1, "queue_full": 0}
     assert [b["kind"] for b in receiver.bodies] == ["input_stall"]
     assert sum("HTTP 429" in line for line in lines) == 2
 

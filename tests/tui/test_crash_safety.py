@@ -124,6 +124,8 @@ def test_redaction_never_leaks_a_secret_value(argv: list[str], secret: str) -> N
     for form in forms:
         assert secret not in repr(redact_argv([*argv, form, *argv])) or secret in repr(argv)
     assert secret not in repr(redact_argv(["--password", secret])[1:])
+    hook = f"https://hooks.slack.com/services/T0/{secret}"  # a webhook's secret is its path
+    assert secret not in repr(redact_argv(["--notify", hook, f"--notify={hook}"]))
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),

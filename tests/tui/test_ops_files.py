@@ -82,8 +82,11 @@ def test_the_units_command_is_one_distmon_accepts(tmp_path: Path) -> None:
         pytest.skip("this distmon has no --notify-file yet")
     credential = tmp_path / "notify-url"
     credential.write_text("https://hooks.example.com/T0/B0/secret\n")
+    credential.chmod(0o400)  # as systemd writes a credential: its service's user reads it alone
     options = parse_options([a.replace("%d", str(tmp_path)) for a in args[1:]])
     assert options.serve and options.metrics == ("127.0.0.1", 9464)
+    assert options.notify == "https://hooks.example.com/T0/B0/secret"
+    assert options.notify_source == f"--notify-file {credential}"
 
 
 # --- Slurm prolog and epilog ------------------------------------------------------------------

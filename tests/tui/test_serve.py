@@ -124,7 +124,7 @@ def sample(text: str, name: str, **labels: str) -> float | None:
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--serve"], "--serve needs an output: add --metrics [HOST:]PORT and/or --notify URL"),
+        (["--serve"], "--serve needs an output: add --metrics [HOST:]PORT and/or a webhook"),
         (["--metrics", "9100"], "--metrics needs --serve"),
         (["--notify", "http://h/x"], "--notify needs --serve"),
         (["--serve", "--metrics", "abc"], "expected [HOST:]PORT with a port 0-65535"),
@@ -132,15 +132,20 @@ def sample(text: str, name: str, **labels: str) -> float | None:
         (["--serve", "--metrics", ":9100"], "no host before ':'"),
         (["--serve", "--metrics", "0", "--once"], "--serve and --once do not go together"),
         (["--serve", "--notify", "http://h/x", "--notify-level", "loud"], "invalid choice"),
-        (["--serve", "--metrics", "0", "--notify-level", "info"], "--notify-level needs --notify"),
+        (["--serve", "--metrics", "0", "--notify-level", "info"], "--notify-level needs a webhook"),
+        (["--serve", "--metrics", "0", "--notify-hold", "5"], "--notify-hold needs a webhook"),
+        (["--serve", "--notify", "http://h/x", "--notify-hold", "-1"], "expected seconds from 0"),
+        (["--notify-file", "/x"], "--notify-file needs --serve"),
+        (["--serve", "--notify", "http://h/x", "--notify-file", "/x"], "choose one"),
         (["--serve", "--notify", "http://h/x", "--max-series", "5"], "needs --metrics"),
         (["--serve", "--metrics", "0", "--max-series", "0"], "expected a count from 1 to"),
         (["--serve", "--notify", f"ftp://u:hunter2@h/{SECRET}"], "expected an http:// or https://"),
     ],
 )
 def test_usage_errors_are_one_line_and_exit_2(
-    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("DISTMON_NOTIFY_URL", raising=False)  # a webhook of its own
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1
@@ -159,7 +164,8 @@ def test_listen_addresses_default_to_loopback(text: str, listen: tuple[str, int]
 def test_help_names_every_serve_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    flags = ("--serve", "--metrics [HOST:]PORT", "--notify URL", "--notify-level", "--max-series")
+    flags = ("--serve", "--metrics [HOST:]PORT", "--notify URL", "--notify-file PATH",
+             "--notify-level", "--notify-hold SECONDS", "--max-series")  # fmt: skip
     assert all(flag in out for flag in flags)
 
 
@@ -273,7 +279,8 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
     assert all(b["text"].startswith("[critical] broken") for b in receiver.bodies)
     err = serve.stderr()
     port = receiver.server.server_address[1]
-    assert f"posting critical alerts to http://127.0.0.1:{port}/…" in err
+    assert f"posting critical alerts to http://127.0.0.1:{port}/… (URL from --notify)" in err
+    assert "note: --notify's URL is in every user's `ps`" in err
     assert err.endswith("distmon: stopped\n")
     assert SECRET not in err and "pw" not in err
 

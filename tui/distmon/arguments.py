@@ -15,40 +15,47 @@ from typing import Any
 
 from distcore.errors import DistmonError
 from distmon.flags import build_parser
-from distmon.options import DEFAULT_MAX_SERIES, Options
+from distmon.options import DEFAULT_HOLD_SECONDS, DEFAULT_MAX_SERIES, Options
+
+SERVE_FLAGS = ("metrics", "notify", "notify_file", "notify_level", "notify_hold", "max_series")
 
 
 def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
     """The --serve fields of Options, or a usage error naming what is missing or misplaced."""
     if not args.serve:
-        for flag in ("metrics", "notify", "notify_level", "max_series"):
+        for flag in SERVE_FLAGS:
             if getattr(args, flag) is not None:
                 parser.error(f"--{flag.replace('_', '-')} needs --serve")
         return {}
     # Only with --serve: the webhook client's urllib, http.client and email cost a dashboard's
     # start 0.1 s of CPU before Textual even loaded.
-    from distcore.notify import check_url
+    from distcore.webhook.url import choose_url
     from distmon.serve import parse_listen
 
     for flag in ("once", "json", "check"):
         if getattr(args, flag):
             parser.error(f"--serve and --{flag} do not go together")
-    if args.metrics is None and args.notify is None:
-        parser.error("--serve needs an output: add --metrics [HOST:]PORT and/or --notify URL")
-    if args.notify_level is not None and args.notify is None:
-        parser.error("--notify-level needs --notify URL")
-    if args.max_series is not None and args.metrics is None:
-        parser.error("--max-series needs --metrics")
     try:
+        webhook = choose_url(args.notify, args.notify_file)
         metrics = parse_listen(args.metrics) if args.metrics is not None else None
-        notify = check_url(args.notify) if args.notify is not None else None
     except DistmonError as err:
         parser.error(str(err))
+    if metrics is None and webhook is None:
+        parser.error("--serve needs an output: add --metrics [HOST:]PORT and/or a webhook "
+                     "(--notify-file PATH, DISTMON_NOTIFY_URL or --notify URL)")  # fmt: skip
+    for flag in ("notify_level", "notify_hold"):
+        if getattr(args, flag) is not None and webhook is None:
+            parser.error(f"--{flag.replace('_', '-')} needs a webhook (--notify-file PATH, "
+                         "DISTMON_NOTIFY_URL or --notify URL)")  # fmt: skip
+    if args.max_series is not None and metrics is None:
+        parser.error("--max-series needs --metrics")
     return {
         "serve": True,
         "metrics": metrics,
-        "notify": notify,
+        "notify": webhook.url if webhook is not None else None,
+        "notify_source": webhook.source if webhook is not None else "",
         "notify_level": args.notify_level or "critical",
+        "notify_hold": DEFAULT_HOLD_SECONDS if args.notify_hold is None else args.notify_hold,
         "max_series": args.max_series or DEFAULT_MAX_SERIES,
     }
 

@@ -50,6 +50,8 @@ _SECRET_NAME = (r"(?:[\w.-]*(?:secret|token|passw(?:or)?d|credential|session|aut
 _SECRET_VALUE = re.compile(rf"(?i)({_SECRET_NAME}['\"]?\s*[=:]\s*['\"]?)([^\s'\",&}}]+)")
 _SECRET_OPTION = re.compile(rf"(?i)^--?{_SECRET_NAME}$")
 _SECRET_ARG = re.compile(rf"(?i)((?:--?[\w-]+=)?{_SECRET_NAME}=).*", re.DOTALL)
+_URL_OPTIONS = frozenset({"--notify"})  # options whose whole value is a secret URL
+_URL_ARG = re.compile(r"(--notify=).*", re.DOTALL)
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*:[^/@\s]*@")
 
 
@@ -61,13 +63,14 @@ def redact(text: str) -> str:
 
 def redact_argv(argv: list[str]) -> list[str]:
     """argv as a crash log may hold it: secrets in values redacted, and the argument after a
-    secret-named option (`--password hunter2`) replaced whole."""
+    secret-named option (`--password hunter2`) or a webhook URL (`--notify URL`, whose path may
+    be the secret) replaced whole."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
-        whole = _SECRET_ARG.fullmatch(arg)  # `secret={"any": "JSON"}`: the whole value
+        whole = _SECRET_ARG.fullmatch(arg) or _URL_ARG.fullmatch(arg)  # the whole value
         out.append("***" if hide_next else f"{whole.group(1)}***" if whole else redact(arg))
-        hide_next = bool(_SECRET_OPTION.match(arg))
+        hide_next = bool(_SECRET_OPTION.match(arg)) or arg in _URL_OPTIONS
     return out
 
 

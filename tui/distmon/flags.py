@@ -14,7 +14,9 @@ from pathlib import Path
 from distcore import __version__
 from distcore.cli_parser import OneLineParser
 from distmon.options import (
+    DEFAULT_HOLD_SECONDS,
     DEFAULT_MAX_SERIES,
+    MAX_HOLD_SECONDS,
     MAX_POINTS,
     MAX_REFRESH,
     MAX_SERIES,
@@ -132,7 +134,7 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "--serve",
         action="store_true",
         help="watch the sources without a terminal until SIGTERM/SIGINT (cron, systemd, a Slurm "
-        "job); needs --metrics and/or --notify",
+        "job); needs --metrics and/or a webhook (--notify-file, DISTMON_NOTIFY_URL, --notify)",
     )
     serve.add_argument(
         "--metrics",
@@ -141,15 +143,28 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
         "127.0.0.1; 0.0.0.0 for every interface; port 0 picks a free one, printed at start)",
     )
     serve.add_argument(
+        "--notify-file",
+        metavar="PATH",
+        help="with --serve: POST each new alert as JSON with a Slack-compatible 'text' field to "
+        "the webhook URL on the first line of PATH (a file only its owner can read; or set "
+        "DISTMON_NOTIFY_URL); retried with backoff, the URL never printed whole",
+    )
+    serve.add_argument(
         "--notify",
         metavar="URL",
-        help="with --serve: POST each new alert as JSON with a Slack-compatible 'text' field to "
-        "this webhook (retried with backoff; the URL is never printed whole)",
+        help="as --notify-file, the URL on the command line (where `ps` shows it to every user)",
     )
     serve.add_argument(
         "--notify-level",
         choices=("info", "warning", "critical"),
         help="with --notify: the least severe alert posted (default critical)",
+    )
+    serve.add_argument(
+        "--notify-hold",
+        type=_bounded(float, 0, MAX_HOLD_SECONDS),
+        metavar="SECONDS",
+        help="with --notify: an alert that clears and returns within this is posted once, with "
+        f"its count (0 posts every return; default {DEFAULT_HOLD_SECONDS:g})",
     )
     serve.add_argument(
         "--max-series",

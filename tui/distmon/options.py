@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from distcore.webhook.hold import DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS
+
 if TYPE_CHECKING:
     from distcore.remote.spec import SshSpec, UrlSpec
 
@@ -19,6 +21,7 @@ MAX_POINTS = 1_000_000
 # --serve --metrics: the default bound on exported series (docs/serve.md, "the cardinality bound").
 DEFAULT_MAX_SERIES = 10_000
 MAX_SERIES = 10_000_000
+__all__ = ["DEFAULT_HOLD_SECONDS", "DEFAULT_MAX_SERIES", "MAX_HOLD_SECONDS", "Options"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,11 @@ class Options:
     # --serve: headless, long-running; metrics over HTTP and/or alerts to a webhook.
     serve: bool = False
     metrics: tuple[str, int] | None = None  # (host, port) to listen on; port 0: any free port
-    notify: str | None = None  # webhook URL (a secret: never printed whole)
+    # The webhook URL (a secret: never printed whole, not even in a repr) and where it came from.
+    notify: str | None = field(default=None, repr=False)
+    notify_source: str = ""  # "--notify", "--notify-file PATH" or "DISTMON_NOTIFY_URL"
     notify_level: str = "critical"
+    notify_hold: float = DEFAULT_HOLD_SECONDS  # a return within it is counted, not posted
     max_series: int = DEFAULT_MAX_SERIES
     # The comparison table of a sweep: --once --table / --csv / --points, and the initial
     # sort (`[-]COLUMN`) and filter expression (`NAME OP VALUE,...`) of the dashboard too.

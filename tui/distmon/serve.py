@@ -3,9 +3,11 @@
 No terminal, no Textual: for cron, systemd, a Slurm job or a login node. The same
 `make_producers` and `JobIndex` as the dashboard, run by one `ProducerSet`; the index's
 snapshots go to Prometheus (`--metrics`: distcore.metrics_http's bounded HTTP server, whose
-collector renders the latest snapshot at each scrape) and to a webhook (`--notify`: new alerts
-at or above `--notify-level`, on the notifier's own thread). SIGTERM or SIGINT closes
-everything and exits 0; what a user gets wrong (a port in use, a bad URL) is one line and exit 2.
+collector renders the latest snapshot at each scrape, and the webhook's posts by outcome) and to
+a webhook (`--notify-file`, `DISTMON_NOTIFY_URL` or `--notify`: new alerts at or above
+`--notify-level`, held by `--notify-hold`, on the notifier's own thread). SIGTERM or SIGINT
+closes everything and exits 0; what a user gets wrong (a port in use, a bad URL or URL file) is
+one line and exit 2.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
@@ -47,8 +49,13 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
-def start_metrics(options: Options, latest: Callable[[], JobsSnapshot | None]) -> MetricsServer:
-    """Serve /metrics on its own thread; a port in use or a bad host is a DistmonError."""
+def start_metrics(
+    options: Options,
+    latest: Callable[[], JobsSnapshot | None],
+    notify_counts: Callable[[], Mapping[str, int]] | None = None,
+) -> MetricsServer:
+    """Serve /metrics on its own thread (with the webhook's posts by outcome, where there is
+    one); a port in use or a bad host is a DistmonError."""
     from prometheus_client import CollectorRegistry
 
     from distcore.metrics import SnapshotCollector
@@ -57,7 +64,7 @@ def start_metrics(options: Options, latest: Callable[[], JobsSnapshot | None]) -
     assert options.metrics is not None
     host, port = options.metrics
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(SnapshotCollector(latest, options.max_series))
+    registry.register(SnapshotCollector(latest, options.max_series, notify_counts))
     try:
         server = start_metrics_server(host, port, registry)
     except OSError as err:  # EADDRINUSE, EACCES below 1024, an unknown host name
@@ -120,7 +127,7 @@ def _make_notifier(options: Options, err: TextIO) -> Notifier | None:
     def report(line: str) -> None:
         print(f"distmon: {terminal_text(line, 300)}", file=err, flush=True)
 
-    return Notifier(options.notify, options.notify_level, report=report)
+    return Notifier(options.notify, options.notify_level, report=report, hold=options.notify_hold)
 
 
 def _levels(least: str) -> str:
@@ -146,7 +153,8 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
     server = None
     try:
         if options.metrics is not None:
-            server = start_metrics(options, producers.index.latest)
+            counts = notifier.counts if notifier is not None else None
+            server = start_metrics(options, producers.index.latest, counts)
             host, port = str(server.server_address[0]), int(server.server_address[1])
             shown = f"[{host}]" if ":" in host else host
             print(f"distmon: serving metrics at http://{shown}:{port}/metrics", file=err)
@@ -154,7 +162,11 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
             notifier.start()
             producers.index.subscribe(notifier.observe)
             levels = _levels(options.notify_level)
-            print(f"distmon: posting {levels} alerts to {notifier.shown_url}", file=err)
+            print(f"distmon: posting {levels} alerts to {notifier.shown_url} (URL from "
+                  f"{terminal_text(options.notify_source, 200)})", file=err)  # fmt: skip
+            if options.notify_source == "--notify":
+                print("distmon: note: --notify's URL is in every user's `ps`; --notify-file PATH "
+                      "or DISTMON_NOTIFY_URL keep it private", file=err)  # fmt: skip
         producers.index.subscribe(_Errors(err))
         err.flush()
         failures = _start_in_background(producers, done)

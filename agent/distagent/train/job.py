@@ -264,6 +264,7 @@ def _train(job: _Job) -> str:
             on_divergence=cfg.train.on_divergence, max_recoveries=cfg.train.max_recoveries,
             recovery_lr_factor=cfg.train.recovery_lr_factor,
             loss_upper_bound=cfg.train.loss_upper_bound,
+            loss_bound_factor=cfg.train.loss_bound_factor,
             histogram_every=cfg.train.histogram_every_steps,
             flops_per_step=plan.flops_per_step, peak_flops=plan.peak_flops_per_second,
         ),
@@ -347,7 +348,7 @@ def _error_line(err: BaseException, cluster: Any) -> str:
 
 
 def _health(cfg: JobConfig) -> Health:
-    return Health(clip_norm=cfg.optimizer.clip_norm, loss_upper_bound=cfg.train.loss_upper_bound,
+    return Health(clip_norm=cfg.optimizer.clip_norm,
                   non_finite_gradient_diverges=not cfg.train.mixed_precision)
 
 

@@ -50,6 +50,8 @@ class LoopSettings:
     max_recoveries: int = 3
     recovery_lr_factor: float = 0.5
     loss_upper_bound: float = 0.0
+    """>0: the loss bound from the start; 0: loss_bound_factor × the first logged loss."""
+    loss_bound_factor: float = 0.0
     histogram_every: int = 0
     flops_per_step: float | None = None
     """Model FLOPs of one step (flops.py); None: not counted, no FLOP tags."""
@@ -154,6 +156,8 @@ class Trainer:
             self.checkpointer.save(0)
         # The data position is the step (plus the batches recoveries moved past): skip the
         # batches the checkpointed steps consumed.
+        if self.s.loss_upper_bound > 0:
+            self.state.loss_bound.assign(self.s.loss_upper_bound)
         position = start_step + int(self.state.data_skip.numpy())
         dataset = self.train_dataset.skip(position) if position else self.train_dataset
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
@@ -247,12 +251,31 @@ class Trainer:
         diverged = self._check_finite(step, scalars.get(names.LOSS))
         if self._restart_at is not None:  # rolled back: this interval's points are undone
             return None
+        self._set_relative_bound(scalars.get(names.LOSS))
         finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
         self.writers.write(names.TRAIN_DIR, step, finite)
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
         self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count())
         return diverged
+
+    def _set_relative_bound(self, loss: float | None) -> None:
+        """At the first log point with a finite loss, with no bound given: the bound relative to
+        it. Every worker reads the same all-reduced loss, so all set the same bound."""
+        if self.s.loss_upper_bound > 0 or loss is None or self._bound() > 0:
+            return
+        bound = rec.relative_bound(loss, self.s.loss_bound_factor)
+        if bound is None:
+            return
+        self.state.loss_bound.assign(bound)
+        self.record.update(loss_bound=bound)
+        self.progress.message(f"loss bound: {bound:.4g} ({self.s.loss_bound_factor:g}× the "
+                              f"first loss, {loss:.4g}); a step loss above it is a divergence")
+
+    def _bound(self) -> float:
+        """The loss bound in force; 0 while there is none."""
+        bound = float(self.state.loss_bound.numpy())
+        return bound if math.isfinite(bound) else 0.0
 
     def _check_finite(self, step: int, interval_loss: float | None = None) -> Outcome | None:
         """The diverged outcome once a divergence was seen (None after a rollback, or when the
@@ -274,7 +297,7 @@ class Trainer:
             loss = interval_loss
         self.writers.write(names.TRAIN_DIR, bad, {names.LOSS: loss})
         self.writers.flush()
-        message = rec.divergence_message(bad, loss, self.s.loss_upper_bound)
+        message = rec.divergence_message(bad, loss, self._bound())
         if self.s.action == rec.ROLLBACK:
             if len(self.recoveries) < self.s.max_recoveries:
                 self._roll_back(step, bad, loss)
@@ -294,7 +317,7 @@ class Trainer:
         state.data_skip.assign(position - restored)
         state.clear_divergence()
         recovery = rec.Recovery(
-            step=bad, loss=loss, reason=rec.divergence_reason(loss, self.s.loss_upper_bound),
+            step=bad, loss=loss, reason=rec.divergence_reason(loss, self._bound()),
             lr_before=lr_before, lr_after=float(self.schedule(bad - 1)), restored_step=restored,
                             skipped_batches=step - restored)
         self.recoveries.append(recovery.to_json())

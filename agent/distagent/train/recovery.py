@@ -62,6 +62,15 @@ class Recovery:
                 f"(recovery {number} of {limit})")
 
 
+def relative_bound(first_loss: float, factor: float) -> float | None:
+    """The loss bound `factor` times the first logged loss's size (at least 1: a loss that
+    starts near 0 would make any noise a divergence); None: no bound (factor 0, or a first
+    loss that is not finite, which is a divergence of its own)."""
+    if factor <= 0 or not math.isfinite(first_loss):
+        return None
+    return factor * max(abs(first_loss), 1.0)
+
+
 def divergence_reason(loss: float, bound: float) -> str:
     if math.isnan(loss):
         return "nan"

@@ -19,6 +19,7 @@ tensors), so the pair can neither read 0 for a batch that is not there nor swall
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,9 @@ class TrainState:
     `grad_norm`: the global L2 norm of the last step's all-reduced gradient, before clipping.
     `reached`: the step whose gradients this worker holds, set before their reduction, and
     `reduced`: the step whose reduction ended (`step` itself may count on before it: nothing
-    orders its increment after the collective). phases.py reads both while a step runs."""
+    orders its increment after the collective). phases.py reads both while a step runs.
+    `loss_bound`: a step's mean loss above it diverges (infinite: none yet); set by the loop,
+    never checkpointed (every worker sets it from the same all-reduced loss)."""
 
     step: tf.Variable
     first_bad_step: tf.Variable
@@ -62,6 +65,7 @@ class TrainState:
     data_skip: tf.Variable
     reached: tf.Variable
     reduced: tf.Variable
+    loss_bound: tf.Variable
     interval: Counters
     epoch: Counters
 
@@ -77,6 +81,8 @@ class TrainState:
                 data_skip=tf.Variable(0, dtype=tf.int64, trainable=False, name="data_skip"),
                 reached=tf.Variable(0, dtype=tf.int64, trainable=False, name="reached"),
                 reduced=tf.Variable(0, dtype=tf.int64, trainable=False, name="reduced"),
+                loss_bound=tf.Variable(math.inf, dtype=tf.float64, trainable=False,
+                                       name="loss_bound"),
                 interval=Counters.zeros(INTERVAL, "interval"),
                 epoch=Counters.zeros(EPOCH, "epoch"),
             )
@@ -102,7 +108,6 @@ class Health:
     """What the step checks and does to its gradient (see TrainStep)."""
 
     clip_norm: float = 0.0
-    loss_upper_bound: float = 0.0
     non_finite_gradient_diverges: bool = True
     """False under a dynamic loss scale: an overflowing gradient is skipped, not a divergence."""
     grad_norm: bool = True
@@ -267,8 +272,7 @@ class TrainStep:
         # `stats` is all-reduced: every worker sees the same loss and decides the same.
         mean_loss = stats[0] / tf.maximum(stats[2], 1.0)
         diverged = tf.logical_not(tf.math.is_finite(stats[0]))
-        if health.loss_upper_bound > 0:
-            diverged = tf.logical_or(diverged, mean_loss > health.loss_upper_bound)
+        diverged = tf.logical_or(diverged, mean_loss > state.loss_bound)  # inf: no bound yet
         if health.non_finite_gradient_diverges and health.grad_norm:
             diverged = tf.logical_or(diverged, tf.logical_not(tf.math.is_finite(norm)))
         first = tf.logical_and(diverged, state.first_bad_step < 0)

@@ -4,7 +4,8 @@ Every rule takes plain facts (the protocols below match distcore.events' RunSnap
 distcore.telemetry's GpuDevice) and returns `Alert`s. Nothing here reads files or clocks: `now`
 is passed in, so rules are table-tested. The rules live by family, each in its room:
 
-- `distcore.alerts.series`: a run's points (input stall, NaN loss, rising loss, gradient spike);
+- `distcore.alerts.series`: a run's points (input stall, NaN loss, rising or spiking loss, gradient
+  spike; `spikes` finds a spike over its recent median and MAD);
   they look at a series' tail only, and the job index (distcore.jobs) runs them again only for
   runs that changed.
 - `distcore.alerts.cadence`: how often a run writes, and a run that stopped (`run_stalled`).

@@ -1,4 +1,5 @@
-"""The rules over a run's points: input stall, NaN loss, a loss that rises, a gradient spike.
+"""The rules over a run's points: input stall, NaN loss, a loss that rises or spikes, a gradient
+spike.
 
 They depend only on a run's series, so the job index computes them again only for runs that
 changed; each looks at a series' tail only, so its cost does not grow with the points kept.
@@ -15,6 +16,7 @@ from typing import Any, Final
 
 from distcore import names
 from distcore.alerts import Alert, RunLike, SeriesLike, Severity
+from distcore.alerts.spikes import newest_spike, window_spike
 from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
 from distcore.tags import pick_tag
 
@@ -26,6 +28,12 @@ TAIL_POINTS: Final = 64  # points of a series' tail the cadence and "since" look
 SPIKE_FACTOR: Final = 10.0  # a gradient norm this many times its recent median is a spike
 SPIKE_WINDOW: Final = 20  # points before a gradient norm that make its recent median
 SPIKE_MIN_POINTS: Final = 5  # fewer points before it: no median to speak of
+LOSS_SPIKE_WINDOW: Final = 20  # points before a loss that make its recent median and MAD
+LOSS_SPIKE_MIN_POINTS: Final = 5
+LOSS_SPIKE_FACTOR: Final = 3.0  # a loss above 3× its recent median (for a positive loss) ...
+LOSS_SPIKE_Z: Final = 10.0  # ... and above it by 10 robust deviations (MAD × 1.4826)
+LOSS_BACK_FACTOR: Final = 1.5  # back within 1.5× the median before the spike ...
+LOSS_BACK_Z: Final = 3.0  # ... or within 3 deviations of it: the spike recovered
 REMEDY: Final = (
     "use parallel map (num_parallel_calls=AUTOTUNE), prefetch, and cache the dataset if it fits"
 )
@@ -166,7 +174,46 @@ def gradient_spike(run: RunLike) -> Alert | None:
     return None
 
 
+def loss_spike(run: RunLike) -> Alert | None:
+    """The newest loss spike in the tail (alerts.spikes: above 3× its recent median and 10
+    robust deviations), named by the first point of its stretch (the points after a jump that
+    stay up are spikes too), judged by where the loss is now: back within 1.5× or 3 deviations
+    of the median before it is a warning that it recovered by itself; still up is critical; a
+    spike that is the newest point alone is a warning until the next point says which."""
+    tag = loss_tag(run.scalars)
+    if tag is None:
+        return None
+    series = run.scalars[tag]
+    values = tail_floats(series.values, TAIL_POINTS + LOSS_SPIKE_WINDOW)
+    start = len(values) - TAIL_POINTS
+    spike = newest_spike(values, start, LOSS_SPIKE_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z,
+                         LOSS_SPIKE_FACTOR)  # fmt: skip
+    if spike is None:
+        return None
+    newest, last = spike.at, len(values) - 1
+    while spike.at > start and (earlier := window_spike(
+            values, spike.at - 1, LOSS_SPIKE_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z,
+            LOSS_SPIKE_FACTOR)) is not None:  # fmt: skip
+        spike = earlier
+    i, value, now = spike.at, values[spike.at], values[last]
+    ratio = f"{value / spike.median:.3g}× its" if spike.median > 0 else "far above its"
+    what = f"loss spike: {tag} {value:.4g} at step {_tail(series.steps, len(values))[i]} is " \
+           f"{ratio} recent median {spike.median:.4g}"
+    severity: Severity = "warning"
+    if i == last:
+        message = f"{what} (if it does not come back, lower the learning rate or clip)"
+    elif newest == last or spike.above(now, LOSS_BACK_Z, LOSS_BACK_FACTOR):
+        severity = "critical"
+        message = (f"{what} and has not come back (now {now:.4g}): the model may have lost its "
+                   "training; lower the learning rate, clip, or resume from a checkpoint")
+    else:
+        message = f"{what}; it recovered by itself (now {now:.4g})"
+    return Alert("loss_spike", severity, run.name, message, _tail(series.wall_times,
+                                                                   len(values))[i])
+
+
 def series_alerts(run: RunLike) -> list[Alert]:
     """The rules that depend only on a run's points: computed again only when the run changed."""
-    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run)]
+    found = [input_stall(run), loss_nan(run), loss_rising(run), gradient_spike(run),
+             loss_spike(run)]
     return [a for a in found if a is not None]
