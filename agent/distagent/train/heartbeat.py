@@ -250,5 +250,9 @@ class Heartbeat:
             self.beat_final()
 
     def beat_final(self) -> None:
-        """The last heartbeat, written as the job ends (no hang check: it ended)."""
-        write_json_atomic(self.path, self.record())
+        """The last heartbeat, written as the job ends (no hang check: it ended); the chief's
+        run.json keeps it too, so a job shorter than one beat still records its workers."""
+        mine = self.record()
+        write_json_atomic(self.path, mine)
+        if self.publish is not None and self.is_chief:
+            self.publish(self._all_workers(mine))
