@@ -41,6 +41,7 @@ from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
 from distagent.train.checkpoint import Checkpointer
+from distagent.train.ledger import AttemptClock, start_clock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
 from distagent.train.progress import Progress, Quiet
 from distagent.train.rundir import (
@@ -224,13 +225,17 @@ def _train(job: _Job) -> str:
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
     )
-    resumed = checkpointer.restore()
+    clock = start_clock(run_dir, checkpointer, job.setup.task_index)
+    with clock.spent("restore"):
+        resumed = checkpointer.restore()
     start_step = int(state.step.numpy())
+    if resumed:
+        clock.resumed(start_step)
     record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
                        enabled=job.is_chief)
     if job.is_chief:
         write_resolved(cfg, run_dir)
-    record.update(last_step=start_step)
+    record.update(last_step=start_step, **clock.save(start_step))  # the earlier attempts too
     # Names and paths come from the config: escaped, like every outside string on a terminal.
     progress.message(terminal_text(
         f"{cfg.run.name}: {counted(plan.total_steps, 'step')} of "
@@ -262,17 +267,20 @@ def _train(job: _Job) -> str:
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
         stop=job.stop, epochs=plan.epochs,
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
+        clock=clock,
     )
     try:
         outcome = trainer.run(start_step)
     except BaseException as err:
+        clock.switch("teardown")
         at = int(state.step.numpy())
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
-                error=_error_line(err, job.cluster), trace=traceback.format_exc())
-        raise
-    finally:
+                error=_error_line(err, job.cluster), trace=traceback.format_exc(), clock=clock)
         writers.close()
-    _finish(record, outcome,
+        raise
+    clock.switch("teardown")
+    writers.close()
+    _finish(record, outcome, clock=clock,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
     progress.message(terminal_text(
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
@@ -300,8 +308,8 @@ def _health(cfg: JobConfig) -> Health:
                   non_finite_gradient_diverges=not cfg.train.mixed_precision)
 
 
-def _finish(record: RunRecord, outcome: Outcome, *, error: str | None = None,
-            trace: str | None = None) -> None:
+def _finish(record: RunRecord, outcome: Outcome, *, clock: AttemptClock,
+            error: str | None = None, trace: str | None = None) -> None:
     record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
                   message=outcome.message, error=error, error_step=outcome.error_step,
-                  traceback=trace)
+                  traceback=trace, **clock.save(outcome.step))

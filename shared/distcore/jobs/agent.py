@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore import names
+from distcore.jobs.ledger import ledger_from_record
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.jobs.snapshots import AgentRecord, RecoveryNote
 from distcore.safefile import load_json
@@ -110,6 +111,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         scheduler=scheduler_ref_from(doc.get("scheduler")),
         recoveries=recoveries_from(doc.get("recoveries")),
         hparams=agent_hparams(doc),
+        ledger=ledger_from_record(doc),
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol
 
 from distcore.alerts import Alert
 from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.ledger import Ledger
 from distcore.jobs.scheduler import SchedulerRef, SchedulerState
 from distcore.location import RunLocation
 from distcore.producer import ProducerError
@@ -74,6 +75,7 @@ class AgentRecord:
     # The plan and config as comparison columns (lr, lr_rule, global_batch, replicas, model,
     # optimizer, ...): numbers and strings only, see distcore.jobs.agent.agent_hparams.
     hparams: Mapping[str, float | int | str] = field(default_factory=dict)
+    ledger: Ledger | None = None  # where the job's wall time went (distcore.jobs.ledger)
 
 
 @dataclass(frozen=True)
