@@ -163,6 +163,7 @@ class _Job:
     steps_per_call: int
     make_step_hook: Callable[[Checkpointer], StepHook] | None
     cluster: Any = None  # the ClusterRequest of a multi-worker job, else None
+    entered: float | None = None  # when run_job was called: a library call's start-up begins
 
 
 def run_job(
@@ -184,6 +185,7 @@ def run_job(
     compiled call, on every worker (e.g. TensorFlow's PreemptionCheckpointHandler, built on
     `checkpointer.manager`, saving when any worker was told to stop).
     """
+    entered = time.time()
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg.run.logdir, cfg.run.name)
     setup = resolve_strategy(cfg.strategy, cluster=cluster)
     is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
@@ -199,7 +201,8 @@ def run_job(
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
             stop or StopRequest() as stop_request:
         job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
-                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster)
+                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
+                   entered)
         return _train(job)
 
 
@@ -225,7 +228,7 @@ def _train(job: _Job) -> str:
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
     )
-    clock = start_clock(run_dir, checkpointer, job.setup.task_index)
+    clock = start_clock(run_dir, checkpointer, job.setup.task_index, entered=job.entered)
     with clock.spent("restore"):
         resumed = checkpointer.restore()
     start_step = int(state.step.numpy())

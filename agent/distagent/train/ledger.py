@@ -101,7 +101,7 @@ class AttemptClock:
         self.buckets: dict[str, float] = dict.fromkeys(BUCKETS, 0.0)
         if last is not None and start is not None:  # a later attempt of the job
             self.buckets = carried(previous)
-            self.job_start = start
+            self.job_start = min(start, process_start)
             self.buckets["scheduler"] += max(0.0, process_start - last)
         else:
             pending = max(0.0, pending_seconds or 0.0)
@@ -289,12 +289,26 @@ def previous_attempts(run_dir: Path, task_index: int) -> dict[str, Any] | None:
     return record
 
 
-def start_clock(run_dir: Path, checkpointer: Any, task_index: int = 0) -> AttemptClock:
-    """This attempt's clock, from the process's start: a later attempt of the job when there is
-    a checkpoint to resume (its earlier attempts are in run.json and the ledger files), else a
+_PROCESS_IS_JOB = [False]
+
+
+def claim_process() -> None:
+    """This process exists to run the job (`distagent start`): its start-up counts from the
+    process's start. Otherwise (a library call) from the call to run_job."""
+    _PROCESS_IS_JOB[0] = True
+
+
+def start_clock(run_dir: Path, checkpointer: Any, task_index: int = 0, *,
+                entered: float | None = None) -> AttemptClock:
+    """This attempt's clock, from the process's start (or `entered`, when run_job was called,
+    in a process that did not `claim_process`): a later attempt of the job when there is a
+    checkpoint to resume (its earlier attempts are in run.json and the ledger files), else a
     new job's (on Slurm, with the time it was pending)."""
     resuming = checkpointer.latest() is not None
     previous = previous_attempts(run_dir, task_index) if resuming else None
     pending = None if previous and previous.get("ledger_time") else pending_seconds()
-    return AttemptClock(previous, process_start=process_start_time(), pending_seconds=pending,
+    started = process_start_time()
+    if not _PROCESS_IS_JOB[0] and entered is not None:
+        started = max(started, entered)
+    return AttemptClock(previous, process_start=started, pending_seconds=pending,
                         path=worker_ledger_path(run_dir, task_index))
