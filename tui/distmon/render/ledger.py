@@ -67,7 +67,7 @@ def bar_segments(ledger: Ledger, width: int) -> list[tuple[str, int]]:
     exact = [(b, s / total * width) for b, s in parts]
     cells = {b: int(x) for b, x in exact}
     left = width - sum(cells.values())
-    for b, x in sorted(exact, key=lambda bx: bx[1] - int(bx[1]), reverse=True)[:left]:
+    for b, _ in sorted(exact, key=lambda bx: bx[1] - int(bx[1]), reverse=True)[:left]:
         cells[b] += 1
     return [(b, cells[b]) for b, _ in parts if cells[b] > 0]
 
