@@ -18,11 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+from distcore import names
 
 if TYPE_CHECKING:
     from distcore.events.snapshots import RunSnapshot
-    from distcore.jobs.snapshots import Job
 
 BUCKETS: Final = (
     "startup", "compute", "input_wait", "checkpoint", "restore", "evaluation", "recovery",
@@ -37,6 +38,16 @@ GAP_FACTOR: Final = 10.0
 GAP_MIN_SECONDS: Final = 30.0
 
 LedgerSource = Literal["agent", "scalars", "events"]
+
+
+class Job(Protocol):
+    """What a job's ledger is read from: distcore.jobs.snapshots.Job (which holds a Ledger, so
+    this module cannot import it)."""
+
+    @property
+    def agent(self) -> Any: ...
+    @property
+    def parts(self) -> Mapping[str, RunSnapshot]: ...
 
 
 @dataclass(frozen=True)
@@ -154,9 +165,11 @@ def job_goodput(job: Job) -> float | None:
 
 
 def _main_part(job: Job) -> RunSnapshot | None:
-    from distcore.jobs.parts import is_system_part
-
+    """train, else the first part that is not a system one (distcore.jobs.parts' rule; not
+    imported: the parts know the snapshots, which know this module)."""
     parts = job.parts
-    if "train" in parts:
-        return parts["train"]
-    return next((r for p, r in parts.items() if not is_system_part(p)), None)
+    if names.TRAIN_DIR in parts:
+        return parts[names.TRAIN_DIR]
+    system = names.SYSTEM_DIR
+    return next((r for p, r in parts.items() if p != system and not p.startswith(system + "/")),
+                None)
