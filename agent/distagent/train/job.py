@@ -280,11 +280,13 @@ def _train(job: _Job) -> str:
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
                 error=_error_line(err, job.cluster), trace=traceback.format_exc(), clock=clock)
         writers.close()
+        clock.close()
         raise
     clock.switch("teardown")
     writers.close()
     _finish(record, outcome, clock=clock,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
+    clock.close()
     progress.message(terminal_text(
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
         + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore.jobs.ledger import BUCKETS, TIME_PREFIX
-from distcore.safefile import load_json, write_atomic
+from distcore.safefile import load_json
 
 LEDGER_DIR: Final = "ledger"
 
@@ -113,6 +114,7 @@ class AttemptClock:
         self._since = self._clock0
         self._steps = 0.0  # seconds of compiled calls not yet split at a log point
         self.mark: dict[str, Any] | None = None  # the buckets at the newest checkpoint
+        self._file: LedgerFile | None = None
 
     def now(self) -> float:
         """Wall time by the monotonic clock (a wall clock set back mid-run moves nothing)."""
@@ -212,10 +214,17 @@ class AttemptClock:
         the step they stand at (`ledger_step`)."""
         fields = {**self.record_fields(), "ledger_step": step}
         if self.path is not None:
-            text = json.dumps(fields, sort_keys=True) + "\n"
-            with contextlib.suppress(OSError):  # the ledger never stops training
-                write_atomic(self.path, text.encode())
+            try:  # the ledger never stops training
+                self._file = self._file or LedgerFile(self.path)
+                self._file.write(fields)
+            except OSError:
+                self.path = None
         return fields
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def scalars(self) -> dict[str, float]:
         """The `time/<bucket>` scalars of a log point."""
@@ -264,6 +273,34 @@ def process_start_time() -> float:
         import psutil
 
         return float(psutil.Process().create_time())
+
+
+class LedgerFile:
+    """A worker's ledger file, rewritten in place at every log point: one `pwrite` of the
+    document padded with blanks to the file's length (JSON allows them), so no write ever
+    leaves a shorter document followed by an older one's tail. A new file and `os.replace`
+    each time cost milliseconds a log point; this costs microseconds. Only the next attempt
+    reads it, once this process has ended; a torn file (the machine lost power) is not JSON and
+    that attempt falls back on run.json."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        self._fd = os.open(path, flags, 0o644)
+        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+            os.close(self._fd)
+            raise OSError(f"{path}: not a regular file")
+        self._size = os.fstat(self._fd).st_size
+
+    def write(self, fields: Mapping[str, Any]) -> None:
+        data = (json.dumps(fields, sort_keys=True) + "\n").encode()
+        if len(data) < self._size:
+            data += b" " * (self._size - len(data))
+        os.pwrite(self._fd, data, 0)
+        self._size = max(self._size, len(data))
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def worker_ledger_path(run_dir: Path, task_index: int) -> Path:

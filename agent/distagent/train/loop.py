@@ -228,7 +228,7 @@ class Trainer:
         if self._restart_at is not None:  # rolled back: this interval's points are undone
             return None
         finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
-        self.writers.write(names.TRAIN_DIR, step, {**finite, **self.clock.scalars()})
+        self.writers.write_compiled(names.TRAIN_DIR, step, {**finite, **self.clock.scalars()})
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
         self.record.update(throttle_s=1.0, last_step=step, metrics=finite,
