@@ -15,8 +15,8 @@ prometheus_client escapes quotes and backslashes once more for the exposition. T
 equal once elided keep the first series only. A label with no value (a host of no job) is left
 out of its series, never sent empty. The number of series is bounded (`max_series`, with
 `distmon_series_dropped` counted in): families are filled in a fixed order of importance (the
-snapshot, jobs, alerts, hosts, GPUs, errors, then scalars) and what does not fit is counted in
-`distmon_series_dropped`, never sent. `distmon_job_info` joins each job to its scheduler.
+snapshot, jobs, alerts, hosts, GPUs, errors, ledgers, then scalars) and what does not fit is
+counted in `distmon_series_dropped`, never sent. `distmon_job_info` joins each job to its scheduler.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from prometheus_client.samples import Sample
 
 from distcore import __version__, names
 from distcore.alerts.efficiency import job_mfu
+from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import elide, escaped_text
@@ -133,6 +134,7 @@ class _Families:
         self._hosts()
         self._gpus()
         self._errors()
+        self._ledgers()
         self._scalars()
         dropped = GaugeMetricFamily(
             "distmon_series_dropped",
@@ -311,6 +313,26 @@ class _Families:
         )
         for error in self.snap.errors:
             failing.add([error.producer], error.since)
+
+    def _ledgers(self) -> None:
+        """Where each job's wall time went (distcore.jobs.ledger): only the buckets measured."""
+        seconds = self.family(
+            "distmon_job_time_seconds",
+            "Seconds of the job's wall time (all its attempts) per bucket: compute, "
+            "input_wait, startup, checkpoint, restore, evaluation, recovery, lost, scheduler, "
+            "teardown, unknown",
+            ["job", "bucket"],
+        )
+        goodput = self.family(
+            "distmon_job_goodput_ratio", "The job's compute seconds over its wall time", ["job"]
+        )
+        for job in self.snap.jobs:
+            ledger = job_ledger(job)
+            if ledger is None:
+                continue
+            goodput.add([job.name], ledger.goodput)
+            for bucket, value in ledger.buckets.items():
+                seconds.add([job.name, bucket], value)
 
     def _scalars(self) -> None:
         labels = ["job", "run", "tag"]

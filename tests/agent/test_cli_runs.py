@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 QUICKSTART = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
 LOG_EVERY = 5
 TOTAL = 120  # 2 epochs of 60 steps of 32 examples
+CHECKPOINT_EVERY = 20  # room for recorded steps past a checkpoint: the work a kill -9 loses
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
@@ -31,7 +32,8 @@ def overrides(logdir: Path, name: str) -> list[str]:
         "data.synthetic.num_examples": 1920, "data.synthetic.input_shape": "[8, 8, 1]",
         # A slow, naive input: a few hundred ms per checkpoint interval, time to catch the job.
         "data.optimize": "false", "data.synthetic.preprocess_cost_ms": 1.0,
-        "train.epochs": 2, "train.log_every_steps": LOG_EVERY, "train.checkpoint_every_steps": 10,
+        "train.epochs": 2, "train.log_every_steps": LOG_EVERY,
+        "train.checkpoint_every_steps": CHECKPOINT_EVERY,
     }
     return [arg for key, value in settings.items() for arg in ("--set", f"{key}={value}")]
 
@@ -81,17 +83,20 @@ def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "job"
     first = start(tmp_path, "job")
-    wait_for(lambda: (latest_checkpoint_step(run_dir) or 0) >= 10, first)
-    time.sleep(0.3)  # a few more steps (and maybe a log point) past the checkpoint
+    # Killed once its ledger records steps past the newest checkpoint: work the resume redoes.
+    wait_for(lambda: steps_past_checkpoint(own_ledger(run_dir)) >= 2 * LOG_EVERY, first)
     first.kill()
     first.wait()
     killed_at = latest_checkpoint_step(run_dir)
     assert killed_at is not None and killed_at < TOTAL
     assert record(run_dir)["status"] == names.STATUS_RUNNING  # SIGKILL left no final word
+    killed = {**record(run_dir), **own_ledger(run_dir)}
+    assert killed["ledger_checkpoint"]["step"] == killed_at
 
     second = start(tmp_path, "job")
     wait_for(lambda: (record(run_dir).get("last_step") or 0) > (killed_at or 0)
              and record(run_dir).get("pid") == second.pid, second)
+    check_lost(killed, record(run_dir))
     second.send_signal(signal.SIGTERM)
     out, _ = second.communicate(timeout=60)
     assert second.returncode == 0, out
@@ -111,6 +116,48 @@ def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
     expected = sorted({*range(LOG_EVERY, TOTAL + 1, LOG_EVERY), stopped["last_step"]})
     assert list(train.scalars[names.LOSS].steps) == expected
     assert list(train.scalars[names.EPOCH_LOSS].steps) == [0, 1]
+    check_ledger(final, killed)
+    # The log points carry the ledger too, cumulative over the three attempts.
+    assert 0 < train.scalars["time/compute"].last_value <= final["ledger"]["compute"]
+    assert train.scalars["time/lost"].last_value == pytest.approx(final["ledger"]["lost"], abs=1e-5)
+
+
+def own_ledger(run_dir: Path) -> dict[str, Any]:
+    try:
+        return dict(json.loads((run_dir / "ledger" / "worker-0.json").read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def steps_past_checkpoint(doc: dict[str, Any]) -> int:
+    mark = doc.get("ledger_checkpoint") or {}
+    return (doc.get("ledger_step") or 0) - mark.get("step", 10**9)
+
+
+def check_lost(killed: dict[str, Any], resumed: dict[str, Any]) -> None:
+    """The killed attempt's work past its checkpoint is lost, as its record measured it, and
+    in proportion to the steps redone at that attempt's own step time."""
+    mark = killed["ledger_checkpoint"]
+    done = sum(killed["ledger"][b] - mark["buckets"][b] for b in ("compute", "input_wait"))
+    lost = resumed["ledger"]["lost"]
+    assert lost == pytest.approx(done, abs=1e-3)
+    redone = killed["ledger_step"] - mark["step"]
+    first_time = redone * killed["metrics"][names.STEP_TIME_MS] / 1000
+    assert 0.5 * first_time <= lost <= 2 * first_time, (lost, first_time)
+    assert lost <= killed["ledger_time"] - mark["time"]
+    # The stretch from the killed attempt's last record to the new process: scheduler.
+    gap = resumed["ledger_attempt_start"] - killed["ledger_time"]
+    assert resumed["ledger"]["scheduler"] >= gap - 1e-3 > 0
+
+
+def check_ledger(final: dict[str, Any], killed: dict[str, Any]) -> None:
+    ledger, wall = final["ledger"], final["ledger_wall"]
+    assert sum(ledger.values()) == pytest.approx(wall, abs=1e-3)
+    assert 0 <= ledger["unknown"] <= 0.05 * wall, ledger
+    assert final["ledger_start"] == killed["ledger_start"]  # one job across its attempts
+    assert wall >= final["end_time"] - killed["start_time"]
+    assert final["goodput"] == pytest.approx(ledger["compute"] / wall, abs=1e-5)
+    assert ledger["lost"] > 0 and ledger["startup"] > 0 and ledger["checkpoint"] > 0
 
 
 def test_detach_status_and_stop(tmp_path: Path) -> None:

@@ -84,11 +84,19 @@ def test_a_far_too_high_rate_rolls_back_and_finishes(tf: Any, tmp_path: Path) ->
     ckpt = tf.train.load_checkpoint(str(tmp_path / "rb" / names.CHECKPOINT_DIR))
     scale = [k for k in ckpt.get_variable_to_shape_map() if k.startswith("lr_scale")]
     assert scale and ckpt.get_tensor(scale[0]) == pytest.approx(0.01 ** len(recoveries))
+    # The ledger: the steps each rollback discarded, and the rollbacks, are recovery.
+    ledger, wall = record["ledger"], record["ledger_wall"]
+    assert ledger["recovery"] > 0 and ledger["lost"] == 0 and ledger["compute"] > 0
+    assert sum(ledger.values()) == pytest.approx(wall, abs=1e-3)
+    assert 0 <= ledger["unknown"] <= 0.1 * wall, ledger
     # distmon reads run.json's recoveries: one warning each, in `--once --json`.
     done = subprocess.run([DISTMON, "--once", "--json", "--no-gpu", str(tmp_path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    shown = [a["message"] for a in json.loads(done.stdout)["alerts"] if a["kind"] == "recovered"]
+    doc = json.loads(done.stdout)
+    shown = [a["message"] for a in doc["alerts"] if a["kind"] == "recovered"]
+    (shown_job,) = doc["jobs"]
+    assert shown_job["ledger"]["seconds"] == pytest.approx(ledger, abs=1e-5)
     first = recoveries[0]
     assert len(shown) == len(recoveries)
     assert shown[0].startswith(f"recovered from divergence at step {first['step']} "

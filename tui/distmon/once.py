@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from distcore.alerts import Alert
 from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
 from distcore.textsafe import terminal_text as t
@@ -23,6 +24,7 @@ from distcore.wording import counted
 from distmon.formats import number, step_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
+from distmon.render.ledger import ledger_line
 from distmon.report import collect
 
 CRITICAL_EXIT = 1
@@ -64,7 +66,9 @@ def _scheduler_text(job: Job) -> str:
 def _job_line(job: Job, name: str) -> str:
     last = job.agent.last_step if job.agent is not None else None
     step = f", step {step_text(last)}" if last is not None else ""
-    return f"job {t(name, 120)}: {job.status}{step}{_scheduler_text(job)}\n"
+    ledger = job_ledger(job)
+    time = f"  time: {ledger_line(ledger)}\n" if ledger is not None else ""
+    return f"job {t(name, 120)}: {job.status}{step}{_scheduler_text(job)}\n{time}"
 
 
 def _render_run(run: RunSnapshot, name: str, out: TextIO) -> None:

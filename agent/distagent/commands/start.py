@@ -44,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
         _exec_with_identity(run_dir)
     user_code_path(cfg.model.name)
     from distagent.train import run_job
+    from distagent.train.ledger import claim_process
     from distagent.train.progress import Progress
 
+    claim_process()
     if cfg.strategy.kind == "multi_worker":  # the cluster, and a lost peer named in one line
         from distagent.cluster.worker import run_worker
 

@@ -42,6 +42,7 @@ from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
 from distagent.train.checkpoint import Checkpointer
 from distagent.train.heartbeat import HangSettings, Heartbeat
+from distagent.train.ledger import AttemptClock, start_clock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
 from distagent.train.phases import PhaseProbe
 from distagent.train.progress import Progress, Quiet
@@ -164,6 +165,7 @@ class _Job:
     steps_per_call: int
     make_step_hook: Callable[[Checkpointer], StepHook] | None
     cluster: Any = None  # the ClusterRequest of a multi-worker job, else None
+    entered: float | None = None  # when run_job was called: a library call's start-up begins
 
 
 def run_job(
@@ -185,6 +187,7 @@ def run_job(
     compiled call, on every worker (e.g. TensorFlow's PreemptionCheckpointHandler, built on
     `checkpointer.manager`, saving when any worker was told to stop).
     """
+    entered = time.time()
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg.run.logdir, cfg.run.name)
     setup = resolve_strategy(cfg.strategy, cluster=cluster)
     is_chief = bool(getattr(cluster, "is_chief", setup.task_index == 0))
@@ -200,7 +203,8 @@ def run_job(
     with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
             stop or StopRequest() as stop_request:
         job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
-                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster)
+                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
+                   entered)
         return _train(job)
 
 
@@ -227,17 +231,22 @@ def _train(job: _Job) -> str:
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
     )
+    clock = start_clock(run_dir, checkpointer, job.setup.task_index, entered=job.entered)
     try:
-        resumed = checkpointer.restore()
+        with clock.spent("restore"):
+            resumed = checkpointer.restore()
     except DistmonError as err:  # a corrupt checkpoint, or one of another job: say so there too
         _refused(job, run_dir, checkpointer.latest(), str(err))
+        clock.close()
         raise
     start_step = int(state.step.numpy())
+    if resumed:
+        clock.resumed(start_step)
     record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
                        enabled=job.is_chief)
     if job.is_chief:
         write_resolved(cfg, run_dir)
-    record.update(last_step=start_step)
+    record.update(last_step=start_step, **clock.save(start_step))  # the earlier attempts too
     # Names and paths come from the config: escaped, like every outside string on a terminal.
     progress.message(terminal_text(
         f"{cfg.run.name}: {counted(plan.total_steps, 'step')} of "
@@ -271,20 +280,25 @@ def _train(job: _Job) -> str:
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
         stop=job.stop, epochs=plan.epochs,
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
+        clock=clock,
     )
     try:
         with _heartbeat(job, state, record) as heartbeat:
             trainer.heartbeat = heartbeat
             outcome = trainer.run(start_step)
     except BaseException as err:
+        clock.switch("teardown")
         at = int(state.step.numpy())
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
-                error=_error_line(err, job.cluster), trace=traceback.format_exc())
-        raise
-    finally:
+                error=_error_line(err, job.cluster), trace=traceback.format_exc(), clock=clock)
         writers.close()
-    _finish(record, outcome,
+        clock.close()
+        raise
+    clock.switch("teardown")
+    writers.close()
+    _finish(record, outcome, clock=clock,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
+    clock.close()
     progress.message(terminal_text(
         f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
         + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
@@ -352,8 +366,8 @@ def _health(cfg: JobConfig) -> Health:
                   non_finite_gradient_diverges=not cfg.train.mixed_precision)
 
 
-def _finish(record: RunRecord, outcome: Outcome, *, error: str | None = None,
-            trace: str | None = None) -> None:
+def _finish(record: RunRecord, outcome: Outcome, *, clock: AttemptClock,
+            error: str | None = None, trace: str | None = None) -> None:
     record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
                   message=outcome.message, error=error, error_step=outcome.error_step,
-                  traceback=trace)
+                  traceback=trace, **clock.save(outcome.step))

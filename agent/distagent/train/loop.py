@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import distagent.train.recovery as rec
+from distagent.train.ledger import STEPS, AttemptClock
 from distagent.train.progress import Progress
 from distagent.train.rundir import RunRecord, thread_count
 from distagent.train.signals import StopRequest
@@ -119,6 +120,7 @@ class Trainer:
         epochs: int,
         step_hook: Callable[[int], None] | None = None,
         heartbeat: Any = None,
+        clock: AttemptClock | None = None,
     ) -> None:
         self.strategy = strategy
         self.train_step = train_step
@@ -142,6 +144,7 @@ class Trainer:
         from distagent.train.schedule import rate_reader
 
         self.rate_at = rate_reader(schedule)
+        self.clock = clock or AttemptClock(None, process_start=time.time())
         self.recoveries: list[dict[str, Any]] = list(record.data.get("recoveries") or [])
         self._restart_at: int | None = None
 
@@ -153,7 +156,9 @@ class Trainer:
             # The initial state is a checkpoint to roll back to (a later start resumed from
             # one). Decided on the step, not on the directory: every worker must take part in
             # a save, and the chief's files may appear while another worker looks.
-            self.checkpointer.save(0)
+            with self.clock.spent("checkpoint"):
+                self.checkpointer.save(0)
+            self._checkpointed(0)
         # The data position is the step (plus the batches recoveries moved past): skip the
         # batches the checkpointed steps consumed.
         if self.s.loss_upper_bound > 0:
@@ -169,6 +174,8 @@ class Trainer:
             step += n
             if self.heartbeat is not None:
                 self.heartbeat.step_ended(step)
+            if self.clock.state == "startup":  # the first call ends the start-up
+                self.clock.switch(STEPS)
             if self.step_hook is not None:
                 self.step_hook(step)
             if self.train_step.tracing_count() != traces:
@@ -177,6 +184,7 @@ class Trainer:
                 interval.steps += n
             boundary_start = time.perf_counter()
             outcome, logged = self._boundary(step, interval)
+            self.clock.switch(STEPS)
             if outcome is not None:
                 return outcome
             if self._restart_at is not None:  # rolled back: go on from the restored step
@@ -215,7 +223,9 @@ class Trainer:
             diverged = self._check_finite(step)
             if diverged is not None or self._restart_at is not None:
                 return diverged or self._stopped_after_rollback(stopping), logged
-            self.checkpointer.save(step)
+            with self.clock.spent("checkpoint"):
+                self.checkpointer.save(step)
+            self._checkpointed(step)
         if stopping:
             stopped = Outcome(names.STATUS_STOPPED, step, f"stopped by {self.stop.signal_name}")
             return stopped, logged
@@ -244,6 +254,8 @@ class Trainer:
             counters, timing, global_batch_size=self.s.global_batch_size, learning_rate=rate,
             flops_per_step=self.s.flops_per_step, peak_flops=self.s.peak_flops,
         )
+        self.clock.steps_logged(timing.wait_seconds)
+        self.clock.switch(None)  # the log point's own writes: measured as unknown
         self.state.reset(self.state.interval)
         if self.heartbeat is not None:
             self.heartbeat.interval(step, scalars)
@@ -253,10 +265,11 @@ class Trainer:
             return None
         self._set_relative_bound(scalars.get(names.LOSS))
         finite = {tag: v for tag, v in scalars.items() if math.isfinite(v)}
-        self.writers.write(names.TRAIN_DIR, step, finite)
+        self.writers.write_compiled(names.TRAIN_DIR, step, {**finite, **self.clock.scalars()})
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
-        self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count())
+        self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count(),
+                           **self.clock.save(step))
         return diverged
 
     def _set_relative_bound(self, loss: float | None) -> None:
@@ -311,8 +324,10 @@ class Trainer:
         lr_before = float(self.schedule(bad - 1))
         position = step + int(state.data_skip.numpy())  # batches the iterator has handed out
         scale = float(state.lr_scale.numpy())
-        self.checkpointer.restore()
+        with self.clock.spent("recovery"):
+            self.checkpointer.restore()
         restored = int(state.step.numpy())
+        self.clock.rolled_back(restored)
         state.lr_scale.assign(scale * self.s.recovery_lr_factor)
         state.data_skip.assign(position - restored)
         state.clear_divergence()
@@ -323,9 +338,15 @@ class Trainer:
         self.recoveries.append(recovery.to_json())
         self.writers.write(names.TRAIN_DIR, bad, {names.RECOVERIES: float(len(self.recoveries))})
         self.writers.flush()
-        self.record.update(recoveries=self.recoveries, last_step=restored)
+        self.record.update(recoveries=self.recoveries, last_step=restored,
+                           **self.clock.save(restored))
         self.progress.message(recovery.message(len(self.recoveries), self.s.max_recoveries))
         self._restart_at = restored
+
+    def _checkpointed(self, step: int) -> None:
+        """The checkpoint at `step` is what a resume goes back to: recorded at once."""
+        self.clock.checkpointed(step)
+        self.record.update(**self.clock.save(step))
 
     def _end_epoch(self, step: int) -> None:
         epoch_index = step // self.s.steps_per_epoch - 1
@@ -334,7 +355,8 @@ class Trainer:
         self.writers.write(names.TRAIN_DIR, epoch_index, train)
         self.state.reset(self.state.epoch)
         if self.validation is not None and self.eval_step is not None:
-            loss_sum, correct, examples = self.eval_step(self.validation)
+            with self.clock.spent("evaluation"):
+                loss_sum, correct, examples = self.eval_step(self.validation)
             self.writers.write(names.VALIDATION_DIR, epoch_index,
                                epoch_scalars(loss_sum, correct, examples))
         self.writers.flush()

@@ -94,6 +94,7 @@ class Writers:
         self.enabled = enabled  # False on non-chief workers
         self._writers: dict[str, Any] = {}
         self._histogram_fn: tuple[tuple[str, ...], Any] | None = None
+        self._scalar_fns: dict[tuple[str, tuple[str, ...]], Any] = {}
 
     def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         if not self.enabled or not scalars:
@@ -106,6 +107,34 @@ class Writers:
         with self._writers[sub].as_default(step=as_tensor(step, "int64")):
             for tag, value in scalars.items():
                 tf.summary.scalar(tag, as_tensor(value))
+
+    def write_compiled(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
+        """`write` through one compiled function per set of tags: a log point's twenty
+        scalars cost about a millisecond, where written one by one eagerly they took ten on a
+        busy CPU. For the writes of every log point; a rare write keeps `write` (no tracing)."""
+        if not self.enabled or not scalars:
+            return
+        import tensorflow as tf
+
+        writer = self._writer(sub)
+        tags = tuple(scalars)
+        fn = self._scalar_fns.get((sub, tags))
+        if fn is None:
+
+            def write_all(at: Any, values: Any) -> None:
+                with writer.as_default(step=at):
+                    for i, tag in enumerate(tags):
+                        tf.summary.scalar(tag, values[i])
+
+            fn = self._scalar_fns[(sub, tags)] = tf.function(write_all)
+        fn(tf.constant(step, tf.int64), tf.constant(list(scalars.values()), tf.float32))
+
+    def _writer(self, sub: str) -> Any:
+        import tensorflow as tf
+
+        if sub not in self._writers:
+            self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
+        return self._writers[sub]
 
     def histograms(self, step: int, variables: Sequence[Any],
                    gradients: Sequence[Any] | None) -> None:
@@ -146,3 +175,4 @@ class Writers:
             writer.close()
         self._writers.clear()
         self._histogram_fn = None
+        self._scalar_fns.clear()

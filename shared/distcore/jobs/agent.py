@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore import names
+from distcore.jobs.ledger import ledger_from_record
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.jobs.snapshots import AgentRecord, RecoveryNote
 from distcore.jobs.workers import worker_beats_from
@@ -114,6 +115,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         mixed_precision=mixed if isinstance(mixed := plan.get("mixed_precision"), bool)
         else None,
         workers=worker_beats_from(doc.get("workers")),
+        ledger=ledger_from_record(doc),
     )
 
 

@@ -2,8 +2,9 @@
 `JobsSnapshot`: the base keys of distcore.snapshot (runs through distcore.events.jsonify, this
 machine's `gpus` and `host` through distcore.telemetry.jsonify), then, additive to version 1:
 `hosts` (every host seen: this machine first, then each worker's `system/` samples, then remote
-hosts), `jobs`, `errors` and `problems`. Names from outside go through `json_text` (undecodable
-bytes as `\\xNN`); numbers through `json_float`.
+hosts), `jobs` (each with its `ledger`: where its wall time went), `errors` and `problems`.
+Names from outside go through `json_text` (undecodable bytes as `\\xNN`); numbers through
+`json_float`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from distcore.alerts.efficiency import job_mfu
 from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.ledger import Ledger, job_ledger
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distcore.snapshot import SNAPSHOT_VERSION, json_float
@@ -76,6 +78,24 @@ def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
         "error": json_text(agent.error) if agent is not None and agent.error else None,
         "scheduler": scheduler_to_json(job),
         "workers": workers_to_json(job),
+        "ledger": ledger_to_json(job_ledger(job)),
+    }
+
+
+def ledger_to_json(ledger: Ledger | None) -> dict[str, Any] | None:
+    """Where the job's wall time went: `seconds` per bucket (null: not measured), the wall,
+    goodput, and where the figures come from ("agent": run.json, "scalars": the `time/` tags,
+    "events": only the points' span and the gaps between them)."""
+    if ledger is None:
+        return None
+    return {
+        "source": ledger.source,
+        "wall_seconds": json_float(ledger.wall_seconds),
+        "goodput": json_float(ledger.goodput),
+        "seconds": {b: json_float(v) for b, v in ledger.buckets.items()},
+        "gaps": ledger.gaps,
+        "gap_seconds": json_float(ledger.gap_seconds),
+        "measured_at": json_float(ledger.measured_at),
     }
 
 

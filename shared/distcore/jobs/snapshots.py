@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from distcore.alerts import Alert
 from distcore.alerts.workers import WorkerBeat
 from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.ledger import Ledger
 from distcore.jobs.scheduler import SchedulerRef, SchedulerState
 from distcore.location import RunLocation
 from distcore.producer import ProducerError
@@ -82,6 +83,7 @@ class AgentRecord:
     """The plan's train.mixed_precision (float16 compute: tensor cores are its work)."""
     workers: tuple[WorkerBeat, ...] = ()
     """Each worker's heartbeat (run.json's `workers`, distcore.jobs.workers)."""
+    ledger: Ledger | None = None  # where the job's wall time went (distcore.jobs.ledger)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ tensorboardX's `add_hparams` sub-run, which distcore.jobs.parts makes a part of 
 training part, and distagent's plan and config from run.json (AgentRecord.hparams). A
 `validation` part's tags are prefixed `validation/`; system parts (GPU samples) are left out.
 
+`goodput` (the job's ledger's compute over its wall time, where run.json or its `time/` tags
+say) sits among the metrics; the `time/` tags themselves are not columns.
+
 Names never clash silently: an hparam named like a fixed column is `hp.NAME`, a tag named like
 an hparam shows its last value as `TAG.last`. Values are numbers (int or float, NaN kept) or
 strings (booleans as "true"/"false"); an unknown value is a missing key, never a fake zero.
@@ -20,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from distcore import names
+from distcore.jobs.ledger import TIME_PREFIX, job_goodput
 from distcore.jobs.parts import is_system_part
 from distcore.jobs.snapshots import Job
 
@@ -27,6 +31,8 @@ Value = int | float | str
 FIXED_COLUMNS: Final = ("job", "status", "step")
 BEST_SUFFIXES: Final = (".min", ".max")
 _PREFIXED_PARTS: Final = (names.VALIDATION_DIR,)
+GOODPUT: Final = "goodput"
+"""The ledger's compute over the job's wall time (distcore.jobs.ledger), where it is known."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ def job_metrics(job: Job, hparams: Mapping[str, Value]) -> dict[str, Value]:
             continue
         prefix = f"{part}/" if part in _PREFIXED_PARTS else ""
         for tag, series in run.scalars.items():
+            if tag.startswith(TIME_PREFIX):  # the ledger's running sums: the goodput column
+                continue
             column = prefix + tag
             if column in seen:  # the same tag in two parts: the first part (sorted) wins
                 continue
@@ -98,6 +106,9 @@ def job_metrics(job: Job, hparams: Mapping[str, Value]) -> dict[str, Value]:
             found[last] = series.last_value
             found[column + ".min"] = series.min
             found[column + ".max"] = series.max
+    goodput = job_goodput(job)
+    if goodput is not None:
+        found.setdefault(GOODPUT, goodput)  # a tag of that name keeps it
     return found
 
 

@@ -18,11 +18,13 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from distcore.alerts import Alert
+from distcore.jobs.ledger import Ledger, job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
 from distmon.render.hosts import gpus_title, render_hosts
+from distmon.render.ledger import BUCKET_MARKS, BUCKET_STYLES, bar_segments, ledger_line
 from distmon.render.view_model import main_run
 
 _NOTHING = object()  # what a panel showed before its first draw: equal to no key
@@ -30,6 +32,7 @@ _NOTHING = object()  # what a panel showed before its first draw: equal to no ke
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
 MESSAGE_LIMIT = 400
+LEDGER_BAR = 40  # cells of the ledger's bar in the details panel
 
 
 def render_alerts(
@@ -75,6 +78,9 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
         lines.append(Text(f"problems: {terminal_text(problems, MESSAGE_LIMIT)}", style="red"))
     runs = {job.name, *(r.name for r in job.parts.values())}
     lines += [alert_line(a) for a in alerts if a.run in runs]
+    ledger = job_ledger(job)
+    if ledger is not None:
+        lines += ledger_lines(ledger)
     agent = job.agent
     if agent is None:
         lines.append(Text("no run.json (not written by distagent)", style="dim"))
@@ -93,6 +99,16 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
         where = describe_scheduler(agent.scheduler, job.scheduler_state)
         lines.append(Text(f"scheduler: {terminal_text(where, MESSAGE_LIMIT)}"))
     return Text("\n").join(lines)
+
+
+def ledger_lines(ledger: Ledger, width: int = LEDGER_BAR) -> list[Text]:
+    """Where the job's wall time went: one bar (a colour per bucket, as wide as its share)
+    where the buckets are known, then the buckets in words."""
+    bar = Text()
+    for bucket, cells in bar_segments(ledger, width):
+        bar.append(BUCKET_MARKS[bucket] * cells, style=BUCKET_STYLES[bucket])
+    words = Text.assemble(("time ", "bold"), ledger_line(ledger))
+    return [Text.assemble(("time ", "bold"), bar), words] if bar else [words]
 
 
 class Panel(Widget):

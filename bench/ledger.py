@@ -1,0 +1,134 @@
+"""The ledger's cost per step, and how much of a job's wall time it leaves `unknown`.
+
+The same job (quickstart's small MLP on 2 CPU replicas, a log point every 10 steps, a
+checkpoint every 100) runs with the ledger and without it (its clock replaced by one that
+does nothing: no switches, no `time/` tags, no ledger file), alternating, `--runs` times each.
+A run's time per step is from the first log point (compilation done) to the last step, taken
+by the step hook that runs after every compiled call; the ratio is of the two medians.
+Target: under 1% of the step. The unknown share is the ledger's own figure, `unknown` over the
+job's wall, median of the runs with the ledger. Target: at most 5%.
+
+    .venv/bin/python bench/ledger.py [--runs 5] [--steps 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "shared"), str(ROOT / "agent")]
+LOG_EVERY = 10
+CHECKPOINT_EVERY = 100
+
+
+def _config(logdir: Path, name: str, steps: int) -> Any:
+    from distagent.config import load_config
+
+    settings = {
+        "run.logdir": str(logdir), "run.name": name, "strategy.cpu_replicas": 2,
+        "data.per_replica_batch_size": 32, "data.validation_fraction": 0.0,
+        "data.synthetic.num_examples": steps * 64, "train.epochs": 1,
+        "train.log_every_steps": LOG_EVERY, "train.checkpoint_every_steps": CHECKPOINT_EVERY,
+        "model.hidden_units": "[128, 64]",
+    }
+    overrides = [f"{key}={value}" for key, value in settings.items()]
+    return load_config(ROOT / "sample_configs" / "quickstart.toml", overrides)
+
+
+@contextlib.contextmanager
+def _without_ledger() -> Iterator[None]:
+    """The job's clock replaced by one that measures nothing."""
+    import distagent.train.job as job
+    from distagent.train.ledger import AttemptClock
+
+    class Idle(AttemptClock):
+        def switch(self, state: str | None) -> str | None:
+            return None
+
+        def steps_logged(self, wait_seconds: float) -> None:
+            pass
+
+        def checkpointed(self, step: int) -> None:
+            pass
+
+        def save(self, step: int | None = None) -> dict[str, Any]:
+            return {}
+
+        def scalars(self) -> dict[str, float]:
+            return {}
+
+    real = job.start_clock
+
+    def idle(*args: Any, **kwargs: Any) -> AttemptClock:
+        return Idle(None, process_start=time.time())
+
+    job.start_clock = idle
+    try:
+        yield
+    finally:
+        job.start_clock = real
+
+
+def _run(logdir: Path, steps: int, ledger: bool) -> tuple[float, float | None]:
+    """(seconds per step past the first log point, unknown over wall or None)."""
+    from distagent.train import run_job
+    from distagent.train.progress import Progress
+
+    marks: list[tuple[int, float]] = []
+
+    def make_hook(checkpointer: Any) -> Callable[[int], None]:
+        return lambda step: marks.append((step, time.perf_counter()))
+
+    name = f"{'on' if ledger else 'off'}-{time.monotonic_ns()}"
+    context = contextlib.nullcontext() if ledger else _without_ledger()
+    with context:
+        run_job(_config(logdir, name, steps), run_dir=logdir / name,
+                progress=Progress(io.StringIO(), tty=False), make_step_hook=make_hook)
+    first = next(m for m in marks if m[0] >= LOG_EVERY)
+    last = marks[-1]
+    per_step = (last[1] - first[1]) / (last[0] - first[0])
+    if not ledger:
+        return per_step, None
+    record = json.loads((logdir / name / "run.json").read_text())
+    return per_step, record["ledger"]["unknown"] / record["ledger_wall"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=600)
+    args = parser.parse_args(argv)
+    on: list[float] = []
+    off: list[float] = []
+    unknown: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        _run(Path(tmp), 2 * LOG_EVERY, True)  # warm: TensorFlow's first graphs
+        for i in range(2 * args.runs):
+            with_ledger = i % 2 == (i // 2) % 2  # on, off, off, on, on, off, ...
+            per_step, share = _run(Path(tmp), args.steps, with_ledger)
+            (on if with_ledger else off).append(per_step)
+            if share is not None:
+                unknown.append(share)
+            print(f"run {i + 1}: ledger {'on ' if with_ledger else 'off'} "
+                  f"{per_step * 1e3:.3f} ms/step", flush=True)
+    with_it, without = statistics.median(on), statistics.median(off)
+    cost = (with_it - without) / without
+    print(f"ledger: {with_it * 1e3:.3f} ms/step against {without * 1e3:.3f} without "
+          f"({cost:+.2%} per step; target < 1%), medians of {args.runs} alternating runs each")
+    print(f"unknown: {statistics.median(unknown):.2%} of the wall time (median of "
+          f"{len(unknown)} runs; target <= 5%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
