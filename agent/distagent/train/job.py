@@ -236,7 +236,7 @@ def _train(job: _Job) -> str:
         with clock.spent("restore"):
             resumed = checkpointer.restore()
     except DistmonError as err:  # a corrupt checkpoint, or one of another job: say so there too
-        _refused(job, run_dir, checkpointer.latest(), str(err))
+        _refused(job, run_dir, checkpointer.latest(), str(err), clock)
         clock.close()
         raise
     start_step = int(state.step.numpy())
@@ -335,13 +335,14 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     )
 
 
-def _refused(job: _Job, run_dir: Path, checkpoint: str | None, error: str) -> None:
+def _refused(job: _Job, run_dir: Path, checkpoint: str | None, error: str,
+             clock: AttemptClock) -> None:
     """run.json says `failed` with the one line the user sees, keeping the last step reached."""
     initial = _initial_record(job.cfg, job.plan, run_dir, checkpoint)
     reached = (read_run_json(run_dir) or {}).get("last_step")
     step = reached if isinstance(reached, int) and not isinstance(reached, bool) else 0
     record = RunRecord(run_dir, initial, enabled=job.is_chief)
-    _finish(record, Outcome(names.STATUS_FAILED, step, None), error=error)
+    _finish(record, Outcome(names.STATUS_FAILED, step, None), error=error, clock=clock)
 
 
 def _error_line(err: BaseException, cluster: Any) -> str:
