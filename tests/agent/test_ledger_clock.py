@@ -123,17 +123,33 @@ def test_slurm_pending_from_scontrol(text: str, seconds: float | None) -> None:
     assert slurm_pending(text) == seconds
 
 
-def test_the_worker_file_wins_when_newer(tmp_path: Path) -> None:
+def test_the_worker_file_wins_over_run_json(tmp_path: Path) -> None:
+    """A worker's own file, even older: run.json is the chief's, and may be newer because
+    this worker was killed before the chief ended."""
     (tmp_path / "run.json").write_text(json.dumps({"name": "x", "ledger_time": 5.0,
                                                    "ledger": {"compute": 1.0}}))
-    assert previous_attempts(tmp_path, 0)["ledger"] == {"compute": 1.0}
-    path = worker_ledger_path(tmp_path, 0)
+    assert previous_attempts(tmp_path, 1)["ledger"] == {"compute": 1.0}
+    path = worker_ledger_path(tmp_path, 1)
     path.parent.mkdir()
-    path.write_text(json.dumps({"ledger_time": 6.0, "ledger": {"compute": 2.0}}))
-    assert previous_attempts(tmp_path, 0) == {"name": "x", "ledger_time": 6.0,
+    path.write_text(json.dumps({"ledger_time": 4.0, "ledger": {"compute": 2.0}}) + " " * 50)
+    assert previous_attempts(tmp_path, 1) == {"name": "x", "ledger_time": 4.0,
                                               "ledger": {"compute": 2.0}}
     path.write_text("[not an object")
-    assert previous_attempts(tmp_path, 0)["ledger_time"] == 5.0
+    assert previous_attempts(tmp_path, 1)["ledger_time"] == 5.0
+
+
+def test_the_file_rewritten_in_place_stays_one_document(tmp_path: Path) -> None:
+    ticks = Ticks()
+    clock = AttemptClock(None, process_start=990.0, wall=ticks, clock=ticks,
+                         path=worker_ledger_path(tmp_path, 0))
+    clock.mark = {"step": 1, "time": 1.0, "buckets": {"compute": 1.0} | {str(i): 0.0 for i in
+                                                                        range(40)}}
+    clock.save(1)
+    clock.mark = None  # a shorter document over the longer one
+    fields = clock.save(2)
+    clock.close()
+    assert json.loads(worker_ledger_path(tmp_path, 0).read_text()) == \
+        json.loads(json.dumps(fields))
 
 
 hostile = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(),

@@ -211,3 +211,15 @@ def test_kill_fails_the_other_restart_resumes_sigterm_stops_all(
     assert latest_checkpoint_step(run_dir) == stopped_at
     final = {**digests(second.output(0)), **digests(second.output(1))}
     assert final[0] == final[1] and final[0][0] == names.STATUS_STOPPED, final
+    # Each worker's ledger spans both attempts; worker 0's steps and wait for the lost peer,
+    # after the checkpoint both resumed from, are lost work; the chief's is run.json's.
+    ledgers = [json.loads((run_dir / "ledger" / f"worker-{i}.json").read_text()) for i in (0, 1)]
+    for own in ledgers:
+        buckets, wall = own["ledger"], own["ledger_wall"]
+        assert own["ledger_step"] == stopped_at
+        assert sum(buckets.values()) == pytest.approx(wall, abs=1e-3)
+        assert 0 <= buckets["unknown"] <= 0.05 * wall, buckets
+        assert buckets["scheduler"] > 0 and buckets["checkpoint"] > 0
+    assert ledgers[0]["ledger"]["lost"] > 0, ledgers[0]
+    assert ledgers[0]["ledger"] != ledgers[1]["ledger"]  # each measured its own
+    assert record["ledger"] == ledgers[0]["ledger"]

@@ -309,8 +309,9 @@ def worker_ledger_path(run_dir: Path, task_index: int) -> Path:
 
 
 def previous_attempts(run_dir: Path, task_index: int) -> dict[str, Any] | None:
-    """The job's ledger as its last attempt left it: this worker's ledger file where it is
-    newer than run.json's (run.json is written at most once a second), else run.json's."""
+    """The job's ledger as this worker's last attempt left it: its own ledger file (written at
+    every log point; run.json is the chief's, at most once a second), over run.json's other
+    fields; run.json alone where the file is missing or unreadable."""
     from distcore.jobs.agent import read_run_json
 
     record = read_run_json(run_dir)
@@ -318,12 +319,9 @@ def previous_attempts(run_dir: Path, task_index: int) -> dict[str, Any] | None:
         own = load_json(worker_ledger_path(run_dir, task_index), 1 << 20)
     except (OSError, ValueError):
         own = None
-    if not isinstance(own, dict):
+    if not isinstance(own, dict) or _number(own.get("ledger_time")) is None:
         return record
-    mine, theirs = _number(own.get("ledger_time")), _number((record or {}).get("ledger_time"))
-    if mine is not None and (theirs is None or mine > theirs):
-        return {**(record or {}), **own}
-    return record
+    return {**(record or {}), **own}
 
 
 _PROCESS_IS_JOB = [False]

@@ -95,6 +95,7 @@ class Writers:
         self._writers: dict[str, Any] = {}
         self._histogram_fn: tuple[tuple[str, ...], Any] | None = None
         self._scalar_fns: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._seen_tags: set[tuple[str, tuple[str, ...]]] = set()
 
     def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         if not self.enabled or not scalars:
@@ -111,7 +112,8 @@ class Writers:
     def write_compiled(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         """`write` through one compiled function per set of tags: a log point's twenty
         scalars cost about a millisecond, where written one by one eagerly they took ten on a
-        busy CPU. For the writes of every log point; a rare write keeps `write` (no tracing)."""
+        busy CPU. For the writes of every log point; a set of tags seen once (the first log
+        point's, which has no timing yet) is written eagerly: a trace costs a few hundred ms."""
         if not self.enabled or not scalars:
             return
         import tensorflow as tf
@@ -119,6 +121,10 @@ class Writers:
         writer = self._writer(sub)
         tags = tuple(scalars)
         fn = self._scalar_fns.get((sub, tags))
+        if fn is None and (sub, tags) not in self._seen_tags:
+            self._seen_tags.add((sub, tags))
+            self.write(sub, step, scalars)
+            return
         if fn is None:
 
             def write_all(at: Any, values: Any) -> None:
@@ -176,3 +182,4 @@ class Writers:
         self._writers.clear()
         self._histogram_fn = None
         self._scalar_fns.clear()
+        self._seen_tags.clear()
