@@ -53,8 +53,9 @@ def test_writing_points_keeps_no_memory(tf: Any, tmp_path: Path) -> None:
         growth = live_blocks_growth(write, 100, 1200)
     finally:
         writers.close()
-    # ~300 measured (TensorFlow's bounded caches filling), ~1,000 per 400 points with Python floats
-    assert growth < 600, f"{growth} blocks kept by 1,200 log points of {len(TAGS)} tags"
+    # ~300 measured alone (TensorFlow's bounded caches filling, more after other tests in the
+    # same process); Python floats kept ~1,000 per 400 points, ~3,000 here
+    assert growth < 1500, f"{growth} blocks kept by 1,200 log points of {len(TAGS)} tags"
     assert list((tmp_path / names.TRAIN_DIR).glob("*tfevents*"))
 
 
