@@ -47,7 +47,12 @@ def imported(*folders: str) -> set[str]:
                     found |= {_top(a.name) for a in node.names}
                 elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     found.add(_top(node.module))
-    return {m for m in found if m not in sys.stdlib_module_names and m not in OWN}
+    return {m for m in found if m not in STDLIB and m not in OWN}
+
+
+# `_typeshed` is the standard library's own typing module, present only to type checkers (its
+# imports sit under TYPE_CHECKING): part of no distribution.
+STDLIB = sys.stdlib_module_names | {"_typeshed"}
 
 
 def distributions(modules: set[str]) -> set[str]:
