@@ -15,6 +15,7 @@ import pytest
 
 from distcore import names
 from tests.agent.test_cli_runs import ENV, QUICKSTART, agent
+from tests.json_shape import undocumented
 
 pytestmark = pytest.mark.slow
 
@@ -47,6 +48,8 @@ def test_mfu_on_cpu_replicas_reaches_the_events_run_json_and_distmon(tmp_path: P
     assert 0 < mfu["last_value"] < 5  # a loaded machine's probe can read low: not above 1 only
     (job_doc,) = doc["jobs"]
     assert job_doc["mfu"] == pytest.approx(mfu["last_value"])
+    assert job_doc["ledger"]["goodput"] > 0 and job_doc["workers"]
+    assert undocumented(doc) == [], "keys docs/watching.md does not publish"
     _the_dashboard_row_and_the_metrics_show_it(tmp_path, mfu["last_value"])
 
 

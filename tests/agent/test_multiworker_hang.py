@@ -25,6 +25,7 @@ from distagent.commands.launch_local import free_ports
 from distcore import names
 from tests.agent.stuck_model import STUCK_AFTER_ENV
 from tests.agent.test_multiworker import child_env
+from tests.json_shape import undocumented
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,7 @@ def distmon_once(logdir: Path) -> dict[str, Any]:
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(done.stdout)
     assert isinstance(doc, dict)
+    assert undocumented(doc) == [], "keys docs/watching.md does not publish"
     return doc
 
 
