@@ -2,18 +2,23 @@
 
 Both workers train a compute-bound model (tests/agent/deep_model.py: a reduction of a few
 kilobytes, so a step is mostly each worker's own input, forward and backward pass). While the
-job is healthy distmon names no straggler. Then worker 1's input gets slower (its host's reads
-wait SLOWDOWN - 1 times its measured time to gradients more per batch: the model's input layer
-reads the delay from a file only that worker was told about), and distmon must name worker 1
-within NAME_SECONDS. Real processes, gRPC, files and the distmon CLI; nothing faked.
+job is healthy distmon names no straggler. Then worker 1 gets SLOWDOWN times slower by two real
+causes in turn, and distmon must name it within NAME_SECONDS each time: its input (its host's
+reads wait SLOWDOWN - 1 times its measured time to gradients more per batch: the model's input
+layer reads the delay from a file only that worker was told about), and, once that recovered
+and the alert cleared, its CPU (stopped for a share of every 100 ms, as cgroup `cpu.max`
+throttles). Real processes, gRPC, files and the distmon CLI; nothing faked.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +27,7 @@ from typing import Any
 import pytest
 
 from distagent.commands.launch_local import free_ports
+from distagent.train.perf_window import WINDOW_SECONDS
 from tests.agent.deep_model import SLOW_INPUT_ENV
 from tests.agent.test_multiworker import child_env
 from tests.agent.test_multiworker_hang import distmon_once
@@ -91,6 +97,7 @@ def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
     yield made
     for proc in made:
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
             proc.kill()
             proc.wait()
 
@@ -129,7 +136,62 @@ def show(scores: dict[int, dict[str, Any]]) -> str:
                       f"{s['step_seconds'] * 1e3:.1f} ms" for i, s in sorted(scores.items()))
 
 
-def test_distmon_names_the_worker_whose_input_got_slower(
+def until_named(watch: Watch, cause: str) -> None:
+    """Poll until distmon names worker 1 (never worker 0), within NAME_SECONDS."""
+    start = time.monotonic()
+    while True:
+        scores, alerts = watch.poll()
+        waited = time.monotonic() - start
+        assert not any(a.startswith("worker 0 ") for a in alerts), alerts
+        if any(a.startswith("worker 1 ") for a in alerts):
+            print(f"{cause}: named after {waited:.1f} s:", alerts[0], "|", show(scores))
+            return
+        assert waited < NAME_SECONDS, f"{cause}: not named in {NAME_SECONDS} s: {show(scores)}"
+        time.sleep(POLL_SECONDS)
+
+
+def until_clear(watch: Watch, timeout: float) -> None:
+    """Poll until no straggler alert for a whole heartbeat window: the recovered worker's
+    slow intervals have left it, so what comes next is named for its own cause."""
+    deadline = time.monotonic() + timeout
+    clear_since = None
+    while clear_since is None or time.monotonic() - clear_since < WINDOW_SECONDS:
+        scores, alerts = watch.poll()
+        assert time.monotonic() < deadline, f"straggler alert for {timeout} s: {show(scores)}"
+        if alerts:
+            clear_since = None
+        elif clear_since is None:
+            clear_since = time.monotonic()
+        time.sleep(POLL_SECONDS)
+
+
+class Throttle:
+    """A process's CPU throttled as cgroup `cpu.max` does it: stopped for `share` of every
+    PERIOD_SECONDS (SIGSTOP, then SIGCONT), by a thread, until closed."""
+
+    PERIOD_SECONDS = 0.1
+
+    def __init__(self, pid: int, share: float) -> None:
+        self.pid, self.share = pid, share
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="throttle", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            try:
+                self._done.wait(self.PERIOD_SECONDS * self.share)
+            finally:
+                os.kill(self.pid, signal.SIGCONT)
+            self._done.wait(self.PERIOD_SECONDS * (1.0 - self.share))
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def test_distmon_names_the_worker_whose_input_or_cpu_got_slower(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     slow_file = tmp_path / "slow-input-ms"
@@ -150,14 +212,13 @@ def test_distmon_names_the_worker_whose_input_got_slower(
     # Worker 1's input slows: each batch waits (SLOWDOWN - 1) x its time to gradients more.
     delay_ms = (SLOWDOWN - 1.0) * statistics.median(computes[len(computes) // 2:]) * 1e3
     slow_file.write_text(f"{delay_ms:.2f}")
-    slowed_at = time.monotonic()
-    while True:
-        scores, alerts = watch.poll()
-        waited = time.monotonic() - slowed_at
-        assert not any("worker 0" in a.split(" is the straggler")[0] for a in alerts), alerts
-        if any(a.startswith("worker 1 ") for a in alerts):
-            break
-        assert waited < NAME_SECONDS, f"worker 1 not named in {NAME_SECONDS} s: {show(scores)}"
-        time.sleep(POLL_SECONDS)
-    print(f"input delay {delay_ms:.1f} ms a batch on worker 1; named after {waited:.1f} s:",
-          alerts[0], "|", show(scores))
+    until_named(watch, f"input +{delay_ms:.1f} ms a batch")
+
+    # Its input recovers, and the alert clears; then its CPU is throttled to 1 / SLOWDOWN.
+    slow_file.write_text("0")
+    until_clear(watch, 60)
+    throttle = Throttle(procs[1].pid, 1.0 - 1.0 / SLOWDOWN)
+    try:
+        until_named(watch, f"CPU throttled to {1 / SLOWDOWN:.0%}")
+    finally:
+        throttle.close()
