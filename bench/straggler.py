@@ -5,9 +5,11 @@ Two `distagent start` workers (one intra-op thread each, as on hosts of their ow
 tests/agent/deep_model.py's compute-bound model while `distmon --once --json` polls them every
 `--poll-seconds`. Healthy phase, `--minutes` (default 10): the number of polls that raised a
 straggler alert (target 0) and the spread of the workers' compute ratio (slowest over fastest;
-an alert needs 1.2). Slowed phase: worker 1's input gets slower (each batch waits
-`--slowdown` - 1 times its healthy time to gradients more; default 1.3) and the seconds until
-distmon names worker 1 (target <= 30). Exits 1 when either target is missed.
+an alert needs 1.2). Slowed phase: worker 1 gets `--slowdown` times slower (default
+1.3) by two causes in turn, and the seconds until distmon names it (target <= 30 s each): its
+input (each batch waits `--slowdown` - 1 times its healthy time to gradients more), then, once
+that recovered and the alert cleared, its CPU (stopped for 1 - 1/slowdown of every 100 ms, as
+cgroup `cpu.max` throttles). Exits 1 when a target is missed.
 
 Run: .venv/bin/python bench/straggler.py [--minutes 10] [--slowdown 1.3] [--poll-seconds 2]
 """
@@ -17,10 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 NAME_TARGET_SECONDS = 30.0
 WARMUP_SECONDS = 15.0
-"""After both workers are scored: their heartbeats' windows fill (perf_window.py, 10 s)."""
+"""After both workers are scored, or an alert cleared: their heartbeats' windows (10 s,
+perf_window.py) hold only what came after."""
 SLOW_INPUT_ENV = "DISTMON_TEST_SLOW_INPUT_FILE"  # tests/agent/deep_model.py's (it imports TF)
 CONFIG = """
 [run]
@@ -127,18 +132,68 @@ def healthy(workdir: Path, procs: list[subprocess.Popen[bytes]], args: argparse.
     return alerted, ratios, computes
 
 
-def time_to_name(workdir: Path, procs: list[subprocess.Popen[bytes]], slow_file: Path,
-                 delay_ms: float, args: argparse.Namespace) -> float | None:
-    """Seconds from the slowdown until distmon names worker 1 (None: not in 3x the target)."""
-    slow_file.write_text(f"{delay_ms:.2f}")
+class Throttle:
+    """A process stopped for `share` of every 100 ms (SIGSTOP, SIGCONT), as cgroup `cpu.max`
+    throttles its CPU, by a thread, until closed."""
+
+    def __init__(self, pid: int, share: float) -> None:
+        self.pid, self.share = pid, share
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            try:
+                self._done.wait(0.1 * self.share)
+            finally:
+                os.kill(self.pid, signal.SIGCONT)
+            self._done.wait(0.1 * (1.0 - self.share))
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def time_to_name(workdir: Path, procs: list[subprocess.Popen[bytes]],
+                 args: argparse.Namespace) -> float | None:
+    """Seconds from now until distmon names worker 1 (None: not in 3x the target)."""
     start = time.monotonic()
     while time.monotonic() - start < 3 * NAME_TARGET_SECONDS:
         _, alerts = poll(workdir, procs)
         if any(a.startswith("worker 1 ") for a in alerts):
-            print(f"  named: {alerts[0]}")
+            print(f"  named: {alerts[0]}", flush=True)
             return time.monotonic() - start
         time.sleep(args.poll_seconds)
     return None
+
+
+def until_clear(workdir: Path, procs: list[subprocess.Popen[bytes]],
+                args: argparse.Namespace) -> None:
+    """Until no alert for a whole heartbeat window (10 s): the slow intervals have left it."""
+    clear_since = None
+    while clear_since is None or time.monotonic() - clear_since < WARMUP_SECONDS:
+        if poll(workdir, procs)[1]:
+            clear_since = None
+        elif clear_since is None:
+            clear_since = time.monotonic()
+        time.sleep(args.poll_seconds)
+
+
+def slowed(workdir: Path, procs: list[subprocess.Popen[bytes]], slow_file: Path,
+           delay_ms: float, args: argparse.Namespace) -> dict[str, float | None]:
+    """Seconds to name worker 1: its input slower, then (recovered) its CPU throttled."""
+    slow_file.write_text(f"{delay_ms:.2f}")
+    named = {"input": time_to_name(workdir, procs, args)}
+    slow_file.write_text("0")
+    until_clear(workdir, procs, args)
+    throttle = Throttle(procs[1].pid, 1.0 - 1.0 / args.slowdown)
+    try:
+        named["cpu"] = time_to_name(workdir, procs, args)
+    finally:
+        throttle.close()
+    return named
 
 
 def main() -> int:
@@ -156,18 +211,22 @@ def main() -> int:
         try:
             alerted, ratios, computes = healthy(workdir, procs, args)
             delay_ms = (args.slowdown - 1.0) * statistics.median(computes) * 1e3
-            named = time_to_name(workdir, procs, slow_file, delay_ms, args)
+            named = slowed(workdir, procs, slow_file, delay_ms, args)
         finally:
             for proc in procs:
+                proc.send_signal(signal.SIGCONT)
                 proc.kill()
                 proc.wait()
     print(f"healthy {args.minutes:g} min, {len(ratios)} polls: {alerted} with a straggler alert "
           f"(target 0); compute ratio slowest/fastest median {statistics.median(ratios):.3f}, "
           f"p95 {quantile(ratios, 0.95):.3f}, max {max(ratios):.3f} (an alert needs 1.2)")
-    shown = "not named" if named is None else f"named after {named:.1f} s"
-    print(f"slowed {args.slowdown:g}x (input +{delay_ms:.1f} ms a batch on worker 1): {shown} "
+    shown = {cause: "not named" if s is None else f"named after {s:.1f} s"
+             for cause, s in named.items()}
+    print(f"slowed {args.slowdown:g}x: input +{delay_ms:.1f} ms a batch on worker 1 "
+          f"{shown['input']}; its CPU throttled to {1 / args.slowdown:.0%} {shown['cpu']} "
           f"(target <= {NAME_TARGET_SECONDS:g} s); load average {os.getloadavg()[0]:.1f}")
-    return 0 if alerted == 0 and named is not None and named <= NAME_TARGET_SECONDS else 1
+    met = all(s is not None and s <= NAME_TARGET_SECONDS for s in named.values())
+    return 0 if alerted == 0 and met else 1
 
 
 if __name__ == "__main__":

@@ -114,7 +114,7 @@ def find_straggler(scores: Sequence[WorkerScore]) -> Straggler | None:
 
 
 def straggler_alert(job: str, beats: Sequence[WorkerBeat], now: float) -> Alert | None:
-    """`straggler` (warning) from the live workers' last intervals."""
+    """`straggler` (warning) from the live workers' heartbeat windows."""
     live = [b for b in beats if not b.stopped(now)]
     found = find_straggler(score_workers(live))
     if found is None:
