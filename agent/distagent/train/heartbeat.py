@@ -3,9 +3,9 @@
 Every `BEAT_SECONDS` the thread writes `heartbeat-worker-<i>.json` into the run directory: the
 last step that ended and when, where the step stands now (phases.py: the step whose gradients
 this worker holds, read from the step's own variables by a second thread, so a probe that
-blocks never stops the beat), and the last log interval's time to gradients and time waiting in
-the reduction. The chief copies every worker's heartbeat into run.json's `workers`, where
-distmon reads them (local and remote alike).
+blocks never stops the beat), and its time to gradients and time waiting in the reduction per
+step over its last ~10 s of log intervals (perf_window.py). The chief copies every worker's
+heartbeat into run.json's `workers`, where distmon reads them (local and remote alike).
 
 A hang is no step ended for `cluster.hang_seconds` ("auto": the larger of 60 s and 10x the
 median time between compiled calls), counted from the last call's end, or before the first
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distagent.train.perf_window import IntervalTiming, PerfWindow
 from distagent.train.phases import PHASE_REDUCING, PhaseProbe
 from distagent.train.rundir import write_json_atomic
 from distcore import names
@@ -93,6 +94,7 @@ class Heartbeat:
         self._calls: deque[float] = deque(maxlen=101)
         self._perf: dict[str, float] = {}
         self._best_compute: float | None = None
+        self._window = PerfWindow()
         self._hung: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="distagent-heartbeat", daemon=True)
@@ -111,19 +113,25 @@ class Heartbeat:
             if self._hung is not None:  # a slow step, not a hang: it ended
                 self._hung = None
 
-    def interval(self, step: int, scalars: Mapping[str, float]) -> None:
-        """A log interval's per-step means (this worker's own clock)."""
+    def interval(self, step: int, scalars: Mapping[str, float], steps: int = 1) -> None:
+        """A log interval's per-step means over its `steps` timed steps (this worker's own
+        clock); the heartbeat carries them averaged over its last window (perf_window.py)."""
         compute = scalars.get(names.STEP_COMPUTE_SECONDS)
         wait = scalars.get(names.REDUCE_WAIT_SECONDS)
         step_ms = scalars.get(names.STEP_TIME_MS)
         if compute is None or wait is None or step_ms is None or \
                 not all(math.isfinite(v) for v in (compute, wait, step_ms)):
             return
+        timing = IntervalTiming(time.monotonic(), steps, step_ms / 1000.0, compute, wait)
         with self._lock:
-            if self._best_compute is None or compute < self._best_compute:
-                self._best_compute = compute
-            self._perf = {"step": step, "step_seconds": step_ms / 1000.0,
-                          "compute_seconds": compute, "reduce_wait_seconds": wait,
+            means = self._window.add(timing)
+            if means is None:
+                return
+            if self._best_compute is None or means.compute_seconds < self._best_compute:
+                self._best_compute = means.compute_seconds
+            self._perf = {"step": step, "step_seconds": means.step_seconds,
+                          "compute_seconds": means.compute_seconds,
+                          "reduce_wait_seconds": means.reduce_wait_seconds,
                           "best_compute_seconds": self._best_compute}
 
     def record(self) -> dict[str, Any]:

@@ -258,7 +258,7 @@ class Trainer:
         self.clock.switch(None)  # the log point's own writes: measured as unknown
         self.state.reset(self.state.interval)
         if self.heartbeat is not None:
-            self.heartbeat.interval(step, scalars)
+            self.heartbeat.interval(step, scalars, steps=interval.steps)
         scalars[names.GRAD_NORM] = float(self.state.grad_norm.numpy())  # the last step's
         diverged = self._check_finite(step, scalars.get(names.LOSS))
         if self._restart_at is not None:  # rolled back: this interval's points are undone

@@ -1,18 +1,19 @@
 """Which worker holds the others back: each worker's time to its gradients, scored.
 
 In a synchronous job every step waits for the slowest worker: it spends its step getting its
-gradients while the others wait in the reduction. Each worker's heartbeat holds the last log
-interval's per-step means, on its own clock: `compute_seconds` (input, forward and backward, up
-to its gradients), `reduce_wait_seconds` (in the cross-replica reduction) and the step's wall
-time, plus its best `compute_seconds` so far. Two scores per worker, 1 for the best:
+gradients while the others wait in the reduction. Each worker's heartbeat holds per-step means
+over its last ~10 s of log intervals, on its own clock: `compute_seconds` (input, forward and
+backward, up to its gradients), `reduce_wait_seconds` (in the cross-replica reduction) and the
+step's wall time, plus its best `compute_seconds` so far. Two scores per worker, 1 for the best:
 
 - `relative`: the fastest worker's compute time over this one's (0.5: it takes twice as long);
 - `own`: its own best compute time over its current one (it slowed since).
 
 A straggler is named when the slowest worker's compute time is STRAGGLER_RATIO or more the
-fastest's, the others wait STRAGGLER_WAIT_SHARE or more of each step, and the slowest worker's
-extra time accounts for at least half of the others' wait (a wait that its extra time does not
-explain is the network's, not this worker's). Pure: no clock but the one passed in.
+fastest's, the others wait for it STRAGGLER_WAIT_SHARE or more of each step (their time in the
+reduction beyond its own, which is the transfer every worker spends), and its extra time
+accounts for at least half of that wait (a wait that its extra time does not explain is not
+this worker's). Pure: no clock but the one passed in.
 """
 
 from __future__ import annotations
@@ -86,6 +87,17 @@ class Straggler:
                 f"{self.others_wait:.0%} of each step")
 
 
+def caused_wait(slow: WorkerScore, others: Sequence[WorkerScore]) -> float:
+    """The others' mean wait in the reduction beyond the slowest worker's own time in it.
+
+    The slowest worker reaches the reduction last and waits for nobody: its time there is the
+    transfer itself, which every worker spends. What the others spend beyond it is the wait
+    for the slowest worker (on a loaded host, or a slow network, the transfer alone can take
+    longer than a worker's whole compute time, and no worker holds anybody back)."""
+    return sum(max(0.0, s.reduce_wait_seconds - slow.reduce_wait_seconds)
+               for s in others) / len(others)
+
+
 def find_straggler(scores: Sequence[WorkerScore]) -> Straggler | None:
     if len(scores) < 2:
         return None
@@ -93,16 +105,16 @@ def find_straggler(scores: Sequence[WorkerScore]) -> Straggler | None:
     fast = min(scores, key=lambda s: (s.compute_seconds, s.worker))
     others = [s for s in scores if s is not slow]
     ratio = slow.compute_seconds / fast.compute_seconds
-    wait = sum(s.wait_share for s in others) / len(others)
-    waited = sum(s.reduce_wait_seconds for s in others) / len(others)
+    caused = caused_wait(slow, others)
+    wait = sum(min(1.0, caused / s.step_seconds) for s in others) / len(others)
     extra = slow.compute_seconds - sum(s.compute_seconds for s in others) / len(others)
-    if ratio < STRAGGLER_RATIO or wait < STRAGGLER_WAIT_SHARE or extra < EXPLAINED_SHARE * waited:
+    if ratio < STRAGGLER_RATIO or wait < STRAGGLER_WAIT_SHARE or extra < EXPLAINED_SHARE * caused:
         return None
     return Straggler(slow, fast, ratio, wait)
 
 
 def straggler_alert(job: str, beats: Sequence[WorkerBeat], now: float) -> Alert | None:
-    """`straggler` (warning) from the live workers' last intervals."""
+    """`straggler` (warning) from the live workers' heartbeat windows."""
     live = [b for b in beats if not b.stopped(now)]
     found = find_straggler(score_workers(live))
     if found is None:
