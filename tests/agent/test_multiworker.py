@@ -191,7 +191,7 @@ def test_kill_fails_the_other_restart_resumes_sigterm_stops_all(
     assert f"lost worker 1 (worker:1 at {first.addresses[1]})" in last_line, last_line
     assert "Traceback" not in first.output(0)
     assert run_json(run_dir)["status"] == names.STATUS_FAILED
-    assert "lost worker 1 (worker:1 at " in run_json(run_dir)["error"]  # the line, not gRPC's
+    assert "lost worker 1 (worker:1 at " in str(run_json(run_dir)["error"])  # the line, not gRPC's
     checkpointed = latest_checkpoint_step(run_dir)
 
     # Start again: both resume from the last checkpoint.
