@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from distagent.train.heartbeat import EXIT_HUNG, HangSettings, Heartbeat, hang_limit
+from distagent.train.heartbeat import (
+    ABORT_WAIT_BEATS,
+    EXIT_HUNG,
+    HangSettings,
+    Heartbeat,
+    hang_limit,
+)
 from distagent.train.phases import PhaseProbe
 from distcore import names
 
@@ -135,3 +141,47 @@ def test_the_chiefs_abort_names_the_worker_that_never_reached_the_reduction(
         beat.step_ended(3)
         wait_for(lambda: aborted)
     assert aborted[0].startswith("worker 1: never reached the reduction; no step ended for 0.2 s")
+
+
+@pytest.mark.parametrize(("peer", "waits"), [
+    ("hung", False),  # already said so: leave at once
+    ("hung later", False),  # finds it a moment after this worker: leave once it says so
+    ("running", True),  # never says so (stopped, dead): leave after the bound
+    ("hung before", True),  # an earlier attempt's heartbeat proves nothing
+])
+def test_an_abort_waits_for_the_other_workers_to_find_the_hang(
+    tmp_path: Path, peer: str, waits: bool
+) -> None:
+    """Leaving at once would cut a peer's collective before that peer found the hang: it would
+    end `failed` ("lost worker 0"), not `hung`."""
+    settings = HangSettings(hang_seconds=0.2, on_hang="abort", beat_seconds=0.2)
+    peer_path = tmp_path / names.heartbeat_name(1)
+
+    def write_peer(hung: bool, at: float) -> None:
+        doc = {"worker": 1, "step": 3, "time": at, "hung": {"step": 3} if hung else None}
+        peer_path.write_text(json.dumps(doc))
+
+    write_peer(peer == "hung" or peer == "hung before",
+               time.time() - 3600 if peer == "hung before" else time.time() + 60)
+    aborted: list[float] = []
+    exits: list[tuple[float, bool]] = []
+
+    def on_abort(message: str, step: int) -> None:
+        aborted.append(time.monotonic())
+        if peer == "hung later":
+            threading.Timer(0.1, write_peer, (True, time.time() + 60)).start()
+
+    def exit_process(code: int) -> None:
+        said = (read_json(peer_path) or {}).get("hung") is not None
+        exits.append((time.monotonic(), said))
+
+    beat = Heartbeat(tmp_path, worker=0, workers=2, settings=settings,
+                     probe=PhaseProbe(lambda: (3, 4), interval=0.02), on_abort=on_abort,
+                     exit_process=exit_process)
+    with beat:
+        beat.step_ended(3)
+        wait_for(lambda: exits)
+    [(left, said)] = exits
+    bound = ABORT_WAIT_BEATS * settings.beat_seconds
+    assert (left - aborted[0] >= bound) is waits, (left - aborted[0], bound)
+    assert said is (peer != "running")

@@ -113,6 +113,12 @@ def exit_in_order(setup: ClusterSetup, code: int) -> None:
     # A barrier that fails (a peer already gone) has nothing left to wait for: leave anyway.
     with contextlib.suppress(Exception):
         context.context().wait_at_barrier(LEAVE_BARRIER, int(setup.timeout_seconds * 1000))
+    leave_after_peers(setup, code)
+
+
+def leave_after_peers(setup: ClusterSetup, code: int) -> None:
+    """End the process with `code`; the chief, which hosts the coordination service, only once
+    the other workers' ports have closed (or after CHIEF_LEAVE_SECONDS). Never returns."""
     if setup.is_chief:
         peers = list(setup.layout.peers())
         deadline = time.monotonic() + CHIEF_LEAVE_SECONDS

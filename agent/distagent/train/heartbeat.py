@@ -15,6 +15,13 @@ stepping when one is stuck. Each writes its Python stacks (faulthandler, every t
 `stacks-worker-<i>.txt` once, says so on stderr, and marks its heartbeat hung. With
 `on_hang = "abort"` it then ends the process with EXIT_HUNG; the chief first ends run.json
 `hung`, keeping the last checkpoint (nothing is saved: the step is stuck).
+
+A worker that aborts waits, up to ABORT_WAIT_BEATS beats, for every other worker's heartbeat to
+say hung too before it exits. Each finds the hang on its own beat, up to a beat apart: one that
+left at once cut the others' collectives, and a worker that had not yet found the hang ended
+`failed` ("lost worker 1") instead of `hung`, the chief's run.json with it. While this thread
+waits, a collective that fails in the training thread unwinds into `__exit__`, whose join
+lets the abort finish first.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ BEAT_SECONDS = 2.0
 HANG_MIN_SECONDS = 60.0
 HANG_STEP_FACTOR = 10.0
 EXIT_HUNG = 3
+ABORT_WAIT_BEATS = 3
+"""How many beats an aborting worker waits for the others to find the hang (a dead or stopped
+worker never says so)."""
+ABORT_POLL_SECONDS = 0.05
 MAX_HEARTBEAT_BYTES = 64 * 1024
 
 
@@ -97,6 +108,7 @@ class Heartbeat:
         self._window = PerfWindow()
         self._hung: dict[str, Any] | None = None
         self._stop = threading.Event()
+        self._entered = time.time()
         self._thread = threading.Thread(target=self._run, name="distagent-heartbeat", daemon=True)
 
     @property
@@ -232,8 +244,28 @@ class Heartbeat:
         if self.on_abort is not None and self.is_chief:
             self.on_abort(message, int(hung["step"] or 0))
         print(f"distagent: worker {self.worker}: hung: {message}", file=sys.stderr, flush=True)
+        self._await_peers_hung()
         self._exit(EXIT_HUNG)
         self._stop.set()  # only reached where the exit does not end the process (tests)
+
+    def _await_peers_hung(self) -> None:
+        """Until every other worker's heartbeat of this attempt says hung, or the bound."""
+        deadline = time.monotonic() + ABORT_WAIT_BEATS * self.settings.beat_seconds
+        waiting = [i for i in range(self.workers) if i != self.worker]
+        while waiting and time.monotonic() < deadline:
+            waiting = [i for i in waiting if not self._peer_hung(i)]
+            if waiting:
+                time.sleep(ABORT_POLL_SECONDS)
+
+    def _peer_hung(self, index: int) -> bool:
+        try:
+            doc = load_json(self.run_dir / names.heartbeat_name(index), MAX_HEARTBEAT_BYTES)
+        except (OSError, ValueError):
+            return False
+        if not isinstance(doc, dict) or not isinstance(doc.get("time"), (int, float)):
+            return False
+        # A heartbeat older than this one's start is an earlier attempt's.
+        return doc.get("hung") is not None and doc["time"] >= self._entered
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.beat_seconds):
@@ -244,6 +276,7 @@ class Heartbeat:
                       f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
     def __enter__(self) -> Heartbeat:
+        self._entered = time.time()
         if self.probe is not None:
             self.probe.start()
         self._thread.start()

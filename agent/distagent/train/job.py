@@ -326,12 +326,20 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
         record.update(status=names.STATUS_HUNG, last_step=step, end_time=time.time(),
                       message=message, error=message, error_step=None)
 
+    def leave(code: int) -> None:  # the chief last, as at a job's end (cluster/worker.py)
+        from distagent.cluster.worker import leave_after_peers
+
+        setup = getattr(job.cluster, "setup", None)
+        if setup is None:
+            os._exit(code)
+        leave_after_peers(setup, code)
+
     cluster = job.cfg.cluster
     return Heartbeat(
         job.run_dir, worker=job.setup.task_index, workers=job.setup.workers,
         settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang),
         probe=PhaseProbe(read), on_abort=abort, is_chief=job.is_chief,
-        publish=lambda workers: record.update(workers=workers),
+        publish=lambda workers: record.update(workers=workers), exit_process=leave,
     )
 
 
