@@ -240,9 +240,8 @@ class SshGpuSource:
         GPU there has GPM; then asked again in an interval (it streamed) or GPM_RETRY."""
         try:
             proc = self._conn.popen(dmon_command(self._interval))
-        except SshUnreachable:  # the query stream says so
-            self._gpm_loop.next_in(self._interval)
-            return
+        except SshUnreachable as err:  # the query stream says so; this one backs off
+            raise SmiStopped(f"unreachable ({err})") from err
         self._gpm_proc = proc
         assert proc.stdout is not None and proc.stderr is not None
         streamed = self._read_gpm(proc)
@@ -301,6 +300,8 @@ class SshGpuSource:
         return f"nvidia-smi dmon on {self._label} gives no GPM ({detail})"
 
     def _gpm_failed(self, err: Exception) -> None:
+        if isinstance(err, SmiStopped):  # the host's error line says it
+            return
         line = terminal_text(f"{type(err).__name__}: {err}", 200)
         with self._lock:
             self._gpm_reason = f"GPM sampling failed: {line}"
