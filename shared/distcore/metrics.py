@@ -1,7 +1,8 @@
 """A JobsSnapshot as Prometheus metric families: what `distmon --serve --metrics` exposes.
 
 Pure: a snapshot in, `prometheus_client` metric families out (no threads, no clock, no I/O);
-`SnapshotCollector` renders the latest snapshot at scrape time. Names follow Prometheus'
+`SnapshotCollector` renders the latest snapshot at scrape time; the host and GPU families are
+distcore.metrics_hosts'. Names follow Prometheus'
 conventions: base units in the name (`_seconds`, `_bytes`, `_celsius`, `_watts`, `_hertz`),
 fractions as `_ratio` in [0, 1], timestamps as `_timestamp_seconds`, unknown values absent
 (never a zero that reads like an idle GPU).
@@ -37,16 +38,13 @@ from prometheus_client.samples import Sample
 from distcore import __version__, names
 from distcore.alerts.efficiency import job_mfu
 from distcore.jobs.ledger import job_ledger
-from distcore.jobs.snapshots import Host, Job, JobsSnapshot, JobStatus
-from distcore.telemetry.samples import GpuDevice
+from distcore.jobs.snapshots import Job, JobsSnapshot, JobStatus
+from distcore.metrics_hosts import add_gpus, add_hosts
 from distcore.textsafe import elide, escaped_text
 
 LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one
 DEFAULT_MAX_SERIES = 10_000
 JOB_STATES: tuple[str, ...] = get_args(JobStatus)
-MIB = 1024 * 1024
-HOST_LABELS = ("host", "source", "job", "worker")
-GPU_LABELS = (*HOST_LABELS, "gpu", "uuid")
 INFO_LABELS = ("job", "scheduler", "slurm_job_id", "partition", "state", "pod")
 # run.json's statuses that end a job: its end time is run.json's `end_time` (else its newest point).
 ENDED_STATUSES = frozenset({names.STATUS_FINISHED, names.STATUS_FAILED, names.STATUS_DIVERGED,
@@ -99,14 +97,6 @@ class _Family:
             self.metric.samples.append(Sample(self.metric.name, known, float(value)))
 
 
-def _ratio(percent: float | None) -> float | None:
-    return None if percent is None else percent / 100.0
-
-
-def _times(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
-
-
 class _Families:
     """Builds every family of one snapshot, in the order the budget serves them."""
 
@@ -131,8 +121,8 @@ class _Families:
         self._meta()
         self._jobs()
         self._alerts()
-        self._hosts()
-        self._gpus()
+        add_hosts(self.family, self.snap.hosts)
+        add_gpus(self.family, self.snap.hosts)
         self._errors()
         self._ledgers()
         self._scalars()
@@ -235,75 +225,6 @@ class _Families:
                       alert.host, alert.gpu]  # fmt: skip
             active.add(values, 1)
             since.add(values, alert.since)
-
-    def _host_labels(self, host: Host) -> list[object]:
-        return [host.name, host.source, host.job, host.worker]
-
-    def _hosts(self) -> None:
-        f = self.family
-        sampled = f(
-            "distmon_host_last_sample_timestamp_seconds",
-            "Wall time of the host's newest sample",
-            HOST_LABELS,
-        )
-        interval = f(
-            "distmon_host_sample_interval_seconds", "How often the host is sampled", HOST_LABELS
-        )
-        reachable = f(
-            "distmon_host_reachable", "1 while the host answers, 0 with an error", HOST_LABELS
-        )
-        cpu = f("distmon_host_cpu_ratio", "CPU busy, all cores (0-1)", HOST_LABELS)
-        used = f("distmon_host_memory_used_bytes", "Memory in use", HOST_LABELS)
-        total = f("distmon_host_memory_total_bytes", "Memory installed", HOST_LABELS)
-        load = f("distmon_host_load1", "One-minute load average", HOST_LABELS)
-        gpus = f("distmon_host_gpus", "GPUs seen on the host", HOST_LABELS)
-        for host in self.snap.hosts:
-            labels = self._host_labels(host)
-            sampled.add(labels, host.sampled_at)
-            interval.add(labels, host.interval_seconds)
-            reachable.add(labels, 1 if host.error is None else 0)
-            cpu.add(labels, _ratio(host.cpu_percent))
-            used.add(labels, _times(host.memory_used_mib, MIB))
-            total.add(labels, _times(host.memory_total_mib, MIB))
-            load.add(labels, host.load_avg_1m)
-            gpus.add(labels, len(host.gpus))
-
-    def _gpus(self) -> None:
-        fields: list[tuple[str, str, Callable[[GpuDevice], float | None]]] = [
-            ("utilization_ratio", "Time a kernel ran (0-1)", lambda g: _ratio(g.utilization_gpu)),
-            (
-                "memory_utilization_ratio",
-                "Time memory was read or written (0-1)",
-                lambda g: _ratio(g.utilization_memory),
-            ),
-            ("memory_used_bytes", "Memory in use", lambda g: _times(g.memory_used_mib, MIB)),
-            ("memory_total_bytes", "Memory on the GPU", lambda g: _times(g.memory_total_mib, MIB)),
-            ("temperature_celsius", "Core temperature", lambda g: g.temperature_c),
-            ("power_watts", "Power draw", lambda g: g.power_w),
-            ("power_limit_watts", "Enforced power limit", lambda g: g.power_limit_w),
-            ("sm_clock_hertz", "SM clock", lambda g: _times(g.sm_clock_mhz, 1e6)),
-            ("fan_speed_ratio", "Fan speed (0-1)", lambda g: _ratio(g.fan_percent)),
-            ("pcie_rx_bytes_per_second", "PCIe receive", lambda g: _times(g.pcie_rx_kib_s, 1024)),
-            ("pcie_tx_bytes_per_second", "PCIe send", lambda g: _times(g.pcie_tx_kib_s, 1024)),
-            ("processes", "Compute processes on the GPU", lambda g: len(g.processes)),
-            # NVML GPM (Hopper and newer): absent, not zero, where the GPU has none.
-            ("sm_activity_ratio", "Share of SMs busy, GPM SM_UTIL (0-1)",
-             lambda g: _ratio(g.sm_activity)),
-            ("sm_occupancy_ratio", "Resident warps over the maximum, GPM SM_OCCUPANCY (0-1)",
-             lambda g: _ratio(g.sm_occupancy)),
-            ("tensor_activity_ratio", "Cycles a tensor core issued, GPM ANY_TENSOR_UTIL (0-1)",
-             lambda g: _ratio(g.tensor_activity)),
-            ("dram_bandwidth_ratio", "Share of peak DRAM bandwidth used, GPM DRAM_BW_UTIL (0-1)",
-             lambda g: _ratio(g.dram_bandwidth)),
-        ]
-        families = [(self.family(f"distmon_gpu_{n}", d, GPU_LABELS), get) for n, d, get in fields]
-        info = self.family("distmon_gpu_info", "The GPU's model name", [*GPU_LABELS, "name"])
-        for host in self.snap.hosts:
-            for gpu in host.gpus:
-                labels = [*self._host_labels(host), gpu.index, gpu.uuid]
-                info.add([*labels, gpu.name], 1)
-                for family, get in families:
-                    family.add(labels, get(gpu))
 
     def _errors(self) -> None:
         failing = self.family(

@@ -3,12 +3,15 @@ the traceback; never exit 0 after a crash."""
 
 from __future__ import annotations
 
+import errno
+import resource
 from pathlib import Path
 
 import pytest
 
 import distmon.app
 from distmon.app import DistmonApp
+from distmon.cli import out_of_files_line
 from distmon.crash import CRASH_EXIT, report_crash, run_guarded, state_dirs
 from distmon.options import Options
 from distmon.producers import Producers
@@ -94,3 +97,21 @@ def test_unwritable_state_dir_falls_back_to_a_temp_dir(
         assert report_crash(err) == CRASH_EXIT
     err_line = capsys.readouterr().err
     assert str(tmp_path / "tmp") in err_line and "boom" in err_line
+
+
+@pytest.mark.parametrize(
+    ("err", "said"),
+    [
+        (OSError(errno.EMFILE, "Too many open files", "/x/inotify.py"),
+         "out of file descriptors: Too many open files (at this process's limit of {limit}: "
+         "raise it with ulimit -n, or LimitNOFILE= in a systemd unit)"),
+        (OSError(errno.ENFILE, "Too many open files in system"),
+         "out of file descriptors: Too many open files in system (the system's limit, "
+         "fs.file-max)"),
+        (OSError(errno.ENOENT, "No such file or directory"), None),  # a bug: a crash report
+        (OSError("no errno"), None),
+    ],
+)
+def test_out_of_descriptors_is_one_line_not_a_crash(err: OSError, said: str | None) -> None:
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert out_of_files_line(err) == (said.format(limit=limit) if said else None)

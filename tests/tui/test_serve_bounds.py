@@ -3,13 +3,16 @@ real subprocess, real sockets from this one, its limit set with setrlimit/prlimi
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import resource
 import shutil
 import socket
 import subprocess
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,3 +136,59 @@ def test_out_of_descriptors_is_one_line_and_scrapes_and_sampling_come_back(
     assert err.splitlines()[1:] == [
         "distmon: error (telemetry): sampling failed: Too many open files "
         f"(at this process's limit of {room}: ulimit -n)", "distmon: stopped"], err
+
+
+# Limits from a few descriptors more than Python needs to start to enough for everything: in
+# between, start-up runs out at one place or another (the listening socket, an ssh host's
+# pipes, the watcher's inotify or the import of its module, the first scan).
+START_LIMITS = range(6, 17)
+
+
+def _settled(serve: Serve, limit: int) -> bool:
+    """Exited, serving the job its first scan found, or holding every descriptor it may (it
+    waits for one to come free: alive, not crashed)."""
+    if serve.proc.poll() is not None:
+        return True
+    match = re.search(r"serving metrics at http://127\.0\.0\.1:(\d+)/", serve.stderr())
+    if match is None:
+        return False
+    try:
+        if open_files(serve.proc.pid) >= limit:
+            return True
+        url = f"http://127.0.0.1:{match.group(1)}/metrics"
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return b"distmon_jobs 1.0" in response.read()
+    except OSError:  # no descriptor left to accept us yet; or it has just exited
+        return False
+
+
+@pytest.mark.slow  # eleven distmons starting at once: 10-30 s on a loaded machine
+def test_start_up_at_low_open_file_limits_serves_or_says_so_in_one_line(tmp_path: Path) -> None:
+    """`distmon --serve` started at each of START_LIMITS with a logdir and two ssh hosts that
+    never answer (each holds its pipes): it serves, polling where inotify or the import of its
+    module found no descriptor left, or ends with one line naming the limit and exit 1; never
+    a crash report."""
+    write_job(tmp_path / "logs", "job", [0.5, 0.4])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text("#!/bin/sh\nexec sleep 600\n")
+    (bin_dir / "ssh").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    serves: dict[int, Serve] = {}
+    for limit in START_LIMITS:
+        (tmp_path / str(limit)).mkdir()
+        serves[limit] = Serve(tmp_path / str(limit), ["--metrics", "127.0.0.1:0", "--no-gpu",
+                              str(tmp_path / "logs"), "h1:/runs", "h2:/runs"], env=env,
+                              preexec_fn=functools.partial(limited, limit))  # fmt: skip
+    try:
+        wait_for(lambda: all(_settled(s, n) for n, s in serves.items()), timeout=90, every=0.3)
+    finally:
+        codes = {limit: serve.stop() for limit, serve in serves.items()}
+    for limit, serve in serves.items():
+        err = serve.stderr()
+        assert "crashed" not in err and "Traceback" not in err, (limit, err)
+        if codes[limit] != 0:
+            assert codes[limit] == 1, (limit, err)
+            assert err.splitlines()[-1].startswith(
+                "distmon: out of file descriptors: Too many open files (at this process's "
+                f"limit of {limit}: "), (limit, err)

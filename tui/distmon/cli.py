@@ -1,16 +1,19 @@
 """`distmon [LOGDIR ...]`: the dashboard, or with `--once` a one-shot report.
 
 The edge where outside input meets the terminal: every user error is one line and exit 2, a
-crash is one line, a log file and a non-zero exit, a closed pipe ends quietly, and a strict or
-non-UTF-8 stdout never raises. What the command line accepts is distmon.flags, and
-distmon.arguments checks it into `Options`; this module runs them.
+crash is one line, a log file and a non-zero exit, running out of file descriptors is one line
+and exit 1, a closed pipe ends quietly, and a strict or non-UTF-8 stdout never raises. What
+the command line accepts is distmon.flags, and distmon.arguments checks it into `Options`;
+this module runs them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import io
 import os
+import resource
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +24,7 @@ from distmon.arguments import parse_options
 
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a writer killed by SIGPIPE
 INTERRUPTED_EXIT = 130
+OUT_OF_FILES_EXIT = 1  # not a usage error (2): the same command works under a higher limit
 
 
 def check_logdir(path: Path) -> None:
@@ -109,6 +113,28 @@ def _one_blas_thread() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def out_of_files_line(err: OSError) -> str | None:
+    """One line for running out of descriptors (a low `ulimit -n`, a unit's LimitNOFILE=), the
+    user's to fix; None for any other OSError (a bug: a crash report)."""
+    if err.errno == errno.EMFILE:
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        return (f"out of file descriptors: {err.strerror} (at this process's limit of {limit}: "
+                "raise it with ulimit -n, or LimitNOFILE= in a systemd unit)")
+    if err.errno == errno.ENFILE:
+        return f"out of file descriptors: {err.strerror} (the system's limit, fs.file-max)"
+    return None
+
+
+def _out_of_files(err: OSError) -> int:
+    line = out_of_files_line(err)
+    if line is None:
+        from distmon.crash import report_crash
+
+        return report_crash(err)
+    print(f"distmon: {line}", file=sys.stderr)
+    return OUT_OF_FILES_EXIT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _tolerant_streams()
     _one_blas_thread()
@@ -121,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = INTERRUPTED_EXIT
         except BrokenPipeError:
             raise
+        except OSError as err:
+            code = _out_of_files(err)
         except Exception as err:  # a bug: never a bare traceback, never exit 0
             from distmon.crash import report_crash
 

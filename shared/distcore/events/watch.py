@@ -139,11 +139,13 @@ class LogdirWatcher:
         self._loop.join(10)
 
     def _start_observer(self) -> None:
-        from distcore.events.inotify import start_observer  # watchdog: only where it is used
-
         try:
+            # watchdog: only where it is used. Its import reads files too, so at the open-file
+            # limit it fails with EMFILE like inotify_init itself: then poll as well.
+            from distcore.events.inotify import start_observer
+
             self._observer = start_observer(self._roots, self._on_change, self._observer_factory)
-        except OSError as err:  # typically ENOSPC: the inotify watch limit
+        except OSError as err:  # typically ENOSPC: the inotify watch limit; EMFILE
             self._mode, self._reason = "poll", f"inotify failed ({err}); polling"
 
     def _stop_observer(self) -> None:

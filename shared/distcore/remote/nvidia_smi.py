@@ -1,5 +1,6 @@
 """A remote host's GPUs: ONE long-running `nvidia-smi --query-gpu=... -lms <ms>` over the host's
-shared SSH connection, its CSV lines parsed into the same `GpuDevice`s as local GPUs.
+shared SSH connection, its CSV lines parsed into the same `GpuDevice`s as local GPUs; beside it
+one `nvidia-smi dmon --gpm-metrics` (remote/dmon.py) for the GPM figures the query cannot give.
 
 nvidia-smi prints one line per GPU per tick; each line replaces that GPU's figures, so no
 grouping into ticks is needed. "[N/A]", "[Not Supported]" and friends are None, never 0. Fields
@@ -12,11 +13,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import IO, Final
 
 from distcore.jobs.snapshots import Host
 from distcore.producer import Failing, Loop, ProducerError
+from distcore.remote.dmon import NO_GPM, dmon_command, has_figures, header_columns, parse_row
 from distcore.remote.ssh import SshConnection, SshUnreachable
+from distcore.telemetry.gpm import GpmValues
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
 
@@ -27,6 +31,7 @@ QUERY: Final = (
 NOT_FOUND_EXIT: Final = 127
 NOT_FOUND_RETRY: Final = 60.0  # no nvidia-smi there: asked again only after a while
 MAX_BACKOFF: Final = 30.0
+GPM_RETRY: Final = 600.0  # a host whose dmon gives no GPM (before Hopper) is asked again rarely
 
 
 class SmiStopped(Exception):
@@ -67,6 +72,15 @@ def parse_line(line: str) -> GpuDevice | None:
     )  # fmt: skip
 
 
+def _with_gpm(device: GpuDevice, values: GpmValues | None) -> GpuDevice:
+    if values is None:
+        return device
+    return replace(device, sm_activity=values["sm_activity"],
+                   sm_occupancy=values["sm_occupancy"],
+                   tensor_activity=values["tensor_activity"],
+                   dram_bandwidth=values["dram_bandwidth"])  # fmt: skip
+
+
 class SshGpuSource:
     """A `HostSource`: the GPUs of one host over its shared connection (source "ssh")."""
 
@@ -94,21 +108,32 @@ class SshGpuSource:
         self._loop = Loop(f"distmon-ssh-gpus-{label}", self._stream, interval=interval,
                           on_error=self._failed, max_backoff=MAX_BACKOFF)
         self._proc: subprocess.Popen[bytes] | None = None
+        # GPM: its own dmon stream, merged into the GPUs by index; why there is none, once.
+        self._gpm: dict[int, GpmValues] = {}
+        self._no_gpm: set[int] = set()
+        self._gpm_reason: str | None = None
+        self._gpm_loop = Loop(f"distmon-ssh-gpm-{label}", self._gpm_stream, interval=interval,
+                              on_error=self._gpm_failed, max_backoff=MAX_BACKOFF)
+        self._gpm_proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         if not self._loop.started and self._sample:
             self._loop.start()
+            self._gpm_loop.start()
 
     def close(self) -> None:
         self._loop.stop()
+        self._gpm_loop.stop()
         self._conn.interrupt()
-        self._kill()
+        self._kill(self._proc)
+        self._kill(self._gpm_proc)
         self._loop.join(10)
+        self._gpm_loop.join(10)
 
     def hosts(self) -> tuple[Host, ...]:
         with self._lock:
-            gpus = tuple(self._gpus[i] for i in sorted(self._gpus))
-            sampled_at, reason = self._sampled_at, self._reason
+            gpus = tuple(_with_gpm(self._gpus[i], self._gpm.get(i)) for i in sorted(self._gpus))
+            sampled_at, reason, gpm_reason = self._sampled_at, self._reason, self._gpm_reason
         return (
             Host(
                 key=f"ssh:{self._label}",
@@ -118,6 +143,7 @@ class SshGpuSource:
                 gpus=gpus,
                 gpu_reason=reason,
                 error=self._conn.error_line(),
+                gpm_reason=gpm_reason,
             ),
         )
 
@@ -203,7 +229,80 @@ class SshGpuSource:
         with self._lock:
             self._reason = reason
 
-    def _kill(self) -> None:
-        proc = self._proc
+    @staticmethod
+    def _kill(proc: subprocess.Popen[bytes] | None) -> None:
         if proc is not None and proc.poll() is None:
             proc.terminate()
+
+    # --- the GPM thread ------------------------------------------------------------------------
+    def _gpm_stream(self) -> None:
+        """The GPM loop's step: one dmon, read until it ends, or stopped once it shows that no
+        GPU there has GPM; then asked again in an interval (it streamed) or GPM_RETRY."""
+        try:
+            proc = self._conn.popen(dmon_command(self._interval))
+        except SshUnreachable as err:  # the query stream says so; this one backs off
+            raise SmiStopped(f"unreachable ({err})") from err
+        self._gpm_proc = proc
+        assert proc.stdout is not None and proc.stderr is not None
+        streamed = self._read_gpm(proc)
+        code = proc.wait()
+        stderr = proc.stderr.read().decode("utf-8", "replace")
+        proc.stdout.close()
+        proc.stderr.close()
+        with self._lock:
+            self._gpm.clear()
+            self._no_gpm.clear()
+            if not streamed and code not in (0, NOT_FOUND_EXIT) and self._gpm_reason is None:
+                self._gpm_reason = self._dmon_refused(code, stderr)  # an older driver's dmon
+        self._gpm_loop.next_in(self._interval if streamed else GPM_RETRY)
+
+    def _read_gpm(self, proc: subprocess.Popen[bytes]) -> bool:
+        """Take dmon's rows until it ends; whether one had GPM figures. A stream of "-" alone
+        (no GPU with GPM) is stopped: its reason is said, and it is asked again rarely."""
+        assert proc.stdout is not None
+        columns: int | None = None
+        streamed = False
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            columns = header_columns(line) or columns
+            row = parse_row(line, columns)
+            if row is None:
+                continue
+            if not self._take_gpm(*row):
+                self._kill(proc)
+                return streamed
+            streamed |= has_figures(row[1])
+        return streamed
+
+    def _take_gpm(self, index: int, values: GpmValues) -> bool:
+        """Keep one GPU's GPM figures; False once every GPU the query stream knows has none."""
+        with self._lock:
+            if has_figures(values):
+                self._gpm[index] = values
+                self._no_gpm.discard(index)
+            else:
+                self._gpm.pop(index, None)
+                self._no_gpm.add(index)
+            lacking = sorted(self._no_gpm)
+            everyone = bool(self._gpus) and self._no_gpm >= set(self._gpus)
+            if everyone:
+                self._gpm_reason = f"{NO_GPM} on {self._label}"
+            elif lacking:
+                gpus = ", ".join(str(i) for i in lacking)
+                self._gpm_reason = f"{NO_GPM} for GPU {gpus} on {self._label}"
+            else:
+                self._gpm_reason = None
+        return not everyone
+
+    def _dmon_refused(self, code: int, stderr: str) -> str:
+        last = [ln for ln in stderr.splitlines() if ln.strip()]
+        detail = terminal_text(last[-1], 160) if last else f"exit status {code}"
+        return f"nvidia-smi dmon on {self._label} gives no GPM ({detail})"
+
+    def _gpm_failed(self, err: Exception) -> None:
+        if isinstance(err, SmiStopped):  # the host's error line says it
+            return
+        line = terminal_text(f"{type(err).__name__}: {err}", 200)
+        with self._lock:
+            self._gpm_reason = f"GPM sampling failed: {line}"
+        self._failing.fail(f"{self._label}: GPM sampling failed: {line}", self._clock())

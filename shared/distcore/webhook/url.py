@@ -3,8 +3,9 @@
 The URL is a secret (Slack's webhook is its path, others carry tokens in the query or
 `user:password@`), so it has three sources, the private ones first:
 
-- `--notify-file PATH`: the first line of a file that only its owner may read (a systemd
-  credential, mode 0400; a file of mode 0600);
+- `--notify-file PATH`: the first line of a file that only its owner (and this service's user)
+  may read (a systemd credential, whose mode may read 0440 through its ACL; a file of mode
+  0600);
 - the environment variable `DISTMON_NOTIFY_URL` (an `EnvironmentFile=` of mode 0600);
 - `--notify URL`, on the command line, where every user of the machine reads it in `ps`.
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from distcore.errors import DistmonError
+from distcore.webhook.private import readable_by_others
 
 ENV_VAR: Final = "DISTMON_NOTIFY_URL"
 MAX_FILE_BYTES: Final = 64 * 1024  # a URL is short; a huge file is a mistake, not read whole
@@ -84,11 +86,12 @@ class WebhookUrl:
         return redact_url(self.url)
 
 
-def read_url_file(path: str) -> str:
+def read_url_file(path: str, environ: Mapping[str, str] = os.environ) -> str:
     """The first line of `path`, stripped, or a DistmonError saying why it cannot be used.
 
     Opened without blocking (a FIFO would wait for a writer for ever) and checked on the open
-    file, so what is checked is what is read."""
+    file, so what is checked is what is read. Its mode may say group-readable where its ACL or
+    systemd's credentials directory (`environ`'s) says private: distcore.webhook.private."""
     where = f"--notify-file {path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
@@ -98,7 +101,7 @@ def read_url_file(path: str) -> str:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise DistmonError(f"{where}: not a regular file")
-        if info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        if readable_by_others(fd, info.st_mode, path, environ):
             mode = stat.S_IMODE(info.st_mode)
             raise DistmonError(f"{where}: readable by other users (mode {mode:04o}): the URL "
                                f"is a secret; chmod 600 it")  # fmt: skip
@@ -127,7 +130,7 @@ def choose_url(
     if flag is not None:
         return WebhookUrl(check_url(flag), "--notify")
     if file is not None:
-        return WebhookUrl(read_url_file(file), f"--notify-file {file}")
+        return WebhookUrl(read_url_file(file, environ), f"--notify-file {file}")
     env = environ.get(ENV_VAR, "").strip()
     if env:
         return WebhookUrl(check_url(env, ENV_VAR), ENV_VAR)

@@ -1,0 +1,176 @@
+"""A remote host's GPM from `nvidia-smi dmon --gpm-metrics 2,3,5,10`: its lines parsed (a table of
+lines as dmon prints them), and SshGpuSource's second stream run as real processes: a stand-in
+`nvidia-smi` answering both the query and dmon, through a connection that runs commands in a
+local shell instead of over ssh (tests/core/test_remote_ssh.py covers the ssh hop)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from distcore.remote.dmon import NO_GPM, dmon_command, header_columns, parse_row
+from distcore.remote.nvidia_smi import GPM_RETRY, SshGpuSource
+
+# dmon's default columns, then the four GPM metrics asked (their names vary by driver: the parser
+# takes them by position), a units line, then one row per GPU; "-" where a figure is missing.
+HEADER = ("# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk"
+          " smutil  smocc anyten   dram")  # fmt: skip
+UNITS = ("# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz"
+         "      %      %      %      %")  # fmt: skip
+HOPPER = ("    0    512     64     71     87     41      0      0      0      0   2619   1980"
+          "     34     22      9     57")  # fmt: skip
+AMPERE = ("    1     71     35      -      3      1      0      0      0      0   1593    345"
+          "      -      -      -      -")  # fmt: skip
+COLUMNS = 16
+
+
+@pytest.mark.parametrize(
+    ("line", "columns"),
+    [(HEADER, COLUMNS), ("#gpu smutil", 2), (UNITS, None), (HOPPER, None), ("", None),
+     ("# Idx", None), ("Failed to initialize NVML", None)],
+)  # fmt: skip
+def test_header_columns(line: str, columns: int | None) -> None:
+    assert header_columns(line) == columns
+
+
+FIGURES = {"sm_activity": 34.0, "sm_occupancy": 22.0, "tensor_activity": 9.0,
+           "dram_bandwidth": 57.0}  # fmt: skip
+NONE = dict.fromkeys(FIGURES)
+
+
+@pytest.mark.parametrize(
+    ("line", "columns", "parsed"),
+    [
+        (HOPPER, COLUMNS, (0, FIGURES)),
+        (AMPERE, COLUMNS, (1, NONE)),  # before Hopper: "-" is unknown, never 0
+        (HOPPER + "\n", COLUMNS, (0, FIGURES)),
+        (HOPPER.replace(" 57", " 100.0"), COLUMNS, (0, {**FIGURES, "dram_bandwidth": 100.0})),
+        (HOPPER.replace(" 57", " 250"), COLUMNS, (0, {**FIGURES, "dram_bandwidth": None})),
+        (HOPPER.replace(" 57", " nan"), COLUMNS, (0, {**FIGURES, "dram_bandwidth": None})),
+        (HOPPER, None, None),  # before the header: the width is unknown
+        (HOPPER, COLUMNS + 1, None),  # another width (a MIG instance's row)
+        (HEADER, COLUMNS, None),
+        (UNITS, COLUMNS, None),
+        ("    0   512", 2, None),  # no room for the GPM columns
+        ("Failed to initialize NVML: Driver/library version mismatch", 7, None),
+    ],
+)
+def test_parse_row(line: str, columns: int | None, parsed: object) -> None:
+    assert parse_row(line, columns) == parsed
+
+
+def test_dmon_command_asks_the_four_metrics_every_whole_second() -> None:
+    assert dmon_command(1.0) == "exec nvidia-smi dmon --gpm-metrics 2,3,5,10 -d 1"
+    assert dmon_command(0.2).endswith(" -d 1") and dmon_command(5.4).endswith(" -d 5")
+
+
+# --- the stream, as real processes ---------------------------------------------------------------
+
+QUERY_ROWS = (
+    "0, NVIDIA H100 80GB HBM3, GPU-a, 97, 41, 61234, 81559, 64, 512.33, 700.00, 1980, [N/A]",
+    "1, NVIDIA A100 80GB PCIe, GPU-b, 95, 40, 1000, 81920, 35, 71.02, 300.00, 1410, 30",
+)
+
+
+def stand_in(rows: tuple[str, ...]) -> str:
+    """An nvidia-smi that streams the query's two GPUs, and dmon's header and `rows`."""
+    dmon = "\n".join(f"  echo '{r}'" for r in rows)
+    query = "\n".join(f"  echo '{r}'" for r in QUERY_ROWS)
+    return f"""#!/bin/sh
+if [ "$1" = dmon ]; then
+  echo '{HEADER}'
+  echo '{UNITS}'
+  while :; do
+{dmon}
+    sleep 0.2
+  done
+fi
+while :; do
+{query}
+  sleep 0.2
+done
+"""
+
+
+class LocalShell:
+    """The SshConnection surface SshGpuSource uses, running each command in a local shell."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        self.started: list[str] = []
+
+    def popen(self, command: str) -> subprocess.Popen[bytes]:
+        self.started.append(command)
+        pipe = subprocess.PIPE
+        return subprocess.Popen(["sh", "-c", command], stdin=subprocess.DEVNULL, stdout=pipe,
+                                stderr=pipe, env=self.env)  # fmt: skip
+
+    def interrupt(self) -> None:
+        pass
+
+    def error_line(self) -> str | None:
+        return None
+
+
+Make = Callable[[tuple[str, ...]], tuple[SshGpuSource, LocalShell]]
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Iterator[Make]:
+    made: list[SshGpuSource] = []
+
+    def make(rows: tuple[str, ...]) -> tuple[SshGpuSource, LocalShell]:
+        script = tmp_path / "nvidia-smi"
+        script.write_text(stand_in(rows))
+        script.chmod(0o755)
+        shell = LocalShell(tmp_path)
+        gpus = SshGpuSource(shell, "gpu7", interval=0.2)  # type: ignore[arg-type]
+        made.append(gpus)
+        gpus.start()
+        return gpus, shell
+
+    yield make
+    for gpus in made:
+        gpus.close()
+
+
+def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_a_hosts_gpm_fills_its_gpus_and_a_gpu_without_says_so(source: Make) -> None:
+    gpus, _ = source((HOPPER, AMPERE))
+    wait_for(lambda: len(gpus.hosts()[0].gpus) == 2 and gpus.hosts()[0].gpus[0].sm_activity)
+    (host,) = gpus.hosts()
+    hopper, ampere = host.gpus
+    assert (hopper.utilization_gpu, hopper.sm_activity, hopper.sm_occupancy) == (97.0, 34.0, 22.0)
+    assert (hopper.tensor_activity, hopper.dram_bandwidth) == (9.0, 57.0)
+    assert ampere.utilization_gpu == 95.0 and ampere.sm_activity is None
+    assert host.gpm_reason == f"{NO_GPM} for GPU 1 on gpu7"
+
+
+def test_a_host_with_no_gpm_says_so_once_and_stops_asking(source: Make) -> None:
+    """Every GPU "-": the dmon stream is stopped (not read for ever to learn nothing), its reason
+    stays, and dmon is asked again only after GPM_RETRY."""
+    gpus, shell = source((AMPERE, AMPERE.replace("    1 ", "    0 ", 1)))
+    wait_for(lambda: gpus.hosts()[0].gpm_reason == f"{NO_GPM} on gpu7")
+    (host,) = gpus.hosts()
+    assert len(host.gpus) == 2 and all(g.sm_activity is None for g in host.gpus)
+    assert host.gpus[0].utilization_gpu == 97.0  # the query stream goes on
+    dmons = [c for c in shell.started if " dmon " in c]
+    wait_for(lambda: not any(p.poll() is None for p in _dmon_processes(gpus)))
+    assert len(dmons) == 1 and GPM_RETRY >= 60
+    assert gpus.hosts()[0].gpm_reason == f"{NO_GPM} on gpu7"
+
+
+def _dmon_processes(gpus: SshGpuSource) -> list[subprocess.Popen[bytes]]:
+    proc = gpus._gpm_proc
+    return [proc] if proc is not None else []
