@@ -4,8 +4,9 @@ distcore.tfrecord._kernel is built with the system's C compiler and Python's hea
 either is missing the build of it fails quietly (optional) and the decoder runs its reference
 path in plain Python (distcore/tfrecord/kernel.py), with the same results, and says so.
 DISTMON_REQUIRE_KERNEL=1 makes a failed build an error (wheels, CI). Its sources are one file
-per purpose (listed in _kernel.c) sharing the private header _kernel.h: every .c is compiled into the one
-module, and the header is a dependency (a change to it rebuilds them; the sdist carries it).
+per purpose (listed in _kernel.c) sharing the private header _kernel.h: every .c is compiled
+into the one module, and the header is a dependency (a change to it rebuilds them; the sdist
+carries it).
 """
 
 import os

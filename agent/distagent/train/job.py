@@ -327,7 +327,7 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
                       message=message, error=message, error_step=None)
 
     def leave(code: int) -> None:  # the chief last, as at a job's end (cluster/worker.py)
-        from distagent.cluster.worker import leave_after_peers
+        from distagent.cluster.leave import leave_after_peers
 
         setup = getattr(job.cluster, "setup", None)
         if setup is None:
