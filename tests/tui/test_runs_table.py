@@ -19,8 +19,11 @@ from distcore.textsafe import elide, terminal_text
 from distmon.formats import fitted
 from distmon.render.compare_view import Entry
 from distmon.render.runs_lines import (
+    TableColumn,
+    frozen_width,
     line_text,
     name_width,
+    reveal_scroll,
     row_cells,
     shown_name,
     table_columns,
@@ -191,3 +194,23 @@ def test_a_narrow_hparam_column_keeps_its_numbers_readable() -> None:
     columns = table_columns(("dropout",), 8)
     line = line_text(row_cells(entry, False, ("dropout",), 8), columns)
     assert line.plain.split()[-1] == "0.1"
+
+
+# mark 1+2, job 10+2 (frozen: 15 cells), then three columns of 8+2 each.
+SCROLL_COLUMNS = (TableColumn("mark", "", 1), TableColumn("job", "job", 10),
+                  TableColumn("c:a", "a", 8), TableColumn("c:b", "b", 8), TableColumn("c:c", "c", 8))
+
+
+@pytest.mark.parametrize(("key", "room", "scroll_x", "expected"), [
+    ("c:a", 20, 0, None),  # in view already
+    ("c:b", 20, 0, None),  # ends exactly at the edge
+    ("c:c", 20, 0, 10),  # off to the right: scrolled until it ends at the edge
+    ("c:a", 20, 10, 0),  # scrolled past on the left: back to first after the names
+    ("c:b", 5, 0, 15),  # wider than the room: its end shows
+    ("job", 20, 10, None),  # frozen: always on screen
+    ("mark", 20, 10, None),
+    ("c:missing", 20, 0, None),
+])
+def test_reveal_scroll(key: str, room: int, scroll_x: int, expected: int | None) -> None:
+    assert frozen_width(SCROLL_COLUMNS) == 15
+    assert reveal_scroll(SCROLL_COLUMNS, key, room, scroll_x) == expected

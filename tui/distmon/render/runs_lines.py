@@ -118,3 +118,34 @@ def line_text(cells: Sequence[Text], columns: Sequence[TableColumn]) -> Text:
 
 def header_cells(columns: Sequence[TableColumn]) -> list[Text]:
     return [Text(c.label) for c in columns]
+
+
+def frozen_width(columns: Sequence[TableColumn]) -> int:
+    """Cells of the columns that never scroll sideways: up to and with the job's name."""
+    width = 0
+    for column in columns:
+        width += column.render_width
+        if column.key == "job":
+            return width
+    return 0
+
+
+def reveal_scroll(columns: Sequence[TableColumn], key: str, room: int, scroll_x: int) -> int | None:
+    """The sideways scroll that brings column `key` into the `room` cells beside the frozen
+    names (the least move: it lands first or last after them), or None where no move is
+    needed (already in view, frozen, or no such column)."""
+    frozen, start = frozen_width(columns), 0
+    for column in columns:
+        if column.key == key:
+            break
+        start += column.render_width
+    else:
+        return None
+    end = start + column.render_width
+    if start < frozen:
+        return None
+    if start - frozen < scroll_x:
+        return start - frozen
+    if end - frozen > scroll_x + room:
+        return end - frozen - room
+    return None

@@ -32,9 +32,11 @@ from distmon.render.compare_view import GROUP_KEY, Arranged, Entry, Header
 from distmon.render.runs_lines import (
     NAME_LIMIT,
     TableColumn,
+    frozen_width,
     header_cells,
     line_text,
     name_width,
+    reveal_scroll,
     row_cells,
     signature,
     table_columns,
@@ -255,7 +257,7 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
     def _scrolled(self, line: Strip, scroll_x: int, width: int) -> Strip:
         """The line as scrolled sideways: the mark and the name stay, the columns after them
         move (DataTable's fixed columns), so a row scrolled right still says whose it is."""
-        frozen = self._frozen_width()
+        frozen = frozen_width(self._columns)
         if scroll_x <= 0 or frozen >= width:
             return line.crop_extend(scroll_x, scroll_x + width, None)
         start = frozen + scroll_x
@@ -265,33 +267,11 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
     def reveal_column(self, name: str) -> None:
         """Scroll sideways so that column `name` (a comparison column's name, or a fixed one's
         key) shows beside the frozen names: a sort by a column off screen brings it in."""
-        columns = self.columns
-        key = f"c:{name}" if f"c:{name}" in columns else name
-        if key not in columns:
-            return
-        start = 0
-        for column in self._columns:
-            if column.key == key:
-                break
-            start += column.render_width
-        frozen, end = self._frozen_width(), start + columns[key].render_width
-        if start < frozen:
-            return  # a frozen column: always on screen
-        room = self.scrollable_content_region.width - frozen
-        left = start - frozen  # the scroll that puts the column first after the names
-        if left < self.scroll_x:
+        key = f"c:{name}" if f"c:{name}" in self.columns else name
+        room = self.scrollable_content_region.width - frozen_width(self._columns)
+        left = reveal_scroll(self._columns, key, room, round(self.scroll_x))
+        if left is not None:
             self.scroll_to(x=left, animate=False, force=True)
-        elif end - frozen > self.scroll_x + room:
-            self.scroll_to(x=end - frozen - room, animate=False, force=True)
-
-    def _frozen_width(self) -> int:
-        """Cells of the columns that never scroll: up to and with the job's name."""
-        width = 0
-        for column in self._columns:
-            width += column.render_width
-            if column.key == "job":
-                return width
-        return 0
 
     def _header_line(self) -> Strip:
         if self._header is None:
