@@ -13,7 +13,7 @@ fast two-worker job did at ~3,900 steps; without it a worker holds ~120 threads 
 
 Each collective keeps the instance key it was traced with (see `reuse_instance_keys`): by default
 TensorFlow draws a fresh key at every call and its runtime keeps a record of each key for the
-life of the process, ~3.3 KiB of native memory per step in a two-worker job.
+life of the process: ~3 KiB of native memory per step in a two-worker job.
 """
 
 from __future__ import annotations
@@ -112,12 +112,12 @@ def reuse_instance_keys() -> None:
 
     TensorFlow (2.21) feeds each compiled collective a new instance key at every call, and the
     collective runtime keeps every key's parameters for the life of the process: a fast
-    two-worker job's RSS grew ~3.3 KiB per step, a bare-TensorFlow loop's as much, with the
-    Python heap flat (bench/agent_soak.py). With keys drawn at tracing, a step reuses its keys
-    and memory holds flat. That needs every worker to trace the same functions in the same
-    order, which the training loop does: its calls (and so its traces) follow the step and
-    the boundaries, which every worker shares. A fresh key per call is what a per-collective
-    timeout cancels by, and the agent sets none (see the module's docstring).
+    two-worker job's RSS grew ~2.8 KiB per step, a bare-TensorFlow loop's ~3.3, with the Python
+    heap flat (bench/agent_soak.py, docs/benchmarks.md). With keys drawn at tracing, a step
+    reuses its keys and memory holds flat. That needs every worker to trace the same functions
+    in the same order, which the training loop does: its calls (and so its traces) follow the
+    step and the boundaries, which every worker shares. A fresh key per call is what a
+    per-collective timeout cancels by, and the agent sets none (see the module's docstring).
     """
     from tensorflow.python.distribute import cross_device_utils
 
