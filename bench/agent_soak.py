@@ -10,7 +10,17 @@ seen before the job ended. Exits 1 when a job fails, its threads grow by more th
 `--max-thread-growth` or its RSS by more than `--max-rss-growth-kb` per thousand log points or
 per thousand steps.
 
-Run: .venv/bin/python bench/agent_soak.py [--steps 20000] [--log-every 5] [--jobs mirrored,multi]
+The anchor ("bare", bench/_bare_multi.py) is the same two-worker job in bare TensorFlow, no
+distagent, measured the same way and never judged: TensorFlow (2.21) draws a fresh collective
+instance key at every call of a compiled step and keeps a native record of each key for the
+life of the process, so the bare job's RSS grows ~3.3 KiB per step (its Python heap: ~0.1;
+tracemalloc). The agent's collectives keep the keys they were traced with
+(distagent.cluster.strategy.reuse_instance_keys): its workers hold flat, as the bare job does
+with `--bare-keys traced`. The bare job's growth is printed next to the agent's, so a run shows
+what the agent avoids; docs/benchmarks.md has the numbers.
+
+Run: .venv/bin/python bench/agent_soak.py [--steps 20000] [--log-every 5]
+     [--jobs mirrored,multi,bare] [--bare-keys fresh|traced]
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +41,8 @@ from typing import Any
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+BARE = Path(__file__).resolve().parent / "_bare_multi.py"
+BARE_TIMEOUT_S = 1800
 BASE = """
 [run]
 name = "soak"
@@ -130,19 +144,68 @@ def soak(kind: str, args: argparse.Namespace, workdir: Path) -> tuple[Sample, Sa
     return first, last, int(proc.returncode)
 
 
+def free_addresses(count: int) -> list[str]:
+    """Ports free now, told apart: every probe stays bound until all are picked."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [f"127.0.0.1:{probe.getsockname()[1]}" for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def soak_bare(args: argparse.Namespace, workdir: Path) -> tuple[Sample, Sample, int]:
+    """The anchor's two workers (each reads its own RSS and threads at the soak's steps)."""
+    addresses = free_addresses(2)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    logs = [workdir / f"bare-{i}.log" for i in range(2)]
+    procs = []
+    for i, log in enumerate(logs):
+        with open(log, "wb") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, str(BARE), str(args.steps), str(args.warmup),
+                 str(args.log_every), str(i), *addresses, args.bare_keys],
+                stdout=out, stderr=subprocess.STDOUT, env=env))
+    try:
+        codes = [proc.wait(timeout=BARE_TIMEOUT_S) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    try:
+        ends = [json.loads([line for line in log.read_text(errors="replace").splitlines()
+                            if line.startswith("{")][-1]) for log in logs]
+        first, last = (Sample(ends[0][at]["step"], [e[at]["threads"] for e in ends],
+                              [e[at]["rss_mib"] for e in ends]) for at in ("first", "last"))
+    except (IndexError, KeyError, TypeError, ValueError):
+        raise SystemExit(f"bare: no sample (see {logs[0]})") from None
+    return first, last, max(codes)
+
+
+def kib_per_ksteps(first: Sample, last: Sample) -> list[float]:
+    return [(r1 - r0) * 1024 / max(1, last.step - first.step) * 1000
+            for r0, r1 in zip(first.rss_mib, last.rss_mib, strict=True)]
+
+
 def report(kind: str, first: Sample, last: Sample, code: int, args: argparse.Namespace) -> bool:
+    """Print each process's growth; False when a judged job failed or grew (bare: TensorFlow's
+    own growth, printed for comparison, never judged)."""
     points = max(1, (last.step - first.step) // args.log_every)
     ok = code == 0
     for i, (t0, t1, r0, r1) in enumerate(zip(first.threads, last.threads, first.rss_mib,
                                               last.rss_mib, strict=True)):
         per_k = (r1 - r0) * 1024 / points * 1000
         per_ksteps = (r1 - r0) * 1024 / max(1, last.step - first.step) * 1000
-        good = t1 - t0 <= args.max_thread_growth and per_k <= args.max_rss_growth_kb \
-            and per_ksteps <= args.max_rss_growth_kb
+        good = kind == "bare" or (t1 - t0 <= args.max_thread_growth
+                                  and per_k <= args.max_rss_growth_kb
+                                  and per_ksteps <= args.max_rss_growth_kb)
         ok = ok and good
         print(f"{kind:8} process {i}: steps {first.step}->{last.step} ({points} log points): "
               f"threads {t0} -> {t1}, RSS {r0:.1f} -> {r1:.1f} MiB ({per_k:+.0f} KiB per "
-              f"1,000 points, {per_ksteps:+.0f} per 1,000 steps) {'ok' if good else 'GROWS'}")
+              f"1,000 points, {per_ksteps:+.0f} per 1,000 steps) "
+              f"{'not judged' if kind == 'bare' else 'ok' if good else 'GROWS'}")
     if code != 0:
         print(f"{kind:8} exited with code {code}")
     return ok
@@ -153,21 +216,31 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--log-every", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=500)
-    parser.add_argument("--jobs", default="mirrored,multi")
+    parser.add_argument("--jobs", default="mirrored,multi,bare")
+    parser.add_argument("--bare-keys", choices=("fresh", "traced"), default="fresh",
+                        help="the anchor's instance keys: fresh per call (TensorFlow's "
+                        "default) or kept from tracing (the agent's)")
     parser.add_argument("--max-thread-growth", type=int, default=20)
     parser.add_argument("--max-rss-growth-kb", type=float, default=2048.0,
                         help="KiB per 1,000 log points and per 1,000 steps (the per-point leak "
                         "this guards against: ~5,700)")
     args = parser.parse_args()
-    ok = True
+    ok, growth = True, {}
+    kinds = args.jobs.split(",")
+    for kind in kinds:
+        if kind not in ("mirrored", "multi", "bare"):
+            parser.error(f"--jobs: unknown job {kind!r} (mirrored, multi, bare)")
     with tempfile.TemporaryDirectory(prefix="agent-soak-") as tmp:
-        for kind in args.jobs.split(","):
-            if kind not in ("mirrored", "multi"):
-                parser.error(f"--jobs: unknown job {kind!r} (mirrored, multi)")
+        for kind in kinds:
             started = time.monotonic()
-            first, last, code = soak(kind, args, Path(tmp))
+            first, last, code = (soak_bare(args, Path(tmp)) if kind == "bare"
+                                 else soak(kind, args, Path(tmp)))
             ok = report(kind, first, last, code, args) and ok
+            growth[kind] = statistics.median(kib_per_ksteps(first, last))
             print(f"{kind:8} took {time.monotonic() - started:.0f} s")
+    if "multi" in growth and "bare" in growth:
+        print(f"two workers, median RSS per 1,000 steps: distagent {growth['multi']:+.0f} KiB, "
+              f"bare TensorFlow ({args.bare_keys} instance keys) {growth['bare']:+.0f} KiB")
     return 0 if ok else 1
 
 

@@ -1,9 +1,11 @@
-"""Two-worker `launch-local` jobs, end to end: threads that do not grow with the steps, workers
+"""Two-worker `launch-local` jobs, end to end: threads and memory that do not grow with the
+steps, workers
 that leave with the chief (finish and stop) without TensorFlow's errors on the terminal, and a
 run.json that says `failed` when the chief dies by a signal.
 
 Real worker processes on 127.0.0.1; their threads are counted from outside, in the kernel's
-list (/proc/PID/task: TensorFlow's threads too, which `threading` never sees).
+list (/proc/PID/task: TensorFlow's threads too, which `threading` never sees), and their memory
+is their RSS (TensorFlow's native memory too, which tracemalloc never sees).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")]
 
 STEPS = 1500
+MAX_RSS_KIB_PER_1000_STEPS = 1536.0
+"""~70 measured (bench/agent_soak.py: 6,000 steps); a fresh collective instance key per call
+grew ~3,300 (TensorFlow's runtime keeps a record of every key)."""
 TEARDOWN_SECONDS = 3.0
 """From run.json's end to every worker gone: 0.2-0.4 s measured at a load of 10 on 2 cores;
 TensorFlow's own teardown at interpreter exit took 4.5-5.3 s there."""
@@ -91,6 +96,13 @@ class Launch:
                     found[int(command[command.index("--task-index") + 1])] = child
         return [found[i] for i in sorted(found)]
 
+    def rss_kib(self) -> list[float]:
+        sizes = []
+        for worker in self.workers():
+            with contextlib.suppress(psutil.Error):
+                sizes.append(worker.memory_info().rss / 1024)
+        return sizes
+
     def threads(self) -> list[int]:
         counts = []
         for worker in self.workers():
@@ -135,11 +147,14 @@ def assert_no_tensorflow_errors(output: str) -> None:
     assert not noise, "\n".join(noise[:10])
 
 
-def test_threads_stay_bounded_and_workers_leave_with_the_chief(tmp_path: Path) -> None:
-    """Fails with a per-collective timeout: ~4 threads per step per worker, ~6,000 at step 1,500."""
+def test_threads_and_memory_stay_bounded_and_workers_leave_with_the_chief(
+        tmp_path: Path) -> None:
+    """Fails with a per-collective timeout: ~4 threads per step per worker, ~6,000 at step 1,500;
+    and with a fresh collective instance key per call: ~3.3 MiB more RSS per 1,000 steps."""
     launch = Launch(tmp_path, steps=STEPS)
     try:
         seen: dict[int, list[int]] = {}  # step -> thread counts of both workers
+        rss: dict[int, list[float]] = {}  # step -> RSS of both workers (KiB)
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert launch.proc.poll() is None, launch.output()[-3000:]
@@ -148,6 +163,7 @@ def test_threads_stay_bounded_and_workers_leave_with_the_chief(tmp_path: Path) -
             step = record.get("last_step")
             if isinstance(step, int) and step not in seen and len(threads) == 2:
                 seen[step] = threads
+                rss[step] = launch.rss_kib()
             if record.get("end_time"):
                 break
             time.sleep(0.2)
@@ -163,10 +179,24 @@ def test_threads_stay_bounded_and_workers_leave_with_the_chief(tmp_path: Path) -
     first, last = seen[min(early)], seen[max(late)]
     print(f"threads per worker: {first} at step {min(early)}, {last} at step {max(late)}; "
           f"finished to all workers gone: {teardown:.1f} s")
+    assert_memory_flat(rss)
     assert all(b - a < 20 for a, b in zip(first, last, strict=True)), seen
     assert isinstance(record.get("threads"), int) and record["threads"] < 1000, record
     assert teardown < TEARDOWN_SECONDS
     assert_no_tensorflow_errors(launch.output())
+
+
+def assert_memory_flat(rss: dict[int, list[float]]) -> None:
+    """RSS per 1,000 steps from the first log point past the warm-up (graphs traced, pipelines
+    and caches filled) to the last one, each worker's."""
+    steps = sorted(s for s, sizes in rss.items() if s >= 300 and len(sizes) == 2)
+    assert len(steps) >= 2 and steps[-1] - steps[0] >= 800, rss
+    first, last = steps[0], steps[-1]
+    per_k = [(b - a) / (last - first) * 1000
+             for a, b in zip(rss[first], rss[last], strict=True)]
+    print(f"RSS per worker, KiB per 1,000 steps ({first}->{last}): "
+          + ", ".join(f"{g:+.0f}" for g in per_k))
+    assert all(g < MAX_RSS_KIB_PER_1000_STEPS for g in per_k), (per_k, rss[first], rss[last])
 
 
 def test_stop_ends_every_worker_within_seconds(tmp_path: Path) -> None:

@@ -10,6 +10,10 @@ fails the others within that time, and the service aborts their blocked collecti
 collectives themselves carry no timeout: with one, TensorFlow (2.21) keeps about 4 threads per
 step per worker that it never releases, until thread creation fails and the worker aborts (a
 fast two-worker job did at ~3,900 steps; without it a worker holds ~120 threads throughout).
+
+Each collective keeps the instance key it was traced with (see `reuse_instance_keys`): by default
+TensorFlow draws a fresh key at every call and its runtime keeps a record of each key for the
+life of the process: ~3 KiB of native memory per step in a two-worker job.
 """
 
 from __future__ import annotations
@@ -103,6 +107,23 @@ def _configure_coordination(layout: ClusterLayout, timeout_seconds: float) -> No
     )
 
 
+def reuse_instance_keys() -> None:
+    """Collectives inside a tf.function keep the instance key drawn when it was traced.
+
+    TensorFlow (2.21) feeds each compiled collective a new instance key at every call, and the
+    collective runtime keeps every key's parameters for the life of the process: a fast
+    two-worker job's RSS grew ~2.8 KiB per step, a bare-TensorFlow loop's ~3.3, with the Python
+    heap flat (bench/agent_soak.py, docs/benchmarks.md). With keys drawn at tracing, a step
+    reuses its keys and memory holds flat. That needs every worker to trace the same functions
+    in the same order, which the training loop does: its calls (and so its traces) follow the
+    step and the boundaries, which every worker shares. A fresh key per call is what a
+    per-collective timeout cancels by, and the agent sets none (see the module's docstring).
+    """
+    from tensorflow.python.distribute import cross_device_utils
+
+    cross_device_utils.CollectiveReplicaLauncher._prefer_unique_instance_key = False
+
+
 JOIN_MIN_SECONDS = 120.0
 """Workers start at different times (image pulls, queues, TensorFlow's import): give them this
 long at least to join, even when the timeout for a lost peer is shorter."""
@@ -191,6 +212,7 @@ def create_cluster_setup(
     import tensorflow as tf
 
     _configure_coordination(layout, timeout_seconds)
+    reuse_instance_keys()
     with JoinWatchdog(layout, max(timeout_seconds, JOIN_MIN_SECONDS)):
         try:
             strategy = tf.distribute.MultiWorkerMirroredStrategy()
