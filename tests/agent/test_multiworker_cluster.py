@@ -25,7 +25,11 @@ from distagent.cluster.layout import (
     resolve_layout,
 )
 from distagent.cluster.scheduler import slurm_port_base
-from distagent.cluster.strategy import environ_without_cluster
+from distagent.cluster.strategy import (
+    UNIQUE_KEY_SWITCH,
+    environ_without_cluster,
+    reuse_instance_keys,
+)
 from distagent.commands.launch_local import (
     describe_exit,
     free_ports,
@@ -330,3 +334,21 @@ def test_launcher_ends_only_its_own_unended_record(tmp_path: Path) -> None:
     assert (record["status"], record["error_step"]) == ("failed", 7)
     assert record["error"] == "worker 0 (a) failed: killed by SIGABRT" and record["end_time"]
     assert not end_unended_record(tmp_path, 4242, "again")  # an ended record stays as it is
+
+
+def test_collectives_keep_their_traced_keys(tf: Any, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The private switch that keeps a two-worker job's memory flat exists in the installed
+    TensorFlow (an upgrade that renames it fails here, not silently in a week-long job), and
+    a TensorFlow without it gets one line, not a crash."""
+    from tensorflow.python.distribute import cross_device_utils
+
+    launcher = cross_device_utils.CollectiveReplicaLauncher
+    assert hasattr(launcher, UNIQUE_KEY_SWITCH)
+    monkeypatch.setattr(launcher, UNIQUE_KEY_SWITCH, True)
+    reuse_instance_keys()
+    assert getattr(launcher, UNIQUE_KEY_SWITCH) is False
+    monkeypatch.delattr(launcher, UNIQUE_KEY_SWITCH)
+    reuse_instance_keys()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert UNIQUE_KEY_SWITCH in line and "bench/agent_soak.py" in line

@@ -107,6 +107,9 @@ def _configure_coordination(layout: ClusterLayout, timeout_seconds: float) -> No
     )
 
 
+UNIQUE_KEY_SWITCH = "_prefer_unique_instance_key"
+
+
 def reuse_instance_keys() -> None:
     """Collectives inside a tf.function keep the instance key drawn when it was traced.
 
@@ -121,7 +124,13 @@ def reuse_instance_keys() -> None:
     """
     from tensorflow.python.distribute import cross_device_utils
 
-    cross_device_utils.CollectiveReplicaLauncher._prefer_unique_instance_key = False
+    launcher = cross_device_utils.CollectiveReplicaLauncher
+    if not hasattr(launcher, UNIQUE_KEY_SWITCH):  # a TensorFlow that renamed its private switch
+        print(f"distagent: this TensorFlow has no {launcher.__name__}.{UNIQUE_KEY_SWITCH}: each"
+              " worker's memory may grow ~3 KiB per step (bench/agent_soak.py measures it)",
+              file=sys.stderr)
+        return
+    setattr(launcher, UNIQUE_KEY_SWITCH, False)
 
 
 JOIN_MIN_SECONDS = 120.0
