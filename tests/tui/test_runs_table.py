@@ -198,7 +198,8 @@ def test_a_narrow_hparam_column_keeps_its_numbers_readable() -> None:
 
 # mark 1+2, job 10+2 (frozen: 15 cells), then three columns of 8+2 each.
 SCROLL_COLUMNS = (TableColumn("mark", "", 1), TableColumn("job", "job", 10),
-                  TableColumn("c:a", "a", 8), TableColumn("c:b", "b", 8), TableColumn("c:c", "c", 8))
+                  TableColumn("c:a", "a", 8), TableColumn("c:b", "b", 8),
+                  TableColumn("c:c", "c", 8))
 
 
 @pytest.mark.parametrize(("key", "room", "scroll_x", "expected"), [
