@@ -47,6 +47,9 @@ def configure_tensorflow(replicas: int = CPU_REPLICAS) -> Any:
         tf.config.set_logical_device_configuration(
             cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(replicas)]
         )
+    # Start the runtime now: a split only set can still be replaced, and a test that resolves
+    # a strategy of 2 CPU replicas first would leave the rest of the process with 2 devices.
+    tf.config.list_logical_devices("CPU")
     return tf
 
 
