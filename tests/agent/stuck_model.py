@@ -13,6 +13,36 @@ import keras
 import tensorflow as tf
 
 STUCK_AFTER_ENV = "DISTMON_TEST_STUCK_AFTER"
+STUCK_JOB = """
+[run]
+name = "{name}"
+logdir = "{logdir}"
+[strategy]
+kind = "multi_worker"
+[data]
+source = "synthetic"
+per_replica_batch_size = 4
+parallel_calls = 1
+prefetch = 0
+validation_fraction = 0.0
+shuffle_buffer = 0
+[data.synthetic]
+num_examples = 4000
+num_classes = 4
+input_shape = [4]
+[model]
+name = "tests.agent.stuck_model:stuck_mlp"
+[train]
+epochs = 1
+steps_per_epoch = 400
+log_every_steps = 1
+checkpoint_every_steps = 0
+[cluster]
+timeout_seconds = {timeout_seconds}
+hang_seconds = {hang_seconds}
+on_hang = "{on_hang}"
+"""
+"""A two-worker job of this model, fast steps logged at each one, for the hang tests."""
 _calls = [0]
 
 

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,40 +23,12 @@ import pytest
 
 from distagent.commands.launch_local import free_ports
 from distcore import names
-from tests.agent.stuck_model import STUCK_AFTER_ENV
+from tests.agent.stuck_model import STUCK_AFTER_ENV, STUCK_JOB
 from tests.agent.test_multiworker import child_env
 from tests.json_shape import undocumented
 
 pytestmark = pytest.mark.slow
 
-CONFIG = """
-[run]
-name = "hang"
-logdir = "{logdir}"
-[strategy]
-kind = "multi_worker"
-[data]
-source = "synthetic"
-per_replica_batch_size = 4
-parallel_calls = 1
-prefetch = 0
-validation_fraction = 0.0
-shuffle_buffer = 0
-[data.synthetic]
-num_examples = 4000
-num_classes = 4
-input_shape = [4]
-[model]
-name = "tests.agent.stuck_model:stuck_mlp"
-[train]
-epochs = 1
-steps_per_epoch = 400
-log_every_steps = 1
-checkpoint_every_steps = 0
-[cluster]
-timeout_seconds = 120
-hang_seconds = 3
-"""
 
 
 def distmon_once(logdir: Path) -> dict[str, Any]:
@@ -84,24 +56,14 @@ def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"no {what} in {timeout} s")
 
 
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    made: list[subprocess.Popen[bytes]] = []
-    yield made
-    for proc in made:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
-
-
 def test_distmon_names_the_worker_that_holds_a_hung_job(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     logdir = tmp_path / "runs"
     config = tmp_path / "hang.toml"
     logdir.mkdir()
-    config.write_text(CONFIG.format(logdir=logdir))
+    config.write_text(STUCK_JOB.format(name="hang", logdir=logdir, timeout_seconds=120,
+                                       hang_seconds=3, on_hang="warn"))
     addresses = json.dumps([f"127.0.0.1:{p}" for p in free_ports(2)])
     stuck = {0: {}, 1: {STUCK_AFTER_ENV: "6"}}  # worker 1's layer blocks in its 7th step
     for i in range(2):

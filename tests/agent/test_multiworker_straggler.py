@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,17 +88,6 @@ def start_workers(tmp_path: Path, slow_file: Path) -> list[subprocess.Popen[byte
                  f"cluster.workers={addresses}", "--task-index", str(i)],
                 stdout=out, stderr=subprocess.STDOUT, env=env[i]))
     return procs
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    made: list[subprocess.Popen[bytes]] = []
-    yield made
-    for proc in made:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-            proc.wait()
 
 
 class Watch:

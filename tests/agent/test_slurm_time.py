@@ -25,7 +25,7 @@ import pytest
 
 from distcore import names
 from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
-from tests.agent.stuck_model import STUCK_AFTER_ENV
+from tests.agent.stuck_model import STUCK_AFTER_ENV, STUCK_JOB
 from tests.agent.test_slurm import (
     REPO,
     SBATCH,
@@ -202,35 +202,6 @@ def test_requeue_ends_in_seconds_and_the_ledger_keeps_both_attempts(
     assert 0 <= unknown < 0.25, shown  # tiny job: startup and teardown weigh much
 
 
-HANG_CONFIG = """
-[run]
-name = "{name}"
-logdir = "{logdir}"
-[strategy]
-kind = "multi_worker"
-[data]
-source = "synthetic"
-per_replica_batch_size = 4
-parallel_calls = 1
-prefetch = 0
-validation_fraction = 0.0
-shuffle_buffer = 0
-[data.synthetic]
-num_examples = 4000
-num_classes = 4
-input_shape = [4]
-[model]
-name = "tests.agent.stuck_model:stuck_mlp"
-[train]
-epochs = 1
-steps_per_epoch = 400
-log_every_steps = 1
-checkpoint_every_steps = 0
-[cluster]
-timeout_seconds = 60
-hang_seconds = 4
-on_hang = "{on_hang}"
-"""
 
 
 def srun_stuck(slurm: SlurmCluster, tmp: Path, name: str, on_hang: str
@@ -238,7 +209,8 @@ def srun_stuck(slurm: SlurmCluster, tmp: Path, name: str, on_hang: str
     """`srun -n 2` of a job whose worker 1 blocks in its model's 7th forward pass. Its own
     hang_seconds is shorter, so it finds the hang first: it is the one that leaves first."""
     config = tmp / f"{name}.toml"
-    config.write_text(HANG_CONFIG.format(name=name, logdir=tmp / "runs", on_hang=on_hang))
+    config.write_text(STUCK_JOB.format(name=name, logdir=tmp / "runs", timeout_seconds=60,
+                                       hang_seconds=4, on_hang=on_hang))
     stuck = (f'if [ "$SLURM_PROCID" = 1 ]; then export {STUCK_AFTER_ENV}=6; '
              f'set -- --set cluster.hang_seconds=1.5; fi; exec distagent start {config} "$@"')
     env = job_env(slurm)
