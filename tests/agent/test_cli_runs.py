@@ -117,6 +117,8 @@ def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
     assert list(train.scalars[names.LOSS].steps) == expected
     assert list(train.scalars[names.EPOCH_LOSS].steps) == [0, 1]
     check_ledger(final, killed)
+    # A SIGTERM checkpoints where it stops: its resume redoes nothing, so loses nothing.
+    assert final["ledger"]["lost"] == pytest.approx(stopped["ledger"]["lost"], abs=1e-3)
     # The log points carry the ledger too, cumulative over the three attempts.
     assert 0 < train.scalars["time/compute"].last_value <= final["ledger"]["compute"]
     assert train.scalars["time/lost"].last_value == pytest.approx(final["ledger"]["lost"], abs=1e-5)
