@@ -67,24 +67,28 @@ def test_every_second_lands_in_one_bucket() -> None:
     assert fields["goodput"] == pytest.approx(4.5 / 22.5)
 
 
-@pytest.mark.parametrize(("mark_step", "resumed_step", "lost"), [
-    (20, 20, 4.0),  # the work after the checkpoint it resumes from: lost
-    (10, 20, 0.0),  # the record's mark is older than the checkpoint: nothing proven
+@pytest.mark.parametrize(("mark_step", "resumed_step", "lost", "unknown"), [
+    (20, 20, 4.25, 0.0),  # the work after the checkpoint it resumes from (and its log
+    # point's writes): lost
+    (10, 20, 0.0, 0.25),  # the record's mark is older than the checkpoint: nothing proven
 ])
 def test_a_resume_loses_the_work_since_its_checkpoint(
-        mark_step: int, resumed_step: int, lost: float) -> None:
+        mark_step: int, resumed_step: int, lost: float, unknown: float) -> None:
     ticks = Ticks()
     first = clock_at(ticks)
     run_steps(first, ticks, 5.0, wait=1.0)
     first.checkpointed(mark_step)
-    run_steps(first, ticks, 4.0, wait=1.0)  # killed after this
+    run_steps(first, ticks, 4.0, wait=1.0)
+    first.switch(None)
+    ticks.add(0.25)  # the log point's writes; killed after this
     killed = first.save()
     ticks.add(30.0)  # down, then the new process starts
     second = clock_at(ticks, json.loads(json.dumps(killed)), started=ticks.t - 7.0)
     second.resumed(resumed_step)
     ledger = second.ledger()
     assert ledger["lost"] == pytest.approx(lost)
-    assert ledger["compute"] + ledger["input_wait"] == pytest.approx(9.0 - lost)
+    assert ledger["unknown"] == pytest.approx(unknown)
+    assert ledger["compute"] + ledger["input_wait"] == pytest.approx(5.0 if lost else 9.0)
     assert ledger["scheduler"] == pytest.approx(23.0)  # the gap, less the new process's age
     assert ledger["startup"] == pytest.approx(10.0 + 7.0)
     assert sum(ledger.values()) == pytest.approx(ticks.t - 990.0)
@@ -96,13 +100,16 @@ def test_a_rollback_discards_the_work_since_the_restored_checkpoint() -> None:
     run_steps(clock, ticks, 4.0, wait=0.0)
     clock.checkpointed(4)
     run_steps(clock, ticks, 3.0, wait=1.0)  # logged, then diverged
+    clock.switch(None)
+    ticks.add(0.25)  # that log point's writes
     clock.switch(STEPS)
     ticks.add(1.0)  # not yet logged
     with clock.spent("recovery"):
         ticks.add(0.5)  # the restore
     clock.rolled_back(4)
     ledger = clock.ledger()
-    assert ledger["recovery"] == pytest.approx(3.0 + 1.0 + 0.5)
+    assert ledger["recovery"] == pytest.approx(3.0 + 0.25 + 1.0 + 0.5)
+    assert ledger["unknown"] == pytest.approx(0.0)
     assert (ledger["compute"], ledger["input_wait"]) == pytest.approx((4.0, 0.0))
 
 

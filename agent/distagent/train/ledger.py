@@ -13,9 +13,10 @@ Across attempts (run.json holds the state between them):
   Slurm the time the job was pending (SubmitTime to StartTime, from `scontrol`).
 - `lost`: after a crash, kill -9 or preemption, the work the previous attempt did after the
   checkpoint this attempt resumes from: its compute, input wait and evaluation since that
-  checkpoint (the record holds them as they stood when the checkpoint was saved) move to lost.
-- `recovery`: a rollback moves the work since the checkpoint it restores to recovery, and the
-  rollback's own seconds too.
+  checkpoint (the record holds them as they stood when the checkpoint was saved) move to lost,
+  and so does the unknown that grew since (the log points' own writes, done again too).
+- `recovery`: a rollback moves the work since the checkpoint it restores to recovery (its
+  log points' writes too), and the rollback's own seconds.
 No TensorFlow here; the clock is injected for the tests.
 """
 
@@ -60,10 +61,14 @@ def carried(previous: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def lost_since(buckets: dict[str, float], mark: Any, resumed_step: int) -> float:
+def lost_since(buckets: dict[str, float], mark: Any, resumed_step: int,
+               unknown: float | None = None) -> float:
     """Move the work done after the checkpoint at `resumed_step` to nowhere and say how much:
     `mark` is run.json's `ledger_checkpoint` ({"step", "buckets"}), the buckets as they were
-    when that checkpoint was saved. A mark of another step proves nothing: 0."""
+    when that checkpoint was saved. A mark of another step proves nothing: 0. `unknown` is
+    the previous attempt's at its last record: what grew after the mark (the log points'
+    own writes, done again too) is lost as well; `buckets` holds no unknown to take it from
+    (it is measured again), so the next ledger's unknown is that much smaller."""
     if not isinstance(mark, dict) or mark.get("step") != resumed_step:
         return 0.0
     at = mark.get("buckets")
@@ -75,6 +80,9 @@ def lost_since(buckets: dict[str, float], mark: Any, resumed_step: int) -> float
             continue
         moved += buckets[bucket] - then
         buckets[bucket] = then
+    then = _number(at.get("unknown"))
+    if then is not None and unknown is not None:
+        moved += max(0.0, unknown - then)
     return moved
 
 
@@ -147,8 +155,10 @@ class AttemptClock:
 
     def resumed(self, step: int) -> None:
         """This attempt restored the checkpoint at `step`: what came after it was lost."""
+        last = self._previous.get("ledger")
+        unknown = _number(last.get("unknown")) if isinstance(last, dict) else None
         self.buckets["lost"] += lost_since(self.buckets, self._previous.get("ledger_checkpoint"),
-                                           step)
+                                           step, unknown)
         self.mark = {"step": step, "time": self.now(), "buckets": self._redone()}
 
     def steps_logged(self, wait_seconds: float) -> None:
@@ -168,9 +178,12 @@ class AttemptClock:
         """Restored the checkpoint at `step` after a divergence: the work since it was saved
         (and the steps not yet logged) was done for nothing."""
         self.switch(self._state)
+        at = (self.mark or {}).get("buckets") or {}
+        then = at.get("unknown")
+        if isinstance(then, float):  # the log points since the mark: undone too
+            self.buckets["recovery"] += max(0.0, self._unknown() - then)
         self.buckets["recovery"] += self._steps
         self._steps = 0.0
-        at = (self.mark or {}).get("buckets") or {}
         for bucket in REDONE:
             then = at.get(bucket)
             if isinstance(then, float) and then <= self.buckets[bucket]:
@@ -179,9 +192,16 @@ class AttemptClock:
         self.mark = {"step": step, "time": self.now(), "buckets": self._redone()}
 
     def _redone(self) -> dict[str, float]:
+        """What a later resume or rollback compares against: the work so far, and unknown."""
         out = {b: self.buckets[b] for b in REDONE}
         out["compute"] += self._steps  # not split yet: compute until a log point says
+        out["unknown"] = self._unknown()
         return out
+
+    def _unknown(self) -> float:
+        """The seconds so far in no named state (the ledger's unknown), without a switch."""
+        named = sum(v for b, v in self.buckets.items() if b != "unknown") + self._steps
+        return self.now() - self.job_start - named
 
     def ledger(self) -> dict[str, float]:
         """{bucket: seconds} for the job so far; unknown = wall less the rest."""

@@ -184,9 +184,9 @@ class Trainer:
                 interval.steps += n
             boundary_start = time.perf_counter()
             outcome, logged = self._boundary(step, interval)
-            self.clock.switch(STEPS)
             if outcome is not None:
-                return outcome
+                return self._ended(outcome)
+            self.clock.switch(STEPS)
             if self._restart_at is not None:  # rolled back: go on from the restored step
                 step, self._restart_at = self._restart_at, None
                 interval = _Interval()
@@ -195,7 +195,14 @@ class Trainer:
                 interval = _Interval()
             else:  # a checkpoint's seconds are not the steps'
                 interval.start += time.perf_counter() - boundary_start
-        return Outcome(names.STATUS_FINISHED, step)
+        return self._ended(Outcome(names.STATUS_FINISHED, step))
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        """The loop's last boundary is behind it: what follows (the heartbeat's stop, the final
+        record) is teardown, not steps. Counted as compute after the last checkpoint, a stopped
+        job's resume would move it to `lost`."""
+        self.clock.switch("teardown")
+        return outcome
 
     def _untimed(self) -> _Interval:
         """Restart the timing after a call that compiled: its wait and seconds are not steps'."""
