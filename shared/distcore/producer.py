@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from distcore.errors import descriptor_shortage
+
 log = logging.getLogger(__name__)
 
 
@@ -178,7 +180,11 @@ class Loop:
         except Exception as err:
             self.failures += 1
             if self._on_error is None:
-                log.exception("%s: step failed", self.name)
+                shortage = descriptor_shortage(err)  # the user's limit, not a bug: one line
+                if shortage is None:
+                    log.exception("%s: step failed", self.name)
+                else:
+                    log.error("%s: step failed: %s", self.name, shortage)
                 return False
             log.debug("%s: step failed", self.name, exc_info=True)
             try:

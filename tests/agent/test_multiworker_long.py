@@ -11,6 +11,7 @@ is their RSS (TensorFlow's native memory too, which tracemalloc never sees).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -30,9 +31,10 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")]
 
 STEPS = 1500
-MAX_RSS_KIB_PER_1000_STEPS = 1536.0
-"""~70 measured (bench/agent_soak.py: 6,000 steps); a fresh collective instance key per call
-grew ~3,300 (TensorFlow's runtime keeps a record of every key)."""
+MAX_RSS_KIB_PER_1000_STEPS = 1024.0
+"""Less the largest jump: +160 and +187 measured beside a busy process (bench/agent_soak.py: ~70
+over 6,000 steps); with a fresh collective instance key per call +1,850 and +2,670 (TensorFlow's
+runtime keeps a record of every key: ~3,300 over the whole growth)."""
 TEARDOWN_SECONDS = 3.0
 """From run.json's end to every worker gone: 0.2-0.4 s measured at a load of 10 on 2 cores;
 TensorFlow's own teardown at interpreter exit took 4.5-5.3 s there."""
@@ -186,17 +188,27 @@ def test_threads_and_memory_stay_bounded_and_workers_leave_with_the_chief(
     assert_no_tensorflow_errors(launch.output())
 
 
+def slope_without_largest_jump(sizes: list[float], steps: list[int]) -> float:
+    """RSS growth per 1,000 steps, less its one largest rise between two samples: a leak rises a
+    few KiB at every step, while a buffer or a malloc arena made once under load (6 MiB in one
+    loaded run) is a single jump that says nothing of days to come."""
+    rises = [b - a for a, b in itertools.pairwise(sizes)]
+    growth = sum(rises) - max(max(rises, default=0.0), 0.0)
+    return growth / (steps[-1] - steps[0]) * 1000
+
+
 def assert_memory_flat(rss: dict[int, list[float]]) -> None:
     """RSS per 1,000 steps from the first log point past the warm-up (graphs traced, pipelines
     and caches filled) to the last one, each worker's."""
     steps = sorted(s for s, sizes in rss.items() if s >= 300 and len(sizes) == 2)
-    assert len(steps) >= 2 and steps[-1] - steps[0] >= 800, rss
+    assert len(steps) >= 3 and steps[-1] - steps[0] >= 800, rss
     first, last = steps[0], steps[-1]
-    per_k = [(b - a) / (last - first) * 1000
-             for a, b in zip(rss[first], rss[last], strict=True)]
+    whole = [(b - a) / (last - first) * 1000 for a, b in zip(rss[first], rss[last], strict=True)]
+    per_k = [slope_without_largest_jump([rss[s][w] for s in steps], steps) for w in (0, 1)]
     print(f"RSS per worker, KiB per 1,000 steps ({first}->{last}): "
+          + ", ".join(f"{g:+.0f}" for g in whole) + "; less the largest jump: "
           + ", ".join(f"{g:+.0f}" for g in per_k))
-    assert all(g < MAX_RSS_KIB_PER_1000_STEPS for g in per_k), (per_k, rss[first], rss[last])
+    assert all(g < MAX_RSS_KIB_PER_1000_STEPS for g in per_k), (per_k, whole)
 
 
 def test_stop_ends_every_worker_within_seconds(tmp_path: Path) -> None:

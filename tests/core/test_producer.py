@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import resource
 import threading
 
 import pytest
 
+from distcore.errors import descriptor_shortage
 from distcore.producer import Failing, Loop, backoff, next_deadline
 
 
@@ -220,3 +224,29 @@ def test_sleep_ignores_wakes_and_ends_at_close() -> None:
         loop.close()
     assert slept == [True]
     assert loop.started and loop.stopping and loop.stop_event.is_set()
+
+
+@pytest.mark.parametrize(("err", "said"), [
+    (OSError(errno.EMFILE, "Too many open files", "/some/module.py"),
+     "Too many open files (at this process's limit of {limit}: ulimit -n)"),
+    (OSError(errno.ENFILE, "Too many open files in system"),
+     "Too many open files in system (the system's limit, fs.file-max)"),
+    (OSError(errno.ENOENT, "No such file"), None),
+    (RuntimeError("a bug"), None),
+])
+def test_descriptor_shortage(err: Exception, said: str | None) -> None:
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    assert descriptor_shortage(err) == (said.format(limit=limit) if said else None)
+
+
+@pytest.mark.parametrize(("err", "traceback"), [
+    (OSError(errno.EMFILE, "Too many open files", "/some/module.py"), False),
+    (RuntimeError("a bug"), True),
+])
+def test_a_step_out_of_descriptors_logs_one_line_a_bug_its_traceback(
+        err: Exception, traceback: bool, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="distcore.producer"):
+        run_loop([err, 0.0], interval=1.0)
+    (record,) = caplog.records
+    assert (record.exc_info is not None) is traceback
+    assert "/some/module.py" not in record.getMessage()

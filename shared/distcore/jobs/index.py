@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from distcore.alerts import Alert, keep_since, sort_alerts
+from distcore.errors import descriptor_shortage
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.agent import AgentRecords, due_checks
 from distcore.jobs.hosts import local_history, local_host
@@ -173,8 +174,12 @@ class JobIndex:
                 snap = self._compute()
             self._failing.ok()
         except Exception as err:
-            log.exception("job index refresh failed")
-            self._failing.fail(f"{type(err).__name__}: {err}", time.time())
+            shortage = descriptor_shortage(err)  # the user's limit, not a bug: no traceback
+            if shortage is None:
+                log.exception("job index refresh failed")
+            else:
+                log.error("job index refresh failed: %s", shortage)
+            self._failing.fail(shortage or f"{type(err).__name__}: {err}", time.time())
             latest = self.latest()
             self._publish(self._with_own_failure(latest))
             return latest

@@ -9,16 +9,15 @@ however long it runs.
 
 from __future__ import annotations
 
-import errno
 import logging
 import math
-import resource
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
 from distcore import names
+from distcore.errors import descriptor_shortage
 from distcore.producer import Failing, Loop, ProducerError
 from distcore.producer import next_deadline as next_deadline
 from distcore.telemetry.samples import GpuStatus, Source, TelemetrySnapshot
@@ -82,14 +81,8 @@ class History:
 
 
 def failure_text(err: Exception) -> str:
-    """One line for a failed sample, the same all the while a cause lasts: out of descriptors
-    is said without the file that could not be opened (another one each time)."""
-    if isinstance(err, OSError) and err.errno == errno.EMFILE:
-        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        return f"sampling failed: {err.strerror} (at this process's limit of {limit}: ulimit -n)"
-    if isinstance(err, OSError) and err.errno == errno.ENFILE:
-        return f"sampling failed: {err.strerror} (the system's limit, fs.file-max)"
-    return f"sampling failed: {err}"
+    """One line for a failed sample, the same all the while a cause lasts."""
+    return f"sampling failed: {descriptor_shortage(err) or err}"
 
 
 class TelemetrySampler:
