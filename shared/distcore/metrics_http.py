@@ -48,6 +48,7 @@ IDLE_TIMEOUT: Final = 10.0  # seconds
 # retry: at 128 a flood of 1,000 cost some connections, a scrape among them, a second each.
 LISTEN_BACKLOG: Final = 1024
 ACCEPT_PAUSE: Final = 0.1  # seconds, after accept found no descriptor free
+HANG_UP_WAIT: Final = 1.0  # seconds the accept loop waits for a hung-up connection's thread
 _OUT_OF_DESCRIPTORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType]
 
@@ -128,6 +129,7 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
         self.address_family = family
         self.max_connections, self.idle_timeout = max_connections, idle_timeout
         self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)  # a hung-up connection's thread ended
         # Open connections, oldest first, each True while its request is still awaited; and
         # those hung up whose thread has not ended yet (threads stay under 2 x the bound).
         self._open: dict[socket.socket, bool] = {}
@@ -163,11 +165,16 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
         super().process_request(conn, client_address)
 
     def _admit(self, conn: socket.socket) -> bool:
-        if len(self._open) < self.max_connections:
+        # Threads of hung-up connections end as soon as they run: on a loaded machine that can
+        # take a while, and refusing meanwhile cost a scrape its answer.
+        bound = self.max_connections
+        if not self._ended.wait_for(
+                lambda: len(self._open) < bound or len(self._hung_up) < bound,
+                timeout=HANG_UP_WAIT):
+            return False
+        if len(self._open) < bound:
             self._open[conn] = True
             return True
-        if len(self._hung_up) >= self.max_connections:
-            return False
         waiting = next((c for c, awaited in self._open.items() if awaited), None)
         if waiting is None:  # every one is being answered
             return False
@@ -182,6 +189,7 @@ class MetricsServer(ThreadingMixIn, WSGIServer):
             super().shutdown_request(request)
             self._open.pop(request, None)
             self._hung_up.discard(request)
+            self._ended.notify_all()
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A client that resets or stalls is its own affair; anything else is a bug, logged."""

@@ -148,10 +148,16 @@ def _stopped_by_signals() -> Iterator[None]:
             signal.signal(sig, old)
 
 
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP})
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: Linux sends it SIGTERM when `scale` dies, even by SIGKILL."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    """In the child, before exec: Linux sends it SIGTERM when `scale` dies, even by SIGKILL;
+    and the stop signals the parent held back while it started the child are let through."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _measure_in_child(args: argparse.Namespace, count: int, base: float | None,
@@ -164,10 +170,18 @@ def _measure_in_child(args: argparse.Namespace, count: int, base: float | None,
     for override in args.overrides:
         command += ["--set", override]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env=env, stdin=subprocess.DEVNULL,
-                             preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    # A stop that came while Popen ran (the child started, `child` not yet bound) would leave the
+    # child running: the signals wait until there is a child to stop.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_die_with_parent)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         out, err = child.communicate()
     finally:  # a signal or Ctrl-C while it trains: stop it, never leave it to init
         stop_child(child, timeout=10)
