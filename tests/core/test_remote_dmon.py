@@ -58,6 +58,8 @@ NONE = dict.fromkeys(FIGURES)
         (UNITS, COLUMNS, None),
         ("    0   512", 2, None),  # no room for the GPM columns
         ("Failed to initialize NVML: Driver/library version mismatch", 7, None),
+        ("\u00b2" + HOPPER.lstrip().removeprefix("0"), COLUMNS, None),  # a digit to isdigit only
+        ("9" * 5000 + HOPPER.lstrip().removeprefix("0"), COLUMNS, None),  # past int()'s digits
     ],
 )
 def test_parse_row(line: str, columns: int | None, parsed: object) -> None:

@@ -51,8 +51,8 @@ def parse_row(line: str, columns: int | None) -> tuple[int, GpmValues] | None:
     cells = line.split()
     if columns is None or len(cells) != columns or columns <= len(GPM_IDS):
         return None
-    if not cells[0].isdigit():
-        return None
+    if not (cells[0].isascii() and cells[0].isdigit() and len(cells[0]) <= 6):
+        return None  # "²" is a digit to isdigit but not to int; a huge index is no GPU's
     tail = cells[-len(GPM_IDS):]
     return int(cells[0]), {name: _percent(c) for (_, name), c in zip(GPM_IDS, tail, strict=True)}
 
