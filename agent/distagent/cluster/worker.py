@@ -74,11 +74,14 @@ def run_worker(
     from distagent.train import run_job
 
     request = ClusterRequest(cfg.cluster, task_index=task_index)
+    # Ended with the process: a worker whose training iterator ended before the leave barrier
+    # kept the others waiting while tf.data's threads joined (3-10 s under load).
+    kept: list[Any] = []
     try:
         stop = stop if stop is not None else StopRequest()
         with variables_made() as variables, Preemption(request, stop) as preemption:
             status = run_job(cfg, run_dir=run_dir, cluster=request, progress=progress, stop=stop,
-                             make_step_hook=preemption.make_step_hook)
+                             make_step_hook=preemption.make_step_hook, retain=kept.append)
     except tf.errors.OpError as err:
         lost = explain(err, request.setup.layout) if request.setup is not None else None
         if lost is None:

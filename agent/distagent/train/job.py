@@ -166,6 +166,7 @@ class _Job:
     make_step_hook: Callable[[Checkpointer], StepHook] | None
     cluster: Any = None  # the ClusterRequest of a multi-worker job, else None
     entered: float | None = None  # when run_job was called: a library call's start-up begins
+    retain: Callable[[Any], None] | None = None
 
 
 def run_job(
@@ -177,6 +178,7 @@ def run_job(
     stop: StopRequest | None = None,
     steps_per_call: int | None = None,
     make_step_hook: Callable[[Checkpointer], StepHook] | None = None,
+    retain: Callable[[Any], None] | None = None,
 ) -> str:
     """Train `cfg` into `run_dir` (default <logdir>/<run.name>); returns the final status.
 
@@ -186,6 +188,8 @@ def run_job(
     `make_step_hook(checkpointer)`: returns a function called with the global step after every
     compiled call, on every worker (e.g. TensorFlow's PreemptionCheckpointHandler, built on
     `checkpointer.manager`, saving when any worker was told to stop).
+    `retain(obj)`: given, takes what should end with the caller, not with the run (the training
+    iterator, whose end waits for tf.data's threads).
     """
     entered = time.time()
     run_dir = Path(run_dir) if run_dir is not None else run_dir_for(cfg.run.logdir, cfg.run.name)
@@ -204,7 +208,7 @@ def run_job(
             stop or StopRequest() as stop_request:
         job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
                    steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
-                   entered)
+                   entered, retain)
         return _train(job)
 
 
@@ -280,7 +284,7 @@ def _train(job: _Job) -> str:
         writers=writers, checkpointer=checkpointer, record=record, progress=progress,
         stop=job.stop, epochs=plan.epochs,
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
-        clock=clock,
+        clock=clock, retain=job.retain,
     )
     try:
         with _heartbeat(job, state, record) as heartbeat:

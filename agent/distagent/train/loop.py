@@ -121,6 +121,7 @@ class Trainer:
         step_hook: Callable[[int], None] | None = None,
         heartbeat: Any = None,
         clock: AttemptClock | None = None,
+        retain: Callable[[Any], None] | None = None,
     ) -> None:
         self.strategy = strategy
         self.train_step = train_step
@@ -141,6 +142,9 @@ class Trainer:
         self.epochs = epochs
         self.step_hook = step_hook
         self.heartbeat = heartbeat  # heartbeat.Heartbeat: step ends and interval timings
+        # Given, the training iterator is handed to it to outlive run(): its end joins tf.data's
+        # threads (3 s in one loaded run), which a worker that leaves by os._exit never waits for.
+        self.retain = retain
         from distagent.train.schedule import rate_reader
 
         self.rate_at = rate_reader(schedule)
@@ -166,6 +170,8 @@ class Trainer:
         position = start_step + int(self.state.data_skip.numpy())
         dataset = self.train_dataset.skip(position) if position else self.train_dataset
         iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        if self.retain is not None:
+            self.retain(iterator)
         step, interval = start_step, _Interval()
         while step < self.s.total_steps:
             n = steps_until_boundary(step, self.s)
