@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Test processes: whole files go to each (--dist loadfile), since some share a module's server.
+# The 20 slowest tests are listed at the end: the suite must stay under 15 minutes on 2 cores.
 WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
@@ -22,7 +23,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
 	$(BIN)/mypy shared agent tui bench
-	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile
+	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile --durations=20
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
