@@ -206,6 +206,22 @@ class SlurmCluster:
             time.sleep(0.2)
         raise AssertionError(f"job {job_id} is {state!r}, not {states}, after {timeout} s")
 
+    def release_requeued(self, job_id: str, timeout: float = 90.0) -> None:
+        """Start a requeued job now rather than after the begin time Slurm holds it back by
+        (two minutes), once that is safe: PENDING, its node no longer completing it, and the
+        clock a whole second past both. The requeue revoked the job's credential, and slurmd
+        refuses a credential made within the second of a revocation (whole seconds, `Job
+        credential revoked`): a release that came 0.1 s after the requeue ended the job."""
+        self.wait_state(job_id, ("PENDING",), timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while "COMPLETING" in self.run("scontrol", "show", "node", "-o", self.node).stdout:
+            assert time.monotonic() < deadline, f"node {self.node} still completing {job_id}"
+            time.sleep(0.1)
+        second = int(time.time())
+        while int(time.time()) <= second:  # the next whole second on the daemons' clock
+            time.sleep(0.05)
+        self.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
     def logs(self, tail: int = 1500) -> str:
         parts = []
         for path in sorted((self.root / "log").glob("*")):

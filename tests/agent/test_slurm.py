@@ -162,9 +162,7 @@ def test_requeue_resumes_and_scancel_stops(slurm: SlurmCluster, tmp_path: Path) 
     slurm.run("scontrol", "requeue", job_id)
     stopped = wait_until("run.json stopped after the requeue", lambda: run_json(run_dir).get(
         "status") == names.STATUS_STOPPED and run_json(run_dir), slurm=slurm)
-    slurm.wait_state(job_id, ("PENDING",), timeout=90)
-    # Slurm holds a requeued job back for two minutes (its begin time); let it start now.
-    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    slurm.release_requeued(job_id)
     resumed = wait_until("the requeued job resuming", lambda: (
         run_json(run_dir).get("status") == names.STATUS_RUNNING
         and run_json(run_dir).get("resumed_from") and run_json(run_dir)), slurm=slurm)

@@ -135,7 +135,7 @@ def test_kill_rollback_requeue_one_ledger(slurm: SlurmCluster, tmp_path: Path,
     # Attempt 3: after a requeue, and Slurm's hold on it lifted.
     slurm.run("scontrol", "requeue", second_id)
     stopped, _ = watch_end(slurm, second_id, run_dir, names.STATUS_STOPPED, requeued=True)
-    slurm.run("scontrol", "update", f"JobId={second_id}", "StartTime=now")
+    slurm.release_requeued(second_id)
     wait_until("attempt 3 running", lambda: run_json(run_dir).get(
         "status") == names.STATUS_RUNNING, slurm=slurm)
     final, _ = watch_end(slurm, second_id, run_dir, names.STATUS_FINISHED)

@@ -176,8 +176,7 @@ def test_requeue_ends_in_seconds_and_the_ledger_keeps_both_attempts(
     slurm.run("scontrol", "requeue", job_id)
     stopped, requeue = watch_end(slurm, job_id, run_dir, names.STATUS_STOPPED, requeued=True)
     requeue.check("requeue")
-    # Slurm holds a requeued job back for two minutes (its begin time); let it start now.
-    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    slurm.release_requeued(job_id)
     wait_until("the second attempt", lambda: run_json(run_dir).get("resumed_from"), slurm=slurm)
     final, finished = watch_end(slurm, job_id, run_dir, names.STATUS_FINISHED)
     finished.check("finished after the requeue")
