@@ -22,14 +22,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
-	$(BIN)/mypy shared agent tui bench
+	$(BIN)/mypy shared agent tui bench tests
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile --durations=20
 
 lint: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
 
 typecheck: $(STAMP)
-	$(BIN)/mypy shared agent tui bench
+	$(BIN)/mypy shared agent tui bench tests
 
 pytest: $(STAMP)
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile $(ARGS)

@@ -135,14 +135,16 @@ def test_the_worker_file_wins_over_run_json(tmp_path: Path) -> None:
     this worker was killed before the chief ended."""
     (tmp_path / "run.json").write_text(json.dumps({"name": "x", "ledger_time": 5.0,
                                                    "ledger": {"compute": 1.0}}))
-    assert previous_attempts(tmp_path, 1)["ledger"] == {"compute": 1.0}
+    from_run_json = previous_attempts(tmp_path, 1)
+    assert from_run_json is not None and from_run_json["ledger"] == {"compute": 1.0}
     path = worker_ledger_path(tmp_path, 1)
     path.parent.mkdir()
     path.write_text(json.dumps({"ledger_time": 4.0, "ledger": {"compute": 2.0}}) + " " * 50)
     assert previous_attempts(tmp_path, 1) == {"name": "x", "ledger_time": 4.0,
                                               "ledger": {"compute": 2.0}}
     path.write_text("[not an object")
-    assert previous_attempts(tmp_path, 1)["ledger_time"] == 5.0
+    from_run_json = previous_attempts(tmp_path, 1)
+    assert from_run_json is not None and from_run_json["ledger_time"] == 5.0
 
 
 def test_the_file_rewritten_in_place_stays_one_document(tmp_path: Path) -> None:

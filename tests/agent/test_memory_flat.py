@@ -23,7 +23,7 @@ TAGS = (names.LOSS, names.ACCURACY, names.LEARNING_RATE, names.EXAMPLES_PER_SECO
         names.STEP_TIME_MS, names.INPUT_WAIT_MS, names.INPUT_WAIT_FRACTION, names.GRAD_NORM)
 
 
-def live_blocks_growth(write: Callable[[int], None], first: int, more: int) -> int:
+def live_blocks_growth(write: Callable[[int], object], first: int, more: int) -> int:
     """Blocks alive after `first + more` points less those alive after `first` (both traced
     from the same start, after a warm-up that traces TensorFlow's one-off caches)."""
     for step in range(20):

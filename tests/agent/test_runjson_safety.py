@@ -50,6 +50,21 @@ def _socket(path: Path) -> None:
         sock.close()  # the socket file stays
 
 
+def _link_to_fifo(path: Path, _: Any) -> None:
+    os.mkfifo(path.with_name("fifo"))
+    path.symlink_to("fifo")
+
+
+def _link_to_regular(path: Path, status: Any) -> None:
+    path.with_name("real.json").write_text(json.dumps({"status": status}))
+    path.symlink_to("real.json")
+
+
+def _unreadable(path: Path, _: Any) -> None:
+    path.write_text("{}")
+    path.chmod(0)
+
+
 # Each kind makes `path` (a run.json) something hostile; the value is what the readers must
 # conclude: the status it records when it is a readable regular file, else None.
 Maker = Callable[[Path, Any], object]
@@ -58,13 +73,12 @@ KINDS: dict[str, Maker] = {
     "directory": lambda p, _: p.mkdir(),
     "socket": lambda p, _: _socket(p),
     "link-to-dev-zero": lambda p, _: p.symlink_to("/dev/zero"),
-    "link-to-fifo": lambda p, _: (os.mkfifo(p.with_name("fifo")), p.symlink_to("fifo")),
-    "link-to-regular": lambda p, v: (p.with_name("real.json").write_text(
-        json.dumps({"status": v})), p.symlink_to("real.json")),
+    "link-to-fifo": _link_to_fifo,
+    "link-to-regular": _link_to_regular,
     "link-loop": lambda p, _: p.symlink_to(p.name),
     "dangling-link": lambda p, _: p.symlink_to("nowhere"),
     "too-big": lambda p, _: os.truncate(_touch(p), MAX_RUN_JSON_BYTES + 1),
-    "unreadable": lambda p, _: (p.write_text("{}"), p.chmod(0)),
+    "unreadable": _unreadable,
 }
 
 

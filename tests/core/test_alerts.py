@@ -8,13 +8,14 @@ from collections.abc import Sequence
 import pytest
 
 from distcore import names
-from distcore.alerts import Alert, RunLike, keep_since, sort_alerts
+from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.alerts.cadence import run_stalled, usual_interval
 from distcore.alerts.outcomes import agent_outcome
 from distcore.alerts.series import RISING_WINDOW, input_stall, loss_rising
-from distcore.events.snapshots import Series
+from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.judge import host_alerts, job_facts, judge_job
 from distcore.jobs.snapshots import AgentRecord, Host
+from distcore.telemetry.samples import GpuDevice
 from tests.tui import fixed
 
 NOW = 10_000.0
@@ -28,23 +29,22 @@ def series(tag: str, values: Sequence[float], *, interval: float = 1.0, end: flo
 run = fixed.run
 
 
-class Gpu:
-    """The fields alerts read from a telemetry GpuDevice (index, utilization, memory)."""
-
-    def __init__(
-        self,
-        index: int,
-        util: float | None,
-        used: float | None = 1000.0,
-        total: float | None = 16000.0,
-    ) -> None:
-        self.index, self.utilization_gpu = index, util
-        self.memory_used_mib, self.memory_total_mib = used, total
+def gpu(
+    index: int, util: float | None, used: float | None = 1000.0, total: float | None = 16000.0
+) -> GpuDevice:
+    """A telemetry GpuDevice with the fields alerts read (index, utilization, memory), the
+    rest unknown."""
+    return GpuDevice(
+        index=index, name=None, uuid=None, utilization_gpu=util, utilization_memory=None,
+        memory_used_mib=used, memory_total_mib=total, temperature_c=None, power_w=None,
+        power_limit_w=None, sm_clock_mhz=None, fan_percent=None, pcie_rx_kib_s=None,
+        pcie_tx_kib_s=None, processes=(),
+    )  # fmt: skip
 
 
 def evaluate(
-    runs: Sequence[RunLike],
-    gpus: Sequence[Gpu],
+    runs: Sequence[RunSnapshot],
+    gpus: Sequence[GpuDevice],
     *,
     now: float,
     agent_status: dict[str, str] | None = None,
@@ -171,7 +171,7 @@ def test_gone_run_is_not_stalled() -> None:
     ],
 )
 def test_gpu_imbalance(utils: list[float | None], fires: bool) -> None:
-    gpus = [Gpu(i, u) for i, u in enumerate(utils)]
+    gpus = [gpu(i, u) for i, u in enumerate(utils)]
     found = kinds(evaluate([], gpus, now=NOW))
     assert (("gpu_imbalance", "warning", None) in found) is fires
 
@@ -188,7 +188,7 @@ def test_gpu_imbalance(utils: list[float | None], fires: bool) -> None:
     ],
 )
 def test_gpu_memory_full(used: float | None, total: float | None, fires: bool) -> None:
-    found = kinds(evaluate([], [Gpu(0, 90.0, used, total)], now=NOW))
+    found = kinds(evaluate([], [gpu(0, 90.0, used, total)], now=NOW))
     assert (("gpu_memory_full", "warning", None) in found) is fires
 
 
@@ -210,7 +210,7 @@ def test_input_bound_suspected(
     many = [series("loss", [2.0 - 0.01 * i for i in range(40)], end=NOW - gap)]
     if has_wait_tag:
         many.append(series(names.INPUT_WAIT_FRACTION, [0.01] * 10, end=NOW - gap))
-    gpus = [Gpu(i, u) for i, u in enumerate(utils)]
+    gpus = [gpu(i, u) for i, u in enumerate(utils)]
     found = kinds(evaluate([run("keras/train", *many)], gpus, now=NOW))
     assert (("input_bound_suspected", "warning", "keras/train") in found) is fires
 
@@ -220,7 +220,7 @@ def test_evaluate_orders_by_severity_and_serialises() -> None:
         run("a", series("loss", [1.0, math.nan])),
         run("b", series(names.INPUT_WAIT_FRACTION, [0.1, 0.1])),
     ]
-    found = evaluate(runs, [Gpu(0, 99.0, 16000.0, 16000.0)], now=NOW)
+    found = evaluate(runs, [gpu(0, 99.0, 16000.0, 16000.0)], now=NOW)
     assert [a.severity for a in found] == ["critical", "warning", "warning"]
     doc = found[0].to_json()
     assert set(doc) == {"kind", "severity", "run", "host", "gpu", "message", "since"}

@@ -47,11 +47,21 @@ def test_the_newest_runs_are_told_before_the_others_are_made(
     monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     made: list[str] = []
     run = discovery.Found.run
-    monkeypatch.setattr(discovery.Found, "run", lambda self: made.append(self.name) or run(self))
+
+    def run_made(self: discovery.Found) -> discovery.RunDir:
+        made.append(self.name)
+        return run(self)
+
+    monkeypatch.setattr(discovery.Found, "run", run_made)
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store, workers=1)
     first: list[tuple[frozenset[str], list[str], tuple[int, int] | None]] = []
-    store.subscribe(lambda names: first or first.append((names, list(made), watcher.progress())))
+
+    def tell_first(names: frozenset[str]) -> None:
+        if not first:
+            first.append((names, list(made), watcher.progress()))
+
+    store.subscribe(tell_first)
     watcher.scan_once()
     names, made_then, progress = first[0]
     assert names and names <= {"run5", "run4"}

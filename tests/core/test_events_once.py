@@ -14,6 +14,7 @@ from distcore.events import load_once
 from distcore.events.jsonify import run_to_json
 from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.location import RunLocation
 from distcore.telemetry.samples import GpuStatus, TelemetrySnapshot
 from distmon.once import render_text
 
@@ -79,7 +80,7 @@ def test_once_text_table(tmp_path: Path) -> None:
 def test_render_text_lists_problems_and_hparams() -> None:
     scalar = Series("a", (0, 1), (3.0, math.nan), (0.5, 1.0), 1, math.nan, 1.0, 2, 0.25, 3.0)
     run = RunSnapshot(
-        name="r", path=Path("/x/r"), status="gone", files=0,
+        name="r", path=RunLocation.on_this_machine("/x/r"), status="gone", files=0,
         problems=("f: bad data CRC x2 (first at byte 10)",), hparams={"lr": 0.1},
         scalars={"a": scalar}, last_update=None,
     )
@@ -87,7 +88,7 @@ def test_render_text_lists_problems_and_hparams() -> None:
     no_gpu = TelemetrySnapshot(1.0, GpuStatus(False, "NVML library not found"), (), None)
     snap = JobsSnapshot(
         generated_at=1.0, logdirs=("/x",), hosts=(), alerts=(alert,), local_telemetry=no_gpu,
-        jobs=(Job("r", Path("/x/r"), {"": run}, "gone", None, (), (alert,)),),
+        jobs=(Job("r", run.path, {"": run}, "gone", None, (), (alert,)),),
     )
     out = io.StringIO()
     render_text(snap, out)

@@ -20,6 +20,7 @@ import distcore.tfrecord.fields as s
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.jsonify import run_to_json
 from distcore.events.reader import CHUNK, FileState, read_new
+from distcore.tfrecord.batch import Batch
 from distcore.tfrecord.crc import masked_crc
 from distcore.tfrecord.framing import LENGTH_PAST_END, LENGTH_TOO_LARGE, MAX_RECORD, ZERO_BYTES
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
@@ -119,7 +120,7 @@ def test_a_lying_length_never_allocates_what_it_claims(tmp_path: Path) -> None:
     count = CHUNK // 30
     good = record(_raw_scalar(b"loss", 1, 1.0)) * count
     path = _write(tmp_path, good + _header(200 << 20) + b"\1" * 1000)
-    state, seen = FileState(path), []
+    state, seen = FileState(path), list[Batch]()
     tracemalloc.start()
     read_new(state, {}, seen.append)
     peak = tracemalloc.get_traced_memory()[1]
@@ -199,7 +200,12 @@ def test_a_fifo_named_like_an_event_file_is_reported_and_never_opened(tmp_path: 
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store)
     done = threading.Event()
-    threading.Thread(target=lambda: (watcher.scan_once(), done.set()), daemon=True).start()
+
+    def scan() -> None:
+        watcher.scan_once()
+        done.set()
+
+    threading.Thread(target=scan, daemon=True).start()
     assert done.wait(10), "the scan blocked on a FIFO"
     assert [r.name for r in store.snapshot()] == ["good"]
     problems = watcher.problems()

@@ -6,6 +6,7 @@ scalars and histograms alike; the data server ignores those records)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ Steps = list[int]
 
 
 def _write(run: Path, steps: Steps, tags: tuple[str, ...] = ("w",), restart: int | None = None,
-           after: Steps = (), suffix: str = "") -> None:
+           after: Sequence[int] = (), suffix: str = "") -> None:
     """tensorboardX's SummaryWriter: `steps`, then (optionally) a session restart record at
     `restart`, then `after` (tag "w" only) in the same file. Its file names end in the second
     and the host: `suffix` keeps a second file of the same second apart and sorted after."""

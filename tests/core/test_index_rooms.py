@@ -32,7 +32,7 @@ def test_regroup_is_group_runs_however_the_runs_come_and_go(
     steps: list[tuple[set[str], set[str]]],
 ) -> None:
     """Each step: the runs there now, and those of them that changed (new objects)."""
-    grouping, kept = Grouping(), {}
+    grouping, kept = Grouping(), dict[str, RunSnapshot]()
     for version, (present, changed) in enumerate(steps):
         kept = {n: (_run(n, version) if n in changed or n not in kept else kept[n])
                 for n in sorted(present)}  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 from distcore.events import LogdirWatcher, RunStore, first_read, many
 from distcore.jobs import agent as agent_module
 from distcore.jobs.index import JobIndex
+from distcore.jobs.snapshots import AgentRecord
 
 
 def write_loss(run_dir: Path, values: list[float], start: float) -> None:
@@ -225,7 +226,12 @@ def test_many_live_jobs_are_not_each_looked_at_every_refresh(
     index = JobIndex(store)
     looked: list[Path] = []
     get = index._records.get
-    monkeypatch.setattr(index._records, "get", lambda d: looked.append(d) or get(d))
+
+    def get_looked(job_dir: Path) -> AgentRecord | None:
+        looked.append(job_dir)
+        return get(job_dir)
+
+    monkeypatch.setattr(index._records, "get", get_looked)
     index.refresh()  # the first looks at all
     looked.clear()
     snap = index.refresh()

@@ -140,7 +140,10 @@ def test_a_step_that_raises_never_ends_the_thread() -> None:
         calls.release()
         raise ValueError("bug")
 
-    loop = Loop("test-raise", step, interval=0.01, on_error=lambda err: 1 / 0)
+    def on_error(err: Exception) -> None:
+        raise ZeroDivisionError("a handler with its own bug")
+
+    loop = Loop("test-raise", step, interval=0.01, on_error=on_error)
     loop.start()
     try:
         for _ in range(3):

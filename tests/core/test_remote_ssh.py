@@ -160,7 +160,7 @@ def test_logdirs_on_one_host_share_one_connection(sshd: Sshd, tmp_path: Path) ->
         }
         (reader,) = remote.producers
         (source,) = remote.host_sources
-        source.sample_once()  # type: ignore[attr-defined]
+        source.sample_once()
         assert reader.connection.connects == 1  # type: ignore[attr-defined]
     finally:
         remote.close()

@@ -127,10 +127,12 @@ def test_array_form_returns_what_needs_no_smoothing_as_is(values: list[float]) -
 
 def test_array_form_reads_a_store_column_without_writing_it() -> None:
     from distcore.events.series import SeriesBuffer
+    from distcore.events.snapshots import Column
 
     buffer = SeriesBuffer("loss", 100)
     buffer.extend(np.arange(3, dtype=np.int64), np.zeros(3), np.array([4.0, 8.0, math.nan]))
     column = buffer.snapshot().values
+    assert isinstance(column, Column)  # the store's own view, not a copy
     smoothed = debiased_ema_array(column, 0.5)
     assert smoothed[:2].tolist() == pytest.approx([4.0, (0.5 * 0.5 * 4 + 0.5 * 8) / 0.75])
     assert math.isnan(smoothed[2]) and column.tolist()[:2] == [4.0, 8.0]

@@ -4,7 +4,6 @@ Tables of cases, then hypothesis over expressions, values and hostile names."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from distcore.errors import DistmonError
 from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.parts import group_runs, split_run
 from distcore.jobs.snapshots import AgentRecord, Job
+from distcore.location import RunLocation
 from distcore.table import (
     CompareRow,
     build_table,
@@ -42,7 +42,8 @@ def series(tag: str, values: list[float]) -> Series:
 
 
 def snapshot(name: str, *many: Series, hparams: dict[str, Any] | None = None) -> RunSnapshot:
-    return RunSnapshot(name, Path("/logs") / name, "idle", 1, (), hparams or {},
+    path = RunLocation.on_this_machine(f"/logs/{name}")
+    return RunSnapshot(name, path, "idle", 1, (), hparams or {},
                        {s.tag: s for s in many}, None)  # fmt: skip
 
 

@@ -11,6 +11,7 @@ import pynvml
 import pytest
 
 from distcore.telemetry.nvml import NvmlGpuSource, nvml_failure
+from distcore.telemetry.samples import GpuDevice, GpuStatus
 from tests.core.fake_pynvml import GIB, MIB, FakeGpu, FakeNvml
 
 
@@ -23,7 +24,7 @@ def _nvml_loads() -> bool:
     return True
 
 
-def read(fake: FakeNvml) -> tuple[object, tuple]:
+def read(fake: FakeNvml) -> tuple[GpuStatus, tuple[GpuDevice, ...]]:
     source = NvmlGpuSource(fake)
     try:
         return source.read()

@@ -241,6 +241,7 @@ def test_the_built_kernel_exports_only_its_init() -> None:
     nm = shutil.which("nm")
     if compiled is None or nm is None:
         pytest.skip("needs the built kernel and nm (binutils; `pip install -e .` builds it)")
+    assert compiled.__file__ is not None  # an extension module is always loaded from a file
     listing = subprocess.run([nm, "-D", "--defined-only", compiled.__file__],
                              capture_output=True, text=True, check=True).stdout
     exported = {line.split()[-1] for line in listing.splitlines()

@@ -73,7 +73,7 @@ def test_read_in_turn_reads_the_head_alone_then_deals_the_rest(
 ) -> None:
     monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
     runs = [RunDir(f"r{i}", Path(f"/logs/r{i}"), ()) for i in range(7)]
-    lock, events = threading.Lock(), []
+    lock, events = threading.Lock(), list[list[str] | str]()
 
     def read(part: list[RunDir]) -> list[str]:
         with lock:

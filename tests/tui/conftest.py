@@ -117,8 +117,13 @@ async def choose(pilot: Any, app: DistmonApp, key: str, name: str) -> None:
     await pilot.pause()  # the palette runs the choice after it closes (call_later)
 
 
-def palette_names(app: DistmonApp) -> list[str]:
-    from textual.command import CommandList
+def palette_names(app: DistmonApp) -> list[str | None]:
+    from textual.command import Command, CommandList
 
     listed = app.screen.query_one(CommandList)
-    return [listed.get_option_at_index(i).hit.text for i in range(listed.option_count)]
+    names: list[str | None] = []
+    for i in range(listed.option_count):
+        option = listed.get_option_at_index(i)
+        assert isinstance(option, Command), option  # the palette lists Commands alone
+        names.append(option.hit.text)
+    return names

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -139,7 +140,7 @@ async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
         assert app.state.selected == {"input_bound"}
 
 
-async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_path) -> None:
+async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_path: Path) -> None:
     import json
 
     job = tmp_path / "quickstart"

@@ -43,7 +43,9 @@ def reference_points(xs: list[float], ys: list[float], log_y: bool) -> list[Poin
     ]
 
 
-def reference_dots(points: list[Point | None], frame: Frame, w: int, h: int) -> set[Point]:
+def reference_dots(
+    points: list[Point | None], frame: Frame, w: int, h: int
+) -> set[tuple[int, int]]:
     """The loop the chart ran before, point by point and column by column."""
     dots: set[tuple[int, int]] = set()
     prev: tuple[int, int] | None = None

@@ -85,13 +85,12 @@ def test_stop_jobs_sends_sigterm_to_each_jobs_session(
         subprocess.Popen(
             [sys.executable, "-c", STUBBORN_JOB, str(tmp_path / f"job{i}")],
             stdout=subprocess.PIPE,
-            text=True,
             start_new_session=True,
         )
         for i in range(2)
     ]
     for job in jobs:
-        assert job.stdout is not None and job.stdout.readline().strip() == "ready"
+        assert job.stdout is not None and job.stdout.readline().strip() == b"ready"
         job.stdout.close()
     stop_jobs(jobs)
     assert capsys.readouterr().out == "distmon.demo: stopping 2 jobs (saving checkpoints)...\n"

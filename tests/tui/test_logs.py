@@ -76,6 +76,7 @@ async def test_a_failing_refresh_is_shown_never_printed_and_logged_when_asked(
             await until(pilot, lambda: app.jobs is not None and any(
                 e.producer == "jobs" and "BOOM" in e.message for e in app.jobs.errors),
                 "the index's error in the snapshot")
+            assert app.jobs is not None
             assert [j.name for j in app.jobs.jobs] == ["run1"]  # the last rows stay
     finally:
         undo()

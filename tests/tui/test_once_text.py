@@ -5,12 +5,12 @@ from __future__ import annotations
 import io
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from distcore.jobs.jsonify import to_json
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot
+from distcore.location import RunLocation
 from distmon import formats
 from distmon.once import render_text
 from distmon.render.view_model import job_row
@@ -53,8 +53,8 @@ def _text(snap: JobsSnapshot) -> str:
 
 
 def _job(name: str) -> Job:
-    return Job(name, Path("/logs") / name, {p.name.rpartition("/")[2]: p for p in keras_job(name)},
-               "live", None, (), ())
+    parts = {p.name.rpartition("/")[2]: p for p in keras_job(name)}
+    return Job(name, RunLocation.on_this_machine(f"/logs/{name}"), parts, "live", None, (), ())
 
 
 def test_the_report_and_the_table_read_a_figure_alike() -> None:

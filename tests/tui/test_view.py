@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.location import RunLocation
 from distcore.producer import ProducerError
 from distmon import view as views
 from distmon.render.compare_view import TableView
@@ -79,7 +79,7 @@ def test_initial_view_from_the_command_line(sort: str | None, expr: str, table: 
 
 
 def _job(name: str) -> Job:
-    return Job(name, Path("/logs") / name, {}, "live", None, (), ())
+    return Job(name, RunLocation.on_this_machine(f"/logs/{name}"), {}, "live", None, (), ())
 
 
 A, B, C = _job("a"), _job("b"), _job("c")
