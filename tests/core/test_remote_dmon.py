@@ -12,9 +12,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from distcore.remote.dmon import NO_GPM, dmon_command, header_columns, parse_row
-from distcore.remote.nvidia_smi import GPM_RETRY, SshGpuSource
+from distcore.remote import nvidia_smi
+from distcore.remote.dmon import (
+    NO_GPM,
+    OTHER_LIMIT,
+    DmonLines,
+    dmon_command,
+    header_columns,
+    parse_row,
+)
+from distcore.remote.nvidia_smi import GPM_RETRY, ONCE_GPM_TICKS, SshGpuSource
+from distcore.remote.ssh import Result
 
 # dmon's default columns, then the four GPM metrics asked (their names vary by driver: the parser
 # takes them by position), a units line, then one row per GPU; "-" where a figure is missing.
@@ -69,6 +80,46 @@ def test_parse_row(line: str, columns: int | None, parsed: object) -> None:
 def test_dmon_command_asks_the_four_metrics_every_whole_second() -> None:
     assert dmon_command(1.0) == "exec nvidia-smi dmon --gpm-metrics 2,3,5,10 -d 1"
     assert dmon_command(0.2).endswith(" -d 1") and dmon_command(5.4).endswith(" -d 5")
+    assert dmon_command(1.0, 2).endswith(" -d 1 -c 2")
+
+
+REFUSED = "ERROR: Option --gpm-metrics is not recognized. Please run 'nvidia-smi -h' for help."
+
+
+@pytest.mark.parametrize(
+    ("lines", "rows", "other"),
+    [
+        ([HEADER, UNITS, HOPPER, AMPERE], [0, 1], None),
+        ([REFUSED], [], REFUSED),  # nvidia-smi prints its argument errors on stdout
+        (["Failed to initialize NVML: Driver/library version mismatch\n"], [],
+         "Failed to initialize NVML: Driver/library version mismatch"),
+        ([HOPPER, HEADER, HOPPER + "  7"], [], None),  # GPU lines of no known width: no error
+        (["", "   \n", "# Idx"], [], None),
+        (["x" * (OTHER_LIMIT + 50)], [], "x" * OTHER_LIMIT),
+    ],
+)  # fmt: skip
+def test_dmon_lines_keep_the_error_printed_instead_of_rows(
+    lines: list[str], rows: list[int], other: str | None
+) -> None:
+    dmon = DmonLines()
+    assert [row[0] for row in map(dmon.feed, lines) if row is not None] == rows
+    assert dmon.other == other
+
+
+DMON_TEXT = st.one_of(st.sampled_from([HEADER, UNITS, HOPPER, AMPERE, REFUSED]),
+                      st.text(st.characters(codec="utf-8"), max_size=200))  # fmt: skip
+
+
+@given(st.lists(DMON_TEXT, max_size=12))
+def test_any_dmon_output_gives_sane_rows_and_a_bounded_error(lines: list[str]) -> None:
+    dmon = DmonLines()
+    for line in lines:
+        row = dmon.feed(line)
+        if row is not None:
+            index, values = row
+            assert 0 <= index < 10**6
+            assert all(v is None or 0.0 <= v <= 100.0 for v in values.values())
+    assert dmon.other is None or 0 < len(dmon.other) <= OTHER_LIMIT
 
 
 # --- the stream, as real processes ---------------------------------------------------------------
@@ -105,6 +156,12 @@ class LocalShell:
     def __init__(self, bin_dir: Path) -> None:
         self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
         self.started: list[str] = []
+
+    def run(self, command: str, timeout: float = 60.0) -> Result:
+        self.started.append(command)
+        done = subprocess.run(["sh", "-c", command], stdin=subprocess.DEVNULL,
+                              capture_output=True, env=self.env, timeout=timeout)  # fmt: skip
+        return Result(done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"))
 
     def popen(self, command: str) -> subprocess.Popen[bytes]:
         self.started.append(command)
@@ -176,3 +233,57 @@ def test_a_host_with_no_gpm_says_so_once_and_stops_asking(source: Make) -> None:
 def _dmon_processes(gpus: SshGpuSource) -> list[subprocess.Popen[bytes]]:
     proc = gpus._gpm_proc
     return [proc] if proc is not None else []
+
+
+# --- --once: one query, and dmon read until it answers --------------------------------------------
+
+HOPPER_1 = HOPPER.replace("    0 ", "    1 ", 1)
+DASHES = AMPERE.replace("    1 ", "    0 ", 1)
+# A first tick without figures, then one with (whichever a driver prints first, --once waits).
+LATE_FIGURES = f"""  echo '{HEADER}'; echo '{UNITS}'
+  sleep 0.2; echo '{DASHES}'; echo '{AMPERE}'
+  sleep 0.2; echo '{HOPPER}'; echo '{HOPPER_1}'"""
+HOSTILE_REFUSAL = (r"  printf '\033]0;pwned\007ERROR: Option --gpm-metrics is not recognized.\n'"
+                   "; exit 2")
+SILENT = f"""  echo '{HEADER}'
+  while :; do sleep 0.2; done"""
+
+
+def once_stand_in(tmp_path: Path, dmon: str) -> LocalShell:
+    """An nvidia-smi whose query prints the two GPUs once, and whose dmon runs `dmon`."""
+    query = "\n".join(f"echo '{r}'" for r in QUERY_ROWS)
+    script = tmp_path / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = dmon ]; then\n{dmon}\n  exit 0\nfi\n{query}\n")
+    script.chmod(0o755)
+    return LocalShell(tmp_path)
+
+
+def test_once_waits_for_a_tick_with_figures(tmp_path: Path) -> None:
+    shell = once_stand_in(tmp_path, LATE_FIGURES)
+    gpus = SshGpuSource(shell, "gpu7")  # type: ignore[arg-type]
+    gpus.sample_once()
+    (host,) = gpus.hosts()
+    assert [(g.utilization_gpu, g.sm_activity, g.dram_bandwidth) for g in host.gpus] == [
+        (97.0, 34.0, 57.0), (95.0, 34.0, 57.0)]  # fmt: skip
+    assert host.gpm_reason is None
+    assert any(c.endswith(f" -c {ONCE_GPM_TICKS}") for c in shell.started if " dmon " in c)
+
+
+def test_once_says_why_dmon_refused_escaped(tmp_path: Path) -> None:
+    gpus = SshGpuSource(once_stand_in(tmp_path, HOSTILE_REFUSAL), "gpu7")  # type: ignore[arg-type]
+    gpus.sample_once()
+    (host,) = gpus.hosts()
+    assert len(host.gpus) == 2 and host.gpus[0].sm_activity is None
+    assert host.gpm_reason == ("nvidia-smi dmon on gpu7 gives no GPM (\\x1b]0;pwned\\x07ERROR:"
+                               " Option --gpm-metrics is not recognized.)")  # fmt: skip
+
+
+def test_once_stops_a_dmon_that_prints_no_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(nvidia_smi, "ONCE_GPM_WAIT", 1.0)
+    gpus = SshGpuSource(once_stand_in(tmp_path, SILENT), "gpu7")  # type: ignore[arg-type]
+    gpus.sample_once()
+    (host,) = gpus.hosts()
+    assert len(host.gpus) == 2 and host.gpus[0].sm_activity is None
+    assert host.gpm_reason == "nvidia-smi dmon on gpu7 printed no row within 1 s"

@@ -26,14 +26,43 @@ pytestmark = [
 INTERVAL = 0.4
 
 # What `nvidia-smi --query-gpu=<distmon's fields> --format=csv,noheader,nounits -lms N` prints on
-# a two-GPU host where the second GPU is a MIG-enabled one (N/A utilization) without fan.
+# a two-GPU host where the second GPU is a MIG-enabled one (N/A utilization) without fan; and
+# what `nvidia-smi dmon --gpm-metrics 2,3,5,10 -d D [-c C]` prints there: its two header lines,
+# then a row per GPU every D seconds (C ticks, or until stopped), GPM figures last. A file
+# `dmon-mode` beside the script makes it another host: "ampere" (two A100s: dmon prints "-" in
+# every GPM column) or "old-driver" (dmon without --gpm-metrics: refused, on stdout, exit 2).
 STAND_IN = r"""#!/bin/sh
+mode=$(cat "$(dirname "$0")/dmon-mode" 2>/dev/null)
+name="NVIDIA H100 80GB HBM3"; gpm0="    34     22      9     57"; gpm1="    61     40     48     12"
+if [ "$mode" = ampere ]; then
+  name="NVIDIA A100-SXM4-80GB"; gpm0="     -      -      -      -"; gpm1=$gpm0
+fi
+if [ "$1" = dmon ]; then
+  if [ "$mode" = old-driver ]; then
+    echo "ERROR: Option --gpm-metrics is not recognized. Please run 'nvidia-smi -h' for help."
+    exit 2
+  fi
+  d=1; c=0; prev=
+  for a in "$@"; do [ "$prev" = -d ] && d=$a; [ "$prev" = -c ] && c=$a; prev=$a; done
+  echo "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk\
+ smutil  smocc anyten   dram"
+  echo "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz\
+  GPM:%  GPM:%  GPM:%  GPM:%"
+  n=0
+  while [ "$c" = 0 ] || [ "$n" -lt "$c" ]; do
+    sleep "$d"
+    echo "    0    512     64     71     87     41      0      0      0      0   2619   1980$gpm0"
+    echo "    1     71     35     40      -      0      0      0      0      0   2619    345$gpm1"
+    n=$((n + 1))
+  done
+  exit 0
+fi
 ms=1000; prev=
 for a in "$@"; do [ "$prev" = "-lms" ] && ms=$a; prev=$a; done
 while :; do
-  echo "0, NVIDIA H100 80GB HBM3, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000001, 87, 41, 61234, \
+  echo "0, $name, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000001, 87, 41, 61234, \
 81559, 64, 512.33, 700.00, 1980, [N/A]"
-  echo "1, NVIDIA H100 80GB HBM3, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000002, [N/A], [N/A], 13, \
+  echo "1, $name, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000002, [N/A], [N/A], 13, \
 81559, 35, 71.02, 700.00, 345, [Not Supported]"
   case " $* " in *" -lms "*) ;; *) exit 0;; esac
   sleep "$(awk "BEGIN {print $ms / 1000}")"

@@ -1,6 +1,6 @@
 """`distmon --serve --metrics` over a `host:PATH` source: a real OpenSSH server on 127.0.0.1 whose
-PATH holds a stand-in `nvidia-smi` (no GPU here) printing the real tool's CSV; its GPUs are
-series with `source="ssh"`, its runs' scalars are scalars like any other."""
+PATH holds a stand-in `nvidia-smi` (no GPU here) printing the real tool's CSV and dmon's GPM
+rows; its GPUs are series with `source="ssh"`, its runs' scalars are scalars like any other."""
 
 from __future__ import annotations
 
@@ -24,10 +24,11 @@ def test_an_ssh_hosts_gpus_and_runs_are_exported(sshd: Sshd, tmp_path: Path) -> 
     try:
         port = serve.port()
 
-        def ready() -> str:  # "" until the host's GPUs and the run are both there
+        def ready() -> str:  # "" until the host's GPUs, their GPM and the run are all there
             text = scrape(port)
             gpu = sample(text, "distmon_gpu_memory_used_bytes", source="ssh", gpu="1")
-            return text if gpu is not None and 'tag="loss"' in text else ""
+            gpm = sample(text, "distmon_gpu_sm_activity_ratio", source="ssh", gpu="1")
+            return text if None not in (gpu, gpm) and 'tag="loss"' in text else ""
 
         try:
             text = wait_for(ready)
@@ -42,4 +43,8 @@ def test_an_ssh_hosts_gpus_and_runs_are_exported(sshd: Sshd, tmp_path: Path) -> 
     assert sample(text, "distmon_gpu_memory_used_bytes", **ssh, gpu="1") == 13 * 1024 * 1024
     assert sample(text, "distmon_gpu_power_watts", **ssh, gpu="0") == pytest.approx(512.33)
     assert sample(text, "distmon_host_reachable", **ssh) == 1
+    # GPM from dmon's rows, as a ratio like local GPUs'.
+    assert sample(text, "distmon_gpu_sm_activity_ratio", **ssh, gpu="0") == pytest.approx(0.34)
+    assert sample(text, "distmon_gpu_tensor_activity_ratio", **ssh, gpu="1") == pytest.approx(0.48)
+    assert sample(text, "distmon_gpu_dram_bandwidth_ratio", **ssh, gpu="0") == pytest.approx(0.57)
     assert sample(text, "distmon_scalar_step", tag="loss") == 4

@@ -110,3 +110,5 @@ def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
             out.write(f"  ERROR: {terminal_text(host.error, 200)}\n")
         for dev in host.gpus:
             out.write(gpu_line(dev) + "\n")
+        if host.gpus and host.gpm_reason:
+            out.write(f"  note: {terminal_text(host.gpm_reason, NAME_LIMIT)}\n")

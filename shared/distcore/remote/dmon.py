@@ -7,12 +7,18 @@ not available. The GPM metrics requested (NVML's nvmlGpmMetricId_t: 2 SM_UTIL, 3
 5 ANY_TENSOR_UTIL, 10 DRAM_BW_UTIL) are its last columns, in the order asked, after the
 default groups; they are taken by that position, so a driver that names them differently
 still parses. A line whose width is not the header's is skipped (a MIG instance's row, a
-banner). Hopper and newer only: before them every GPM cell is "-", or dmon refuses the flag.
+banner). Hopper and newer only: before them every GPM cell is "-", or dmon refuses the flag
+(nvidia-smi prints such errors on stdout: `DmonLines.other` keeps the last one). `--once`
+reads a short dmon through `lines_until`, which stops at a deadline.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import os
+import select
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Final
 
 from distcore.telemetry.gpm import NEEDS, GpmValues
 
@@ -22,10 +28,16 @@ GPM_IDS: Final = ((2, "sm_activity"), (3, "sm_occupancy"), (5, "tensor_activity"
 NO_GPM: Final = f"nvidia-smi dmon gives no GPM figures ({NEEDS})"
 
 
-def dmon_command(interval_s: float) -> str:
-    """The long-running dmon, a line per GPU every `interval_s` (whole seconds, at least 1)."""
+OTHER_LIMIT: Final = 1000  # characters kept of a line that is no row (it is shown elided)
+READ_LIMIT: Final = 1 << 20  # bytes `lines_until` reads (--once's two ticks: a few KiB)
+
+
+def dmon_command(interval_s: float, count: int | None = None) -> str:
+    """The long-running dmon, a line per GPU every `interval_s` (whole seconds, at least 1);
+    with `count`, it exits after that many ticks."""
     ids = ",".join(str(i) for i, _ in GPM_IDS)
-    return f"exec nvidia-smi dmon --gpm-metrics {ids} -d {max(1, round(interval_s))}"
+    ticks = "" if count is None else f" -c {max(1, int(count))}"
+    return f"exec nvidia-smi dmon --gpm-metrics {ids} -d {max(1, round(interval_s))}{ticks}"
 
 
 def header_columns(line: str) -> int | None:
@@ -59,3 +71,42 @@ def parse_row(line: str, columns: int | None) -> tuple[int, GpmValues] | None:
 
 def has_figures(values: GpmValues) -> bool:
     return any(v is not None for v in values.values())
+
+
+class DmonLines:
+    """dmon's stdout, one line at a time: `feed` gives each row's (GPU index, figures) once the
+    header said how wide rows are; `other` is the last line that was neither header nor any
+    GPU's line (an error nvidia-smi printed instead of rows), cut to OTHER_LIMIT."""
+
+    def __init__(self) -> None:
+        self.columns: int | None = None
+        self.other: str | None = None
+
+    def feed(self, line: str) -> tuple[int, GpmValues] | None:
+        self.columns = header_columns(line) or self.columns
+        row = parse_row(line, self.columns)
+        cells = line.split(maxsplit=1)
+        if row is None and cells and not cells[0].startswith("#") and not cells[0].isdigit():
+            self.other = line.strip()[:OTHER_LIMIT]
+        return row
+
+
+def lines_until(stream: IO[bytes], deadline: float, done: Callable[[], bool]) -> Iterator[str]:
+    """The pipe's lines as they come, until it ends, `done()` after a line, or the monotonic
+    `deadline`; at most READ_LIMIT bytes."""
+    fd, pending, total = stream.fileno(), b"", 0
+    while not done() and total < READ_LIMIT:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            if pending:
+                yield pending.decode("utf-8", "replace")
+            return
+        total += len(chunk)
+        *whole, pending = (pending + chunk).split(b"\n")
+        for line in whole:
+            yield line.decode("utf-8", "replace")
+            if done():
+                return

@@ -18,7 +18,7 @@ from typing import IO, Final
 
 from distcore.jobs.snapshots import Host
 from distcore.producer import Failing, Loop, ProducerError
-from distcore.remote.dmon import NO_GPM, dmon_command, has_figures, header_columns, parse_row
+from distcore.remote.dmon import NO_GPM, DmonLines, dmon_command, has_figures, lines_until
 from distcore.remote.ssh import SshConnection, SshUnreachable
 from distcore.telemetry.gpm import GpmValues
 from distcore.telemetry.samples import GpuDevice
@@ -32,6 +32,11 @@ NOT_FOUND_EXIT: Final = 127
 NOT_FOUND_RETRY: Final = 60.0  # no nvidia-smi there: asked again only after a while
 MAX_BACKOFF: Final = 30.0
 GPM_RETRY: Final = 600.0  # a host whose dmon gives no GPM (before Hopper) is asked again rarely
+# `--once`: dmon's 1 s ticks, two of them (a GPU whose first row has no figures has a second),
+# waited for at most that long and ONCE_GPM_GRACE seconds more (its start, a slow shell).
+ONCE_GPM_TICKS: Final = 2
+ONCE_GPM_GRACE: Final = 2.0
+ONCE_GPM_WAIT: Final = ONCE_GPM_TICKS * 1.0 + ONCE_GPM_GRACE
 
 
 class SmiStopped(Exception):
@@ -153,18 +158,32 @@ class SshGpuSource:
         return self._failing.errors()
 
     def sample_once(self, timeout: float = 30.0) -> None:
-        """One sample (for `--once`): the same query without -lms."""
+        """One sample (for `--once`): the same query without -lms and, started first, a dmon
+        of ONCE_GPM_TICKS ticks, read until every GPU the query found has GPM figures, dmon
+        ends, or ONCE_GPM_WAIT seconds after it started: GPM figures or why there are none."""
         if not self._sample:
             return
+        dmon = self._start_once_dmon()
+        deadline = time.monotonic() + ONCE_GPM_WAIT
+        queried = False
+        try:
+            queried = self._query_once(timeout)
+        finally:
+            if dmon is not None:
+                self._once_gpm(dmon, deadline if queried else None)
+
+    def _query_once(self, timeout: float) -> bool:
+        """The query without -lms; whether the host answered it."""
         try:
             result = self._conn.run(command(0).split(" -lms")[0], timeout=timeout)
         except SshUnreachable as err:
             self._set_reason(f"unreachable ({err})")
-            return
+            return False
         for line in result.stdout.decode("utf-8", "replace").splitlines():
             self._take(line)
         if result.returncode != 0:
             self._set_reason(self._exit_reason(result.returncode, result.stderr))
+        return True
 
     # --- the sampling thread -------------------------------------------------------------------
     def _stream(self) -> None:
@@ -243,29 +262,24 @@ class SshGpuSource:
         except SshUnreachable as err:  # the query stream says so; this one backs off
             raise SmiStopped(f"unreachable ({err})") from err
         self._gpm_proc = proc
-        assert proc.stdout is not None and proc.stderr is not None
-        streamed = self._read_gpm(proc)
-        code = proc.wait()
-        stderr = proc.stderr.read().decode("utf-8", "replace")
-        proc.stdout.close()
-        proc.stderr.close()
+        assert proc.stdout is not None
+        lines = DmonLines()
+        streamed = self._read_gpm(proc, lines)
+        code, stderr = self._reap(proc)
         with self._lock:
             self._gpm.clear()
             self._no_gpm.clear()
             if not streamed and code not in (0, NOT_FOUND_EXIT) and self._gpm_reason is None:
-                self._gpm_reason = self._dmon_refused(code, stderr)  # an older driver's dmon
+                self._gpm_reason = self._dmon_refused(code, stderr, lines.other)  # no GPM flag
         self._gpm_loop.next_in(self._interval if streamed else GPM_RETRY)
 
-    def _read_gpm(self, proc: subprocess.Popen[bytes]) -> bool:
+    def _read_gpm(self, proc: subprocess.Popen[bytes], lines: DmonLines) -> bool:
         """Take dmon's rows until it ends; whether one had GPM figures. A stream of "-" alone
         (no GPU with GPM) is stopped: its reason is said, and it is asked again rarely."""
         assert proc.stdout is not None
-        columns: int | None = None
         streamed = False
         for raw in proc.stdout:
-            line = raw.decode("utf-8", "replace")
-            columns = header_columns(line) or columns
-            row = parse_row(line, columns)
+            row = lines.feed(raw.decode("utf-8", "replace"))
             if row is None:
                 continue
             if not self._take_gpm(*row):
@@ -273,6 +287,64 @@ class SshGpuSource:
                 return streamed
             streamed |= has_figures(row[1])
         return streamed
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+        """Its exit status and stderr, its pipes closed."""
+        assert proc.stdout is not None and proc.stderr is not None
+        code = proc.wait()
+        stderr = proc.stderr.read().decode("utf-8", "replace")
+        proc.stdout.close()
+        proc.stderr.close()
+        return code, stderr
+
+    # --- --once's dmon -------------------------------------------------------------------------
+    def _start_once_dmon(self) -> subprocess.Popen[bytes] | None:
+        try:
+            return self._conn.popen(dmon_command(1.0, ONCE_GPM_TICKS))
+        except SshUnreachable:  # the query says so
+            return None
+
+    def _once_gpm(self, proc: subprocess.Popen[bytes], deadline: float | None) -> None:
+        """dmon's rows taken until every GPU has figures, dmon ends or `deadline` (monotonic)
+        passes. Rows without figures say why (_take_gpm); no row at all says it here. None:
+        the query failed, and its reason says why."""
+        assert proc.stdout is not None and proc.stderr is not None
+        lines, rows = DmonLines(), 0
+        if deadline is not None:
+            for line in lines_until(proc.stdout, deadline, self._gpm_complete):
+                row = lines.feed(line)
+                if row is not None:
+                    self._take_gpm(*row)
+                    rows += 1
+        code = self._ended(proc, deadline) if deadline is not None and not rows else None
+        # The shared connection's master holds a stopped client's pipes until the remote
+        # command ends (a tick later): they are closed unread, not waited for.
+        stderr = proc.stderr.read().decode("utf-8", "replace") if code is not None else ""
+        self._kill(proc)
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        if deadline is None or rows or code == NOT_FOUND_EXIT:
+            return
+        with self._lock:
+            if code is None:
+                self._gpm_reason = (f"nvidia-smi dmon on {self._label} printed no row within"
+                                    f" {ONCE_GPM_WAIT:.0f} s")  # fmt: skip
+            else:
+                self._gpm_reason = self._dmon_refused(code, stderr, lines.other)
+
+    @staticmethod
+    def _ended(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
+        """Its exit status once it ends by `deadline`; None if it runs on."""
+        try:
+            return proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def _gpm_complete(self) -> bool:
+        with self._lock:
+            return bool(self._gpus) and self._gpm.keys() >= self._gpus.keys()
 
     def _take_gpm(self, index: int, values: GpmValues) -> bool:
         """Keep one GPU's GPM figures; False once every GPU the query stream knows has none."""
@@ -294,9 +366,12 @@ class SshGpuSource:
                 self._gpm_reason = None
         return not everyone
 
-    def _dmon_refused(self, code: int, stderr: str) -> str:
+    def _dmon_refused(self, code: int, stderr: str, other: str | None) -> str:
+        """Why dmon gave no row: its last stderr line, else the last other line of its stdout
+        (nvidia-smi prints "ERROR: Option --gpm-metrics is not recognized..." there)."""
         last = [ln for ln in stderr.splitlines() if ln.strip()]
-        detail = terminal_text(last[-1], 160) if last else f"exit status {code}"
+        said = last[-1] if last else other
+        detail = terminal_text(said, 160) if said else f"exit status {code}" if code else "no rows"
         return f"nvidia-smi dmon on {self._label} gives no GPM ({detail})"
 
     def _gpm_failed(self, err: Exception) -> None:

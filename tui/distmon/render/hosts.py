@@ -154,12 +154,18 @@ def _local_lines(host: Host, history: History, width: int) -> list[Text]:
     if not host.gpus:
         lines.append(Text(f"no GPU: {host.gpu_reason or 'unknown reason'}", style="yellow"))
     lines += [gpu_line(g, history, width) for g in host.gpus]
-    if host.gpus and host.gpm_reason:
-        lines.append(Text(terminal_text(host.gpm_reason, 200), style="dim", no_wrap=True,
-                          overflow="ellipsis"))
+    lines += _gpm_note(host)
     if host.cpu_percent is not None:
         lines.append(host_line(host, history, width))
     return lines
+
+
+def _gpm_note(host: Host) -> list[Text]:
+    """Why some of the host's GPUs show no GPM figures, once, under them."""
+    if not (host.gpus and host.gpm_reason):
+        return []
+    return [Text(terminal_text(host.gpm_reason, 200), style="dim", no_wrap=True,
+                 overflow="ellipsis")]  # fmt: skip
 
 
 def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int) -> Text:
@@ -178,6 +184,7 @@ def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int
         if host.error:
             lines.append(Text(terminal_text(host.error, 200), style="red"))
         lines += [gpu_line(g, no_history, width) for g in host.gpus]
+        lines += _gpm_note(host)
         if host.cpu_percent is not None or host.memory_used_mib is not None:
             lines.append(host_line(host, no_history, width))
     return Text("\n").join(lines)
