@@ -92,3 +92,29 @@ def test_a_gpu_without_gpm_shows_util_alone_and_the_reason_once() -> None:
                  gpus=(gpu(0, 80.0, 40_000.0), gpu(1, 80.0, 40_000.0)))
     text = render_hosts([local], lambda key: (), NOW, 100).plain
     assert text.count(reason) == 1 and " sm " not in text
+
+
+@pytest.mark.parametrize(
+    ("source", "reason", "shown"),
+    [
+        ("local", "NVML Shared Library Not Found", "no GPU: NVML Shared Library Not Found"),
+        ("local", None, "no GPU: unknown reason"),
+        ("ssh", "nvidia-smi not found on gpu7", "no GPU: nvidia-smi not found on gpu7"),
+        # Outside text: a remote's reason with terminal controls is shown escaped.
+        ("ssh", "nvidia-smi \x1b[2J\x07gone", "no GPU: nvidia-smi \\x1b[2J\\x07gone"),
+        ("ssh", None, None),  # a host that never said: nothing invented
+    ],
+)
+def test_a_host_without_gpus_says_why_in_the_panel_and_the_report(
+        source: str, reason: str | None, shown: str | None) -> None:
+    import io
+
+    from distmon.gpus_text import render_hosts_text
+
+    host = Host("h", "gpu7", source, sampled_at=NOW, gpu_reason=reason)
+    panel = render_hosts([host], lambda key: (), NOW, 100).plain
+    report = io.StringIO()
+    render_hosts_text([host], NOW, report)
+    for text in (panel, report.getvalue()) if source != "local" else (panel,):
+        assert (shown in text) if shown else "no GPU" not in text, text
+        assert "\x1b" not in text and "\x07" not in text

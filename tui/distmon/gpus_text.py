@@ -108,6 +108,8 @@ def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
         )
         if host.error:
             out.write(f"  ERROR: {terminal_text(host.error, 200)}\n")
+        elif not host.gpus and host.gpu_reason:
+            out.write(f"  no GPU: {terminal_text(host.gpu_reason, 200)}\n")
         for dev in host.gpus:
             out.write(gpu_line(dev) + "\n")
         if host.gpus and host.gpm_reason:

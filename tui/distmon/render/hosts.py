@@ -152,12 +152,18 @@ def _heading(host: Host, now: float) -> Text:
 def _local_lines(host: Host, history: History, width: int) -> list[Text]:
     lines: list[Text] = []
     if not host.gpus:
-        lines.append(Text(f"no GPU: {host.gpu_reason or 'unknown reason'}", style="yellow"))
+        lines.append(_no_gpu(host))
     lines += [gpu_line(g, history, width) for g in host.gpus]
     lines += _gpm_note(host)
     if host.cpu_percent is not None:
         lines.append(host_line(host, history, width))
     return lines
+
+
+def _no_gpu(host: Host) -> Text:
+    """Why the host shows no GPU (NVML's or nvidia-smi's reason: outside text, escaped)."""
+    reason = terminal_text(host.gpu_reason, 200) if host.gpu_reason else "unknown reason"
+    return Text(f"no GPU: {reason}", style="yellow", no_wrap=True, overflow="ellipsis")
 
 
 def _gpm_note(host: Host) -> list[Text]:
@@ -183,6 +189,8 @@ def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int
         lines.append(_heading(host, now))
         if host.error:
             lines.append(Text(terminal_text(host.error, 200), style="red"))
+        if not host.gpus and host.gpu_reason and not host.error:
+            lines.append(_no_gpu(host))
         lines += [gpu_line(g, no_history, width) for g in host.gpus]
         lines += _gpm_note(host)
         if host.cpu_percent is not None or host.memory_used_mib is not None:
