@@ -3,6 +3,8 @@ history comes in the snapshot."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 from textual.app import App, ComposeResult
 
@@ -106,7 +108,7 @@ def test_a_gpu_without_gpm_shows_util_alone_and_the_reason_once() -> None:
     ],
 )
 def test_a_host_without_gpus_says_why_in_the_panel_and_the_report(
-        source: str, reason: str | None, shown: str | None) -> None:
+        source: Literal["local", "ssh"], reason: str | None, shown: str | None) -> None:
     import io
 
     from distmon.gpus_text import render_hosts_text

@@ -93,7 +93,8 @@ async def test_a_remote_hosts_gpm_figures_or_why_not_on_screen(
             await pilot.pause(0.1)
         lines = remote_lines()
         assert [line.split()[:2] for line in lines[:2]] == [["0", "NVIDIA"], ["1", "NVIDIA"]]
-        assert [next((f for f in figures if f in line), None) for line in lines[:2]] == (
-            figures or [None, None])  # fmt: skip
+        found: list[str | None] = [next((f for f in figures if f in line), None)
+                                   for line in lines[:2]]
+        assert found == (list(figures) if figures else [None, None])
         assert all(" sm " not in line for line in lines[:2]) or not reason
         assert str(gpus.render()).count(reason or "gives no GPM") == (1 if reason else 0)
