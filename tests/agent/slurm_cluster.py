@@ -8,21 +8,34 @@ tracking, no task plugin) and no accounting database, so it runs in a container 
 
 Use `slurm_cluster(tmp_path_factory)` from a module-scoped fixture: one cluster per module, as a
 cluster takes seconds to start and the tests share it (each job has its own id and logdir).
+
+Clusters started at once on one machine (two pytest processes, a CI run beside a developer's)
+share nothing: their daemons listen on ports the kernel said were free, srun and slurmstepd bind
+to port 0 (no SrunPortRange), and each cluster numbers its jobs in a block of ids no other
+running cluster holds (an flock on a file in the temporary directory), because distagent derives
+a step's worker ports from its job id: two clusters both numbering from 1 would start their
+first jobs' workers on the same ports.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
+
+from distagent.cluster.scheduler import SLURM_PORT_SLOTS, SLURM_STEPS_PER_JOB
+from distagent.commands.launch_local import free_ports
 
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",
            "slurmd": "/usr/sbin/slurmd"}
@@ -37,10 +50,39 @@ def missing_binaries() -> list[str]:
     return gone + [name for name in CLIENTS if shutil.which(name) is None]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+JOB_BLOCKS = 4
+"""Clusters that can run at once on one machine; a fifth waits for one of them to stop."""
+JOBS_PER_BLOCK = SLURM_PORT_SLOTS // SLURM_STEPS_PER_JOB // JOB_BLOCKS
+"""Job ids a cluster numbers its jobs with (32, a module runs about 10 jobs): job ids
+SLURM_PORT_SLOTS / SLURM_STEPS_PER_JOB apart get the same ports, so the blocks split that cycle
+and MaxJobId wraps a cluster's ids back into its own block."""
+BLOCK_LOCK = "distmon-slurm-test-jobs-{}.lock"
+CLAIM_SECONDS = 900.0
+
+
+def job_ids(block: int) -> range:
+    """The job ids of a cluster that holds `block`: FirstJobId to MaxJobId."""
+    first = 1 + block * JOBS_PER_BLOCK
+    return range(first, first + JOBS_PER_BLOCK)
+
+
+def claim_block(timeout: float = CLAIM_SECONDS) -> tuple[int, IO[bytes]]:
+    """A block of job ids no other running cluster on this machine holds, and the open lock
+    file that holds it (closing it, or the process ending, gives it back)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for block in range(JOB_BLOCKS):
+            lock = open(Path(tempfile.gettempdir()) / BLOCK_LOCK.format(block), "ab")  # noqa: SIM115
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            return block, lock
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{JOB_BLOCKS} Slurm test clusters ran on this machine for "
+                                 f"{timeout:.0f} s: no block of job ids came free")
+        time.sleep(1.0)
 
 
 SLURM_CONF = """\
@@ -80,6 +122,8 @@ MinJobAge=300
 KillWait=30
 MessageTimeout=10
 JobRequeue=1
+FirstJobId={first_job}
+MaxJobId={max_job}
 PlugStackConfig={root}/plugstack.conf
 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
@@ -102,6 +146,9 @@ class SlurmCluster:
     root: Path
     node: str = field(default_factory=node_name)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    block: int | None = None
+    """The block of job ids this cluster holds while it runs (`job_ids`)."""
+    _lock: IO[bytes] | None = None
 
     @property
     def conf(self) -> Path:
@@ -131,9 +178,12 @@ class SlurmCluster:
         self._start_munged()
         user = "root" if os.geteuid() == 0 else os.environ.get("USER", "root")
         (self.root / "plugstack.conf").write_text("")
+        self.block, self._lock = claim_block()
+        ids = job_ids(self.block)
+        ctld_port, slurmd_port = free_ports(2)
         self.conf.write_text(SLURM_CONF.format(
-            root=self.root, node=self.node, user=user, ctld_port=free_port(),
-            slurmd_port=free_port(), cpus=NODE_CPUS))
+            root=self.root, node=self.node, user=user, ctld_port=ctld_port,
+            slurmd_port=slurmd_port, cpus=NODE_CPUS, first_job=ids[0], max_job=ids[-1]))
         env = self.env
         self.procs["slurmctld"] = self._daemon(
             [DAEMONS["slurmctld"], "-D", "-i", "-f", str(self.conf)], "slurmctld", env)
@@ -228,6 +278,9 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._lock is not None:  # after the daemons: no job of ours is left on its ports
+            self._lock.close()
+            self._lock = None
 
 
 @contextlib.contextmanager

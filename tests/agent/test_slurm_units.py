@@ -25,6 +25,7 @@ from distagent.cluster.scheduler import (
 )
 from distagent.cluster.strategy import refuse_busy_port
 from distagent.train.rundir import process_identity
+from tests.agent.slurm_cluster import JOB_BLOCKS, claim_block, job_ids
 
 SRUN_TASK = {  # srun -n 2 inside job 7, as slurmd set it for task 1
     "SLURM_JOB_ID": "7", "SLURM_JOBID": "7", "SLURM_STEP_ID": "0", "SLURM_STEPID": "0",
@@ -115,3 +116,26 @@ def test_a_taken_port_is_refused_in_one_line() -> None:
         with pytest.raises(ClusterError, match=f"port {port} on this host is in use"):
             refuse_busy_port(layout)
     refuse_busy_port(layout)  # free again once the other listener is gone
+
+
+def block_ports(block: int) -> set[int]:
+    """Every port a step of a job numbered in `block` may take (all its steps, all tasks)."""
+    return {slurm_port_base({"SLURM_JOB_ID": str(job), "SLURM_STEP_ID": str(step)}) + task
+            for job in job_ids(block) for step in range(SLURM_STEPS_PER_JOB)
+            for task in range(SLURM_PORT_STRIDE)}
+
+
+@pytest.mark.parametrize(("a", "b"), list(itertools.combinations(range(JOB_BLOCKS), 2)))
+def test_test_clusters_at_once_never_share_a_workers_port(a: int, b: int) -> None:
+    assert len(job_ids(a)) >= 16  # room for a module's jobs
+    assert not block_ports(a) & block_ports(b)
+
+
+def test_a_block_is_held_until_its_lock_is_closed() -> None:
+    first, lock = claim_block(timeout=5.0)
+    try:
+        second, other = claim_block(timeout=5.0)
+        other.close()
+        assert second != first
+    finally:
+        lock.close()
