@@ -3,7 +3,7 @@ straggler job (tests/agent/straggler.py) through srun on a real cluster
 (tests/agent/slurm_cluster.py). While it is healthy, `distmon --once --json` names no
 straggler; then task 1's CPU is throttled to 1 / SLOWDOWN (the process Slurm started for it,
 stopped for a share of every 100 ms, as cgroup `cpu.max` does it) and distmon must name worker
-1, with its steps SLOWDOWN-ish times worker 0's, within NAME_SECONDS.
+1, its steps at least the detector's 1.2x worker 0's, within NAME_SECONDS.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from tests.agent.test_slurm import REPO, SBATCH, distmon_json, job_env, sbatch, 
 pytestmark = pytest.mark.slow
 
 RATIO_AT_LEAST = 1.2
-"""The figure the alert gives: the detector's threshold (a throttled share of 1/3 makes 1.5x
-on an idle machine; a loaded one blurs it either way)."""
+"""The figure the alert gives, at least: the detector's threshold. At the first poll that names
+worker 1 its window still holds intervals from before the throttle: 1.2-1.3x was read there
+(quiet, beside a busy loop, and beside another test cluster's jobs)."""
 
 
 @pytest.fixture(scope="module")
