@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +65,11 @@ def job_env(slurm: SlurmCluster) -> dict[str, str]:
     return env
 
 
-def sbatch(slurm: SlurmCluster, tmp: Path, *args: str) -> str:
+def sbatch(slurm: SlurmCluster, tmp: Path, *args: str, env: Mapping[str, str] | None = None
+           ) -> str:
+    """Submit; the job runs with `env` (sbatch exports it to the job), by default job_env's."""
     out = slurm.run("sbatch", "--parsable", f"--chdir={tmp}", f"--output={tmp}/slurm-%j.out",
-                    *args, env=job_env(slurm)).stdout
+                    *args, env=env or job_env(slurm)).stdout
     return out.strip().split(";")[0]
 
 
@@ -302,21 +304,25 @@ def test_multi_worker_in_the_batch_script_outside_srun_says_so(slurm: SlurmClust
     assert "srun distagent start" in lines[0]
 
 
-def _task_pid(job_id: str, rank: int) -> int | None:
-    """The `distagent start` process of task `rank` of the job's step, by its environment."""
+def task_pid(slurm: SlurmCluster, job_id: str, rank: int) -> int | None:
+    """The `distagent start` process of task `rank` of the job's step on this cluster, by its
+    environment; not its stderr filter (quiet.py), a fork with the same command line."""
     import psutil
 
-    for proc in psutil.process_iter(["cmdline"]):
+    found: dict[int, int] = {}  # pid: parent's pid
+    for proc in psutil.process_iter(["cmdline", "ppid"]):
         try:
             env = proc.environ()
         except (psutil.Error, OSError):
             continue
-        cmdline = " ".join(proc.info["cmdline"] or ())
-        if (env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_STEP_ID") not in (None, "batch")
-                and env.get("SLURM_PROCID") == str(rank) and "distagent start" in cmdline
-                and "srun" not in cmdline):
-            return int(proc.pid)
-    return None
+        argv = proc.info["cmdline"] or [""]
+        if (env.get("SLURM_JOB_ID") == job_id and env.get("SLURM_CONF") == str(slurm.conf)
+                and env.get("SLURM_STEP_ID") not in (None, "batch")
+                and env.get("SLURM_PROCID") == str(rank) and "distagent start" in " ".join(argv)
+                and Path(argv[0]).name != "srun"):
+            found[int(proc.pid)] = int(proc.info["ppid"])
+    tasks = [pid for pid, parent in found.items() if parent not in found]
+    return tasks[0] if len(tasks) == 1 else None
 
 
 def test_a_worker_killed_in_the_batch_script_fails_the_other_naming_it(
@@ -329,7 +335,7 @@ def test_a_worker_killed_in_the_batch_script_fails_the_other_naming_it(
     job_id = sbatch(slurm, tmp_path, str(SBATCH), str(TOML),
                     *tiny(tmp_path / "runs", steps=400, latency=2.0, name="halved"))
     wait_until("a first checkpoint", lambda: checkpoint_step(run_dir) > 0, slurm=slurm)
-    pid = wait_until("worker 1's process", lambda: _task_pid(job_id, 1), timeout=30)
+    pid = wait_until("worker 1's process", lambda: task_pid(slurm, job_id, 1), timeout=30)
     os.kill(pid, signal.SIGKILL)
     killed_at = time.monotonic()
     record = wait_until("run.json failed", lambda: run_json(run_dir).get(

@@ -27,11 +27,11 @@ from tests.agent.test_slurm import (
     REPO,
     SBATCH,
     TOML,
-    _task_pid,
     checkpoint_step,
     distmon_json,
     run_json,
     sbatch,
+    task_pid,
     tiny,
     wait_until,
 )
@@ -118,7 +118,7 @@ def test_kill_rollback_requeue_one_ledger(slurm: SlurmCluster, tmp_path: Path,
     # Attempt 1: killed with SIGKILL well past a checkpoint, as a node's OOM killer would.
     first_id = submit(slurm, tmp_path)
 
-    pids = [wait_until(f"task {rank}", lambda r=rank: _task_pid(first_id, r), slurm=slurm)
+    pids = [wait_until(f"task {rank}", lambda r=rank: task_pid(slurm, first_id, r), slurm=slurm)
             for rank in (0, 1)]
     killed_at = kill_past_a_checkpoint(slurm, first_id, run_dir, pids)
     first = run_json(run_dir)
