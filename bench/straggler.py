@@ -35,35 +35,13 @@ WARMUP_SECONDS = 15.0
 """After both workers are scored, or an alert cleared: their heartbeats' windows (10 s,
 perf_window.py) hold only what came after."""
 SLOW_INPUT_ENV = "DISTMON_TEST_SLOW_INPUT_FILE"  # tests/agent/deep_model.py's (it imports TF)
-CONFIG = """
-[run]
-name = "straggler"
-logdir = "{logdir}"
-[strategy]
-kind = "multi_worker"
-[data]
-source = "synthetic"
-per_replica_batch_size = 512
-validation_fraction = 0.0
-[data.synthetic]
-num_examples = 4096
-num_classes = 4
-input_shape = [32]
-[model]
-name = "tests.agent.deep_model:deep_narrow"
-[train]
-epochs = 1
-steps_per_epoch = 10000000
-log_every_steps = 10
-steps_per_execution = 5
-checkpoint_every_steps = 0
-[cluster]
-timeout_seconds = 60
-"""
+STEPS = 10_000_000
+"""The tests' job (tests/agent/straggler.py), with room for a healthy phase of any length."""
 
 
 def start_workers(workdir: Path, slow_file: Path) -> list[subprocess.Popen[bytes]]:
     from distagent.commands.launch_local import free_ports
+    from tests.agent.straggler import CONFIG
 
     (workdir / "runs").mkdir()
     config = workdir / "straggler.toml"
@@ -78,7 +56,8 @@ def start_workers(workdir: Path, slow_file: Path) -> list[subprocess.Popen[bytes
         with open(workdir / f"worker-{i}.log", "wb") as out:
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "distagent", "start", str(config), "--set",
-                 f"cluster.workers={addresses}", "--task-index", str(i)],
+                 f"cluster.workers={addresses}", "--set", f"train.steps_per_epoch={STEPS}",
+                 "--task-index", str(i)],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
     return procs
 
@@ -203,7 +182,7 @@ def main() -> int:
                         help="worker 1's time to gradients after, over before (default 1.3)")
     parser.add_argument("--poll-seconds", type=float, default=2.0)
     args = parser.parse_args()
-    sys.path[:0] = [str(ROOT / "shared"), str(ROOT / "agent")]
+    sys.path[:0] = [str(ROOT), str(ROOT / "shared"), str(ROOT / "agent")]
     with tempfile.TemporaryDirectory(prefix="distmon-bench-straggler-") as tmp:
         workdir = Path(tmp)
         slow_file = workdir / "slow-input-ms"
