@@ -13,6 +13,9 @@ pipe read by a forked filter process that drops those lines and forwards everyth
 errors, tracebacks, TensorFlow's own later warnings) to the real stderr. A process, not a thread:
 it outlives a crash of the agent (a C++ abort) and still forwards the last lines, and it ends
 when every writer of the pipe has exited. `--verbose` skips all of this.
+
+The same filter drops what TensorFlow prints once a worker ends a hung job itself: its peers'
+leaving fails the collective it waited in, which says nothing the worker's own line did not.
 """
 
 from __future__ import annotations
@@ -37,17 +40,46 @@ NOISE = (
 """Start-up lines that read as errors to a new user and are not."""
 
 
+ABORTING = re.compile(rb"^distagent: worker \d+: hung: ")
+"""The worker's own line as it ends a hung job (train/heartbeat.py)."""
+ABORT_ECHO = (
+    re.compile(rb"^[EW]\d{4} [^\]]*\] .*(Socket closed|StartAbort|Aborting \w+Reduce"
+               rb"|UNAVAILABLE|CANCELLED|[Cc]oordination)"),
+    re.compile(rb"^Additional GRPC error information from remote target "),
+    re.compile(rb"^:UNKNOWN:Error received from peer "),
+)
+"""What TensorFlow prints in a worker whose peer left first, once its own abort is under way:
+the collective it was waiting in failing ("Aborting RingReduce with UNAVAILABLE: Socket closed"
+and gRPC's two lines of detail), six lines under the one that says what happened."""
+
+
 def is_noise(line: bytes) -> bool:
     return any(pattern.search(line) for pattern in NOISE)
 
 
+class LineFilter:
+    """Which lines of fd 2 reach the terminal: never the start-up noise; after this worker's
+    own `hung:` line, not the echo of its peers' leaving."""
+
+    def __init__(self) -> None:
+        self.aborting = False
+
+    def keep(self, line: bytes) -> bool:
+        if is_noise(line) or (self.aborting and any(p.search(line) for p in ABORT_ECHO)):
+            return False
+        if ABORTING.search(line):
+            self.aborting = True
+        return True
+
+
 def _pump(read_fd: int, out_fd: int) -> None:
-    """The filter process: forward every line that is not noise, until end of file."""
+    """The filter process: forward every line it keeps, until end of file."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # the agent decides; this process ends at EOF
+    kept = LineFilter()
     with io.open(read_fd, "rb", closefd=True) as pipe:  # noqa: UP020 - an fd, not a path
         for line in pipe:
-            if not is_noise(line):
+            if kept.keep(line):
                 with contextlib.suppress(OSError):
                     os.write(out_fd, line)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from distagent.quiet import is_noise
+from distagent.quiet import LineFilter, is_noise
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
 NOISE = [
@@ -38,6 +38,35 @@ def test_noise_is_recognised(line: bytes) -> None:
 @pytest.mark.parametrize("line", REAL)
 def test_everything_else_passes(line: bytes) -> None:
     assert not is_noise(line)
+
+
+HUNG = b'distagent: worker 0: hung: worker 1: never reached the reduction; no step ended\n'
+ECHO = [  # worker 0 of a real srun job, once worker 1 had left
+    b"E0000 00:00:1796285382.029981    5480 ring_alg.cc:291] Aborting RingReduce with "
+    b"UNAVAILABLE: Socket closed\n",
+    b"Additional GRPC error information from remote target /job:worker/replica:0/task:1 while "
+    b"calling /tensorflow.WorkerService/RecvBuf:\n",
+    b':UNKNOWN:Error received from peer  {grpc_status:14, grpc_message:"Socket closed"}\n',
+    b"E0000 00:00:1796285382.030060    5480 base_collective_executor.cc:252] BaseCollectiveExecu"
+    b"tor::StartAbort UNAVAILABLE: Socket closed\n",
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "shown"),
+    [
+        ([*ECHO, HUNG], [*ECHO, HUNG]),  # a peer lost before any abort: the user must see it
+        ([HUNG, *ECHO], [HUNG]),  # the worker's own abort: its peers' leaving is no news
+        ([HUNG, *ECHO, REAL[0], REAL[2]], [HUNG, REAL[0], REAL[2]]),  # anything else passes
+        ([b"worker 0: hung: " + ECHO[0], *ECHO], [b"worker 0: hung: " + ECHO[0], *ECHO]),
+        ([NOISE[3], HUNG, NOISE[0]], [HUNG]),
+    ],
+    ids=["lost-peer", "own-abort", "other-errors", "not-ours", "noise"],
+)
+def test_after_its_own_abort_a_worker_drops_the_echo_of_its_peers_leaving(
+        lines: list[bytes], shown: list[bytes]) -> None:
+    kept = LineFilter()
+    assert [line for line in lines if kept.keep(line)] == shown
 
 
 WRITER = """
