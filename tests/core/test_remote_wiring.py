@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from distcore.remote import RemoteProducers
-from distcore.remote.wiring import READERS, SAMPLERS, scan_remote_once
+from distcore.remote.wiring import READERS, SAMPLERS, sampler_count, scan_remote_once
 
 
 class Waiting:
@@ -39,3 +39,15 @@ def test_every_host_sample_and_up_to_the_readers_bound_wait_at_once(readers: int
                              host_sources=cast(Any, tuple(samples)))
     scan_remote_once(remote)
     assert all(source.done for source in [*reads, *samples])
+
+
+@pytest.mark.parametrize(("hosts", "open_files", "count"), [
+    (200, 1 << 20, SAMPLERS),  # a generous limit: the pool's own bound
+    (100, 1024, 64),  # the common default limit
+    (40, 1024, 40),
+    (0, 1024, 1),
+    (100, 20, 1),  # a tiny limit still samples, one host at a time
+])
+def test_samplers_are_bounded_by_the_open_file_limit(hosts: int, open_files: int,
+                                                     count: int) -> None:
+    assert sampler_count(hosts, open_files) == count

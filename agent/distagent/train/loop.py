@@ -143,7 +143,7 @@ class Trainer:
         self.step_hook = step_hook
         self.heartbeat = heartbeat  # heartbeat.Heartbeat: step ends and interval timings
         # Given, the training iterator is handed to it to outlive run(): its end joins tf.data's
-        # threads (3 s in one loaded run), which a worker that leaves by os._exit never waits for.
+        # threads, seconds under load, which the caller decides when to wait for.
         self.retain = retain
         from distagent.train.schedule import rate_reader
 
