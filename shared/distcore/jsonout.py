@@ -1,12 +1,11 @@
-"""JSON text of a JSON-ready document, byte for byte `json.dumps(doc, indent=2, allow_nan=False)`.
+"""`--once --json`'s text: byte for byte `json.dumps(json_safe(doc), indent=2, allow_nan=False)`.
 
 Why not json.dumps: with `indent` set, Python 3.11's json never uses its C encoder, and its
 pure-Python one (a generator per container, one yield per token) was about a tenth of the
 CPU of `distmon --once --json` on a 10,000-run sweep. This walks the document once, appending
-each line to a list, with the C string escaper and the number reprs json itself uses; it
-knows only what `textsafe.json_safe` makes (dicts with str keys, lists, tuples, str, int,
-float, bool, None). Anything else, a NaN or infinity, or a cycle, hands the whole document to
-json.dumps, so the result, or the error, is always exactly json's.
+each line to a list, with the C string escaper and the number reprs json itself uses. What
+json_safe does more than pass on (keys it must keep apart, numpy's numbers, other types) goes
+through json_safe and json.dumps themselves, so the result, or the error, is always theirs.
 """
 
 from __future__ import annotations
@@ -24,109 +23,32 @@ _INT = int.__repr__
 _CONSTANTS: Final = {None: "null", True: "true", False: "false"}
 
 
-class _Unsupported(Exception):
-    """A value this writer leaves to json (json then writes it or raises its own error)."""
-
-
 def dumps(doc: Any) -> str:
-    """`json.dumps(doc, indent=2, allow_nan=False)`, faster for JSON-ready data."""
-    out: list[str] = []
-    try:
-        _value(doc, out, "\n")
-    except (_Unsupported, RecursionError):
-        return json.dumps(doc, indent=INDENT, allow_nan=False)
-    return "".join(out)
-
-
-def _leaf(value: Any) -> str | None:
-    """A scalar's JSON text; None for a container."""
-    kind = type(value)
-    if kind is float:
-        if not math.isfinite(value):
-            raise _Unsupported  # json raises ValueError for it (allow_nan=False)
-        return _FLOAT(value)
-    if kind is str or isinstance(value, str):
-        return encode_basestring_ascii(value)
-    if kind is int:
-        return _INT(value)
-    if value is None or kind is bool:
-        return _CONSTANTS[value]
-    if kind is dict or kind is list or kind is tuple:
-        return None
-    raise _Unsupported  # a subclass of int or float, or an object json has a rule for
-
-
-def _value(value: Any, out: list[str], newline: str) -> None:
-    """Append `value`'s text; `newline` is a newline and the current indentation."""
-    text = _leaf(value)
-    if text is not None:
-        out.append(text)
-    elif type(value) is dict:
-        _dict(value, out, newline)
-    else:
-        _list(value, out, newline)
-
-
-def _dict(value: dict[Any, Any], out: list[str], newline: str) -> None:
-    if not value:
-        out.append("{}")
-        return
-    inner = newline + " " * INDENT
-    lead = "{" + inner
-    for key, item in value.items():
-        if type(key) is not str and not isinstance(key, str):
-            raise _Unsupported  # json turns numbers and None into strings: its rules
-        text = _leaf(item)
-        if text is not None:
-            out.append(f"{lead}{encode_basestring_ascii(key)}: {text}")
-        else:
-            out.append(f"{lead}{encode_basestring_ascii(key)}: ")
-            if type(item) is dict:
-                _dict(item, out, inner)
-            else:
-                _list(item, out, inner)
-        lead = "," + inner
-    out.append(newline + "}")
-
-
-def _list(value: list[Any] | tuple[Any, ...], out: list[str], newline: str) -> None:
-    if not value:
-        out.append("[]")
-        return
-    inner = newline + " " * INDENT
-    lead = "[" + inner
-    for item in value:
-        text = _leaf(item)
-        if text is not None:
-            out.append(lead + text)
-        else:
-            out.append(lead)
-            if type(item) is dict:
-                _dict(item, out, inner)
-            else:
-                _list(item, out, inner)
-        lead = "," + inner
-    out.append(newline + "]")
-
-
-def dumps_safe(doc: Any) -> str:
-    """`dumps(textsafe.json_safe(doc))`, byte for byte, in one walk instead of two: `--once
-    --json` on a 10,000-run sweep built a second copy of its ~300,000-value document only to
-    write it. Where json_safe does more than pass a value on (keys it must keep apart, types
-    other than the built-in ones) that part goes through json_safe itself; anything unexpected,
-    or a document nested too deep, takes the two walks, so the result or the error is always
-    theirs."""
+    """`json.dumps(textsafe.json_safe(doc), indent=2, allow_nan=False)`, byte for byte, in one
+    walk instead of two: `--once --json` on a 10,000-run sweep built a second copy of its
+    ~300,000-value document only to write it. A document nested too deep takes json's own two
+    walks, so the result or the error is always theirs."""
     out: list[str] = []
     try:
         _safe_value(doc, out, "\n", {})
-    except (_Unsupported, RecursionError):
-        return dumps(json_safe(doc))
+    except RecursionError:
+        return _reference(doc)
     return "".join(out)
+
+
+def _reference(doc: Any) -> str:
+    return json.dumps(json_safe(doc), indent=INDENT, allow_nan=False)
+
+
+def _by_json_safe(value: Any, out: list[str], newline: str) -> None:
+    """A part json_safe changes more than a built-in scalar, as json writes it, indented to its
+    place (json's strings never hold a raw newline, so each newline is a line break)."""
+    out.append(_reference(value).replace("\n", newline))
 
 
 # Per indentation, each plain key's line start (`,` newline, indentation, the key's JSON text,
 # `: `): a sweep's document repeats a few dozen keys ~300,000 times, and escaping each again
-# was a fifth of this walk. One per dumps_safe call, so it never grows past one document.
+# was a fifth of this walk. One per dumps call, so it never grows past one document.
 _Leads = dict[str, dict[str, str]]
 
 
@@ -164,7 +86,7 @@ def _safe_container(value: Any, out: list[str], newline: str, leads: _Leads) -> 
     elif kind is list or kind is tuple:
         _safe_list(value, out, newline, leads)
     else:  # keys to keep apart, numpy's numbers, mappings, subclasses: json_safe's own rules
-        _value(json_safe(value), out, newline)
+        _by_json_safe(value, out, newline)
 
 
 def _safe_dict(value: dict[str, Any], out: list[str], newline: str, leads: _Leads) -> None:
@@ -184,7 +106,7 @@ def _safe_dict(value: dict[str, Any], out: list[str], newline: str, leads: _Lead
                 # json_safe keeps only plain keys as they are: this dict takes its rules (what
                 # was written of it is taken back; nothing else was changed).
                 del out[mark:]
-                _value(json_safe(value), out, newline)
+                _by_json_safe(value, out, newline)
                 return
             lead = keyed[key] = f",{inner}{encode_basestring_ascii(key)}: "
         if opening:

@@ -1,4 +1,5 @@
-"""distcore.jsonout: `--once --json`'s text, byte for byte json's, and json_safe's fast paths."""
+"""distcore.jsonout: `--once --json`'s text, byte for byte json's of json_safe's, and json_safe's
+fast paths."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def _json(doc: Any) -> str:
     return json.dumps(doc, indent=2, allow_nan=False)
 
 
+def _expected(doc: Any) -> str:
+    return _json(json_safe(doc))
+
+
 @pytest.mark.parametrize(
     "doc",
     [
@@ -64,22 +69,18 @@ def _json(doc: Any) -> str:
     ],
 )
 def test_dumps_is_json_byte_for_byte(doc: Any) -> None:
+    assert jsonout.dumps(doc) == _expected(doc)
+
+
+def test_a_json_ready_document_is_json_s_own_text() -> None:
+    doc = {"version": 1, "runs": [{"name": "r", "loss": [0.5, -0.0, 1e300], "tags": []}]}
     assert jsonout.dumps(doc) == _json(doc)
 
 
-@pytest.mark.parametrize("doc", [math.nan, {"a": [math.inf]}, {"a": -math.inf}, {"a": object()}])
-def test_what_json_refuses_raises_json_s_error(doc: Any) -> None:
-    with pytest.raises((ValueError, TypeError)) as ours:
-        jsonout.dumps(doc)
-    with pytest.raises((ValueError, TypeError)) as theirs:
-        _json(doc)
-    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
-
-
-def test_a_cycle_raises_json_s_error() -> None:
+def test_a_cycle_fails_as_json_safe_does() -> None:
     doc: dict[str, Any] = {"a": []}
     doc["a"].append(doc)
-    with pytest.raises(ValueError, match="Circular reference"):
+    with pytest.raises(RecursionError):
         jsonout.dumps(doc)
 
 
@@ -99,6 +100,7 @@ _DOCS = st.recursive(
 @given(_DOCS)
 def test_any_json_ready_document_dumps_as_json_does(doc: Any) -> None:
     assert jsonout.dumps(doc) == _json(doc)
+    assert jsonout.dumps(doc) == _expected(doc)
 
 
 def _reference_json_safe(value: Any) -> Any:
@@ -133,15 +135,15 @@ _ANY_DOCS = st.recursive(
 @given(_ANY_DOCS)
 def test_json_safe_fast_paths_change_nothing(doc: Any) -> None:
     ours, reference = json_safe(doc), _reference_json_safe(doc)
-    assert jsonout.dumps(ours) == _json(reference)
+    assert _json(ours) == _json(reference)
     assert type(ours) is type(reference)
 
 
 @settings(max_examples=300, deadline=None)
 @given(_ANY_DOCS)
 def test_one_walk_writes_what_json_safe_then_json_write(doc: Any) -> None:
-    """dumps_safe (--once --json's one walk) is json.dumps of the reference json_safe."""
-    assert jsonout.dumps_safe(doc) == _json(_reference_json_safe(doc))
+    """dumps (--once --json's one walk) is json.dumps of the reference json_safe."""
+    assert jsonout.dumps(doc) == _json(_reference_json_safe(doc))
 
 
 @pytest.mark.parametrize(
@@ -159,7 +161,7 @@ def test_one_walk_writes_what_json_safe_then_json_write(doc: Any) -> None:
     ],
 )
 def test_one_walk_on_what_json_safe_rewrites(doc: Any) -> None:
-    assert jsonout.dumps_safe(doc) == jsonout.dumps(json_safe(doc)) == _json(json_safe(doc))
+    assert jsonout.dumps(doc) == _expected(doc)
 
 
 def test_one_walk_too_deep_fails_as_the_two_walks_do() -> None:
@@ -167,6 +169,6 @@ def test_one_walk_too_deep_fails_as_the_two_walks_do() -> None:
     for _ in range(100_000):
         doc = [doc]
     with pytest.raises(RecursionError):
-        jsonout.dumps(json_safe(doc))
+        _expected(doc)
     with pytest.raises(RecursionError):
-        jsonout.dumps_safe(doc)
+        jsonout.dumps(doc)

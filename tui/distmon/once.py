@@ -174,7 +174,7 @@ def _report(options: Options, out: TextIO) -> int:
         from distcore import jsonout  # json.dump's text, without its slow indenting
         from distcore.jobs.jsonify import to_json
 
-        out.write(jsonout.dumps_safe(to_json(snap)) + "\n")  # = dumps(json_safe(...))
+        out.write(jsonout.dumps(to_json(snap)) + "\n")
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(snap, out)
     return CRITICAL_EXIT if options.check and has_critical(snap) else 0
