@@ -120,3 +120,24 @@ def test_a_host_without_gpus_says_why_in_the_panel_and_the_report(
     for text in (panel, report.getvalue()) if source != "local" else (panel,):
         assert (shown in text) if shown else "no GPU" not in text, text
         assert "\x1b" not in text and "\x07" not in text
+
+
+def test_the_report_names_the_job_and_worker_of_each_host_line() -> None:
+    """Two jobs' system/ runs from one host are two lines the reader can tell apart, as the
+    dashboard's headings are; a name that already says its worker is not told it twice."""
+    import io
+
+    from distmon.gpus_text import render_hosts_text
+
+    hosts = [
+        Host("logdir:a/system", "vm", "logdir", sampled_at=NOW, job="a"),
+        Host("logdir:b/system", "vm", "logdir", sampled_at=NOW, job="b"),
+        Host("logdir:c/system/worker-1", "gpu7", "logdir", sampled_at=NOW, job="c", worker=1),
+        Host("logdir:d/system/worker-0", "d worker 0", "logdir", sampled_at=NOW, job="d",
+             worker=0),
+    ]
+    report = io.StringIO()
+    render_hosts_text(hosts, NOW, report)
+    lines = report.getvalue().splitlines()[2:]
+    assert [line.split("  ")[0] for line in lines] == [
+        "vm (job a)", "vm (job b)", "gpu7 (worker 1, job c)", "d worker 0"]

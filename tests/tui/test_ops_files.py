@@ -193,6 +193,26 @@ def write_run(logdir: Path, name: str, tags: dict[str, Sequence[float]],
         (logdir / name / "run.json").write_text(json.dumps(run_json))
 
 
+def write_system(logdir: Path, job: str, part: str, hparams: dict[str, Any]) -> None:
+    """`<job>/<part>` as distagent's recorder writes it: its host (and worker) as hparams, the
+    host's CPU and one GPU's utilization."""
+    from tensorboardX import SummaryWriter
+    from tensorboardX.summary import hparams as hparams_summary
+
+    from distcore import names
+
+    writer = SummaryWriter(str(logdir / job / part))
+    experiment, session_start, _ = hparams_summary(hparams, {})
+    writer.file_writer.add_summary(experiment)
+    writer.file_writer.add_summary(session_start)
+    now = time.time()
+    for step in range(3):
+        wall = now - (2 - step) * 30.0
+        writer.add_scalar(names.HOST_CPU_PERCENT, 50.0, step, walltime=wall)
+        writer.add_scalar(names.gpu_tag(0, "utilization"), 80.0, step, walltime=wall)
+    writer.close()
+
+
 @pytest.fixture
 def ops_logdir(tmp_path: Path) -> Path:
     logs = tmp_path / "logs"
@@ -203,6 +223,12 @@ def ops_logdir(tmp_path: Path) -> Path:
                                                   "partition": "gpu"}})  # fmt: skip
     write_run(logs, "nan", {"loss": [1.0, math.nan]}, {"status": "running"})
     write_run(logs, "plain", {"loss": [0.5, 0.25]})
+    # Two jobs' samples from one host, and two workers of one job on one host: each a line of
+    # its own in the host and GPU panels.
+    write_system(logs, "keras", "system", {"host": "gpuhost"})
+    write_system(logs, "plain", "system", {"host": "gpuhost"})
+    for worker in (0, 1):
+        write_system(logs, "nan", f"system/worker-{worker}", {"host": "gpuhost", "worker": worker})
     return logs
 
 

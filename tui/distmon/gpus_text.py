@@ -96,9 +96,15 @@ def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
     out.write(f"\nOther hosts: {len(others)}\n")
     for host in others:
         name = terminal_text(host.name, NAME_LIMIT)
-        label = f"worker {host.worker}" if host.worker is not None else ""
-        # A worker without a recorded host name is already called "<job> worker <i>".
-        worker = f" ({label})" if label and not name.endswith(label) else ""
+        # As the dashboard's heading: the worker and the job, unless the name already says them
+        # (a worker without a recorded host name is called "<job> worker <i>"); two jobs' samples
+        # from one host are otherwise two lines alike.
+        bits = []
+        if host.worker is not None and not name.endswith(f"worker {host.worker}"):
+            bits.append(f"worker {host.worker}")
+        if host.job is not None and host.job not in host.name:
+            bits.append(f"job {terminal_text(host.job, 30)}")
+        worker = f" ({', '.join(bits)})" if bits else ""
         stale = " STALE" if is_stale(host, now) else ""
         sim = " simulated" if host.simulated else ""
         out.write(
