@@ -87,3 +87,49 @@ def test_plan_command_json_includes_strategy_warnings(
     assert plan["replicas"] == 2 and plan["global_batch_size"] == 64
     assert any("nccl" in w for w in plan["warnings"])
     assert any("no warmup" in w for w in plan["warnings"])
+
+
+def _no_cluster_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("TF_CONFIG", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_JOB_ID"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _tf_config(workers: int, index: int) -> str:
+    cluster = {"worker": [f"127.0.0.1:{20000 + i}" for i in range(workers)]}
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "tf_config", "workers"),
+    [
+        (['cluster.workers=["127.0.0.1:1", "127.0.0.1:2"]'], None, 2),
+        ([], _tf_config(3, 2), 3),  # the same plan from any worker
+        (['cluster.workers=["127.0.0.1:1"]'], _tf_config(4, 0), 4),  # TF_CONFIG first, as start
+    ],
+)
+def test_plan_of_a_multi_worker_job_does_not_join_its_cluster(
+    no_gpu: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    overrides: list[str], tf_config: str | None, workers: int,
+) -> None:
+    """No peer listens on these addresses: a plan that joined the cluster would wait for them
+    (up to [cluster] timeout_seconds) and then fail."""
+    _no_cluster_env(monkeypatch)
+    if tf_config:
+        monkeypatch.setenv("TF_CONFIG", tf_config)
+    args = _args(SAMPLES / "quickstart.toml", "strategy.kind=multi_worker",
+                 "optimizer.warmup_epochs=0", *overrides, as_json=True)
+    assert plan_command.run(args) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["workers"], plan["replicas"]) == (workers, workers)
+    assert plan["global_batch_size"] == workers * plan["per_replica_batch_size"]
+    assert any("does not join the cluster" in w for w in plan["warnings"]), plan["warnings"]
+
+
+def test_plan_of_a_multi_worker_job_without_a_cluster_says_what_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _no_cluster_env(monkeypatch)
+    args = _args(SAMPLES / "quickstart.toml", "strategy.kind=multi_worker")
+    with pytest.raises(DistmonError, match="the plan needs the cluster") as raised:
+        plan_command.run(args)
+    assert "--task-index" not in str(raised.value)

@@ -213,3 +213,18 @@ def resolve_layout(workers: Sequence[str], task_index: int | None,
         'strategy.kind = "multi_worker" needs a cluster: set TF_CONFIG, run under srun, or '
         "list [cluster] workers and pass --task-index"
     )
+
+
+def plan_layout(workers: Sequence[str], environ: Mapping[str, str]) -> ClusterLayout:
+    """The cluster `distagent plan` describes: resolve_layout's sources without a task index
+    (a plan is the same from every worker), `[cluster] workers` read as worker 0's view."""
+    if environ.get("TF_CONFIG") or in_slurm_step(environ):
+        return resolve_layout(workers, None, environ)
+    if workers:
+        return layout_from_workers(workers, 0)
+    if in_slurm_batch_script(environ):
+        return resolve_layout(workers, None, environ)  # its error: plan under srun
+    raise ClusterError(
+        'strategy.kind = "multi_worker": the plan needs the cluster: set TF_CONFIG, run it '
+        "under srun, or list [cluster] workers"
+    )

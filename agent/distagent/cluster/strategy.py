@@ -29,9 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distagent.cluster.faults import explain_startup_failure
-from distagent.cluster.layout import TRAINING_JOBS, ClusterError, ClusterLayout, resolve_layout
+from distagent.cluster.layout import (
+    TRAINING_JOBS,
+    ClusterError,
+    ClusterLayout,
+    plan_layout,
+    resolve_layout,
+)
 from distagent.schema import ClusterConfig, StrategyConfig
 from distagent.strategy_setup import StrategySetup
+from distcore.wording import counted
 
 
 @dataclass(frozen=True)
@@ -253,6 +260,21 @@ def resolve_multi_worker(cfg: StrategyConfig, cluster: Any) -> StrategySetup:
     if not isinstance(cluster, ClusterRequest):
         raise TypeError(f"multi_worker: unexpected cluster argument {cluster!r}")
     return cluster.resolve().strategy_setup()
+
+
+def planned_setup(config: ClusterConfig, environ: Mapping[str, str]) -> StrategySetup:
+    """A multi-worker job as `distagent plan` shows it, without joining the cluster (the
+    strategy waits for every worker): the layout's workers, each with this machine's devices
+    as MultiWorkerMirroredStrategy takes them (its GPUs, else one CPU)."""
+    layout = plan_layout(config.workers, environ)
+    import tensorflow as tf
+
+    devices = tuple(d.name for d in tf.config.list_logical_devices("GPU"))
+    devices = devices or (tf.config.list_logical_devices("CPU")[0].name,)
+    workers = layout.num_workers
+    note = (f"planned for {counted(workers, 'worker')} with this machine's "
+            f"{counted(len(devices), 'device')} each; the plan does not join the cluster")
+    return StrategySetup(None, devices, workers * len(devices), workers, layout.rank, (note,))
 
 
 def environ_without_cluster(environ: Mapping[str, str]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
 def resolve_plan(cfg: JobConfig) -> Plan:
     """Resolve the strategy's devices and plan the job on them (TensorFlow starts here); the
     model is built once for the data's shape, so the plan refuses what `start` would."""
+    from distagent.cluster.strategy import planned_setup
     from distagent.commands.start import user_code_path
     from distagent.data import open_source
     from distagent.devices import resolve_strategy
@@ -42,7 +44,10 @@ def resolve_plan(cfg: JobConfig) -> Plan:
     from distagent.models import check_model
     from distagent.pipeline import plan_for
 
-    setup = resolve_strategy(cfg.strategy)
+    if cfg.strategy.kind == "multi_worker":
+        setup = planned_setup(cfg.cluster, os.environ)
+    else:
+        setup = resolve_strategy(cfg.strategy)
     source = open_source(cfg)
     user_code_path(cfg.model.name)
     forward = check_model(cfg.model.name, source.input_shape, source.num_classes,
