@@ -5,6 +5,7 @@ answer, redirects, or refuses with a 4xx."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,9 +29,10 @@ SECRET = "T000/B000/XXXXsecretXXXX"
 class Receiver:
     """A webhook receiver: records each JSON body; `fail` answers that many posts with
     `fail_code`; `hang` holds each request until released; `dribble` sends its answer a byte
-    every 0.2 s until released; `status` (with `location`) answers every post with it."""
+    every 0.2 s until released; `status` (with `location`) answers every post with it. With
+    `tls` it speaks HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.bodies: list[dict[str, Any]] = []
         self.tries = 0
         self.auth: str | None = None
@@ -83,9 +85,12 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.thread = threading.Thread(target=self.server.serve_forever, name="receiver")
         self.thread.start()
-        self.url = f"http://user:pw@127.0.0.1:{self.server.server_address[1]}/hooks/{SECRET}?t=1"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://user:pw@127.0.0.1:{self.server.server_address[1]}/hooks/{SECRET}?t=1"
 
     def close(self) -> None:
         self.release.set()

@@ -88,14 +88,9 @@ class _WatchedHTTP(http.client.HTTPConnection):
         self._deadline.watch(self.sock)
 
 
-class _WatchedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, *args: Any, deadline: _Deadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._deadline = deadline
-
-    def connect(self) -> None:
-        super().connect()
-        self._deadline.watch(self.sock)
+class _WatchedHTTPS(_WatchedHTTP, http.client.HTTPSConnection):
+    """The same over TLS: HTTPSConnection.connect comes first in the chain, so the deadline
+    watches the wrapped socket."""
 
 
 class _HTTPHandler(urllib.request.HTTPHandler):
