@@ -7,14 +7,20 @@ from __future__ import annotations
 import shutil
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from distcore.notify import Notifier
-from tests.core.test_notify import SECRET, Receiver, alert, snap, wait_for
+from tests.core.test_notify import (
+    SECRET,
+    Receiver,
+    alert,
+    assert_one_deadline_per_dribbled_post,
+    snap,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +91,4 @@ def test_a_dribbling_https_receiver_costs_one_deadline_per_post(
 ) -> None:
     """The deadline shuts the TLS socket as it shuts a plain one."""
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate / "cert.pem"))
-    tls_receiver.dribble.set()
-    lines: list[str] = []
-    notifier = Notifier(tls_receiver.url, timeout=1.0, first_backoff=60.0, report=lines.append)
-    notifier.start()
-    try:
-        started = time.monotonic()
-        notifier.observe(snap(alert()))
-        wait_for(lambda: any("no answer in 1 s" in line for line in lines), timeout=20)
-        took = time.monotonic() - started
-    finally:
-        notifier.close()
-    assert tls_receiver.tries == 1 and notifier.sent == 0 and notifier.pending() == 1
-    assert took < 5.0  # the 1 s deadline, with room for a loaded machine
+    assert_one_deadline_per_dribbled_post(tls_receiver)
