@@ -12,7 +12,7 @@ import pytest
 
 from distcore import names
 from distcore.events import load_once
-from distcore.jobs.hosts import host_from_system_run, is_stale, on_this_machine
+from distcore.jobs.hosts import host_context, host_from_system_run, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry import TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
@@ -148,3 +148,20 @@ def _host(key: str, source: str, machine: str | None, *, simulated: bool = False
 def test_one_machine_is_listed_once(hosts: list[Host], shown: list[str], folded: list[str]) -> None:
     kept, here = on_this_machine(hosts)
     assert [h.key for h in kept] == shown and [h.key for h in here] == folded
+
+
+@pytest.mark.parametrize(("host", "context"), [
+    # A recorded host name: the worker and the job are said beside it.
+    (Host("k", "gpu7", "logdir", worker=1, job="quickstart", machine="gpu7"),
+     ("worker 1", "job quickstart")),
+    # A job name inside the host's name is still said (the name does not say it is the job).
+    (Host("k", "a-node", "logdir", worker=0, job="a", machine="a-node"), ("worker 0", "job a")),
+    # No recorded host name: the name is already "<job> worker <i>".
+    (Host("k", "quickstart worker 1", "logdir", worker=1, job="quickstart"), ()),
+    (Host("k", "quickstart train", "logdir", job="quickstart"), ()),
+    # An ssh host belongs to no job; a job's name reaches the terminal escaped.
+    (Host("k", "gpu9", "ssh"), ()),
+    (Host("k", "n", "logdir", job="x\x1b[31m", machine="n"), ("job x\\x1b[31m",)),
+])
+def test_what_a_host_heading_says_beside_its_name(host: Host, context: tuple[str, ...]) -> None:
+    assert host_context(host) == context

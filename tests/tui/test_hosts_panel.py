@@ -130,9 +130,11 @@ def test_the_report_names_the_job_and_worker_of_each_host_line() -> None:
     from distmon.gpus_text import render_hosts_text
 
     hosts = [
-        Host("logdir:a/system", "vm", "logdir", sampled_at=NOW, job="a"),
-        Host("logdir:b/system", "vm", "logdir", sampled_at=NOW, job="b"),
-        Host("logdir:c/system/worker-1", "gpu7", "logdir", sampled_at=NOW, job="c", worker=1),
+        # As host_from_system_run makes them: a recorded host name is also the machine.
+        Host("logdir:a/system", "vm", "logdir", sampled_at=NOW, job="a", machine="vm"),
+        Host("logdir:b/system", "vm", "logdir", sampled_at=NOW, job="b", machine="vm"),
+        Host("logdir:c/system/worker-1", "gpu7", "logdir", sampled_at=NOW, job="c", worker=1,
+             machine="gpu7"),
         Host("logdir:d/system/worker-0", "d worker 0", "logdir", sampled_at=NOW, job="d",
              worker=0),
     ]

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TextIO
 
-from distcore.jobs.hosts import host_age, is_stale
+from distcore.jobs.hosts import host_age, host_context, is_stale
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice, HostSample, TelemetrySnapshot
 from distcore.textsafe import terminal_text
@@ -96,15 +96,8 @@ def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
     out.write(f"\nOther hosts: {len(others)}\n")
     for host in others:
         name = terminal_text(host.name, NAME_LIMIT)
-        # As the dashboard's heading: the worker and the job, unless the name already says them
-        # (a worker without a recorded host name is called "<job> worker <i>"); two jobs' samples
-        # from one host are otherwise two lines alike.
-        bits = []
-        if host.worker is not None and not name.endswith(f"worker {host.worker}"):
-            bits.append(f"worker {host.worker}")
-        if host.job is not None and host.job not in host.name:
-            bits.append(f"job {terminal_text(host.job, 30)}")
-        worker = f" ({', '.join(bits)})" if bits else ""
+        context = host_context(host)  # as the dashboard's heading says it
+        worker = f" ({', '.join(context)})" if context else ""
         stale = " STALE" if is_stale(host, now) else ""
         sim = " simulated" if host.simulated else ""
         out.write(

@@ -17,6 +17,7 @@ from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.parts import worker_of
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
+from distcore.textsafe import terminal_text
 
 _GPU_TAG = re.compile(r"gpu/(\d{1,4})/([a-z_]+)")
 # names.GPU_FIELDS and GPM_FIELDS -> GpuDevice attribute (what the recorder writes).
@@ -155,6 +156,17 @@ def on_this_machine(hosts: Sequence[Host]) -> tuple[tuple[Host, ...], tuple[Host
                    and (h.simulated == local.simulated or not h.gpus))
     keys = {h.key for h in folded}
     return tuple(h for h in hosts if h.key not in keys), folded
+
+
+def host_context(host: Host) -> tuple[str, ...]:
+    """What a host's heading says beside its name, escaped: its worker and its job. A worker
+    that recorded no host name is already called "<job> worker <i>" (or "<job> <part>"), so
+    it adds nothing; otherwise two jobs' samples from one host would read alike."""
+    if host.source == "logdir" and host.machine is None:
+        return ()
+    worker = (f"worker {host.worker}",) if host.worker is not None else ()
+    job = (f"job {terminal_text(host.job, 30)}",) if host.job is not None else ()
+    return worker + job
 
 
 def host_age(host: Host, now: float) -> float | None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 
 from distcore import names
-from distcore.jobs.hosts import host_age, is_stale, on_this_machine
+from distcore.jobs.hosts import host_age, host_context, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
@@ -133,11 +133,7 @@ def host_line(host: Host, history: History, width: int) -> Text:
 
 def _heading(host: Host, now: float) -> Text:
     """`gpu7 · worker 1 · job quickstart · 12 s ago [stale]`."""
-    bits = [terminal_text(host.name, 40)]
-    if host.worker is not None and not host.name.endswith(f"worker {host.worker}"):
-        bits.append(f"worker {host.worker}")
-    if host.job is not None and host.job not in host.name:
-        bits.append(f"job {terminal_text(host.job, 30)}")
+    bits = [terminal_text(host.name, 40), *host_context(host)]
     if host.simulated:
         bits.append("simulated")
     age = host_age(host, now)
