@@ -22,11 +22,14 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
+	$(BIN)/lint-imports
 	$(BIN)/mypy shared agent tui bench tests
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile --durations=20
 
+# ruff, then the import contracts of pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy shared agent tui bench tests

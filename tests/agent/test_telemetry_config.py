@@ -43,8 +43,8 @@ def test_telemetry_keys(telemetry: dict[str, Any], problem: str | None) -> None:
 def test_recorder_writes_simulated_gpus_and_where_it_ran(
     tf: Any, tmp_path: Path, worker: int | None
 ) -> None:
+    from distagent.system_record import SystemRecorder
     from distcore.events import load_once
-    from distcore.telemetry.record import SystemRecorder
 
     subdir = names.SYSTEM_DIR if worker is None else names.worker_system_dir(worker)
     recorder = SystemRecorder(tmp_path / "job", interval=0.1, subdir=subdir,

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
+from distagent.system_record import SystemRecorder
 from distcore import names
 from distcore.events import load_once
 from distcore.jobs.hosts import host_context, host_from_system_run, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry import TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
-from distcore.telemetry.record import SystemRecorder
 from distcore.telemetry.simulated import SimulatedGpuSource
 from distmon.once import run_once
 from distmon.options import Options

@@ -3,7 +3,7 @@
 - `layout`: who is in the cluster and who this process is (pure, no TensorFlow).
 - `strategy`: TF_CONFIG, the coordination service's timeouts, the strategy (`ClusterSetup`).
 - `faults`: a lost worker named in one line.
-- `worker`: `run_worker`, what `distagent start` runs for `strategy.kind = "multi_worker"`.
+- `leave`, `scheduler`: a worker's orderly exit, and what Slurm says of the job.
 
 `distagent.devices.resolve_strategy` looks up `resolve_multi_worker` here; the TensorFlow parts
 are imported on first use, so importing this package stays cheap.

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
     claim_process()
     if cfg.strategy.kind == "multi_worker":  # the cluster, and a lost peer named in one line
-        from distagent.cluster.worker import run_worker
+        from distagent.commands.worker import run_worker
 
         # From a command line the process ends in run_worker, in order with the other workers.
         leave = _exit_code if getattr(args, "from_command_line", False) else None

@@ -104,7 +104,7 @@ def _precision(mixed: bool) -> Iterator[None]:
 def _system_recorder(
     run_dir: Path, setup: StrategySetup, telemetry: TelemetryConfig
 ) -> Iterator[None]:
-    from distcore.telemetry.record import SystemRecorder
+    from distagent.system_record import SystemRecorder
 
     several = setup.workers > 1
     subdir = names.worker_system_dir(setup.task_index) if several else names.SYSTEM_DIR
@@ -334,7 +334,7 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
         record.update(status=names.STATUS_HUNG, last_step=step, end_time=time.time(),
                       message=message, error=message, error_step=None)
 
-    def leave(code: int) -> None:  # the chief last, as at a job's end (cluster/worker.py)
+    def leave(code: int) -> None:  # the chief last, as at a job's end (commands/worker.py)
         from distagent.cluster.leave import leave_after_peers
 
         setup = getattr(job.cluster, "setup", None)

@@ -1,6 +1,6 @@
 """Hosts: this machine's sampler snapshot, and each `system/` run's latest samples.
 
-distagent's recorder (distcore.telemetry.record) writes `gpu/<i>/<field>` and `host/...` scalars
+distagent's recorder (distagent.system_record) writes `gpu/<i>/<field>` and `host/...` scalars
 into `<job>/system/` (or `system/worker-<i>/` per worker), with the hparams `host` and `worker`
 where the agent records them. The newest point of each tag is that host's latest figure.
 """

@@ -3,7 +3,7 @@
 One entry, `decode(data, plugins) -> (Batch | None, consumed)`, used by the local reader
 (distcore.events.reader) and the remote tails (distcore.remote.tail) alike, and
 `decode_files` for a sweep's many small files at once (distcore.events.many). It imports nothing
-from distcore.events, jobs or remote (tests/test_layout.py checks it). The names below load
+from distcore.events, jobs or remote (pyproject.toml's layers contract). The names below load
 lazily: `import distcore.tfrecord` costs nothing until one is used (numpy, protobuf and
 TensorBoard's protos come with the decoder, not with the package).
 """

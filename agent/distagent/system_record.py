@@ -3,8 +3,8 @@
 A remote worker's GPUs then show up for anyone watching the shared logdir, with no extra
 service. The step of each point is whole seconds since the recorder started (monotonic,
 strictly increasing), and its wall time is when it was written. Only known values are written:
-an unsupported field leaves a gap, never a zero. tensorflow is imported in `start()`, so
-distcore stays importable without it.
+an unsupported field leaves a gap, never a zero. It lives in the agent, the side that may
+import TensorFlow (`start()` imports it, so `distagent plan` stays light).
 
 Once per recorder, the run also gets the hparams `{"host": <hostname>, "worker": <index>}`
 (worker absent for a single-worker job; `"simulated_gpus": N` added when the GPUs are simulated):

@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from distagent.system_record import SystemRecorder
 from distcore import names
 from distcore.telemetry import TelemetrySnapshot, TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
-from distcore.telemetry.record import SystemRecorder
 from distcore.telemetry.sampler import snapshot_metrics
 from distcore.telemetry.simulated import SimulatedGpuSource
 

@@ -22,9 +22,9 @@ from typing import Any
 from distagent.cluster.faults import explain
 from distagent.cluster.layout import in_slurm_step, resolve_layout
 from distagent.cluster.leave import exit_in_order
-from distagent.cluster.preempt import Preemption
 from distagent.cluster.strategy import ClusterRequest
 from distagent.schema import JobConfig
+from distagent.train.preempt import Preemption
 from distagent.train.signals import StopRequest
 
 
