@@ -20,6 +20,7 @@ from distagent.config_convert import Problem, convert_dataclass, to_plain
 from distagent.config_rules import check_rules
 from distagent.schema import JobConfig
 from distcore.errors import ConfigError, ConfigErrors
+from distcore.safefile import write_atomic
 
 RESOLVED_NAME = "config.resolved.toml"
 
@@ -159,9 +160,7 @@ def write_resolved(cfg: JobConfig, run_dir: Path) -> Path:
     target = run_dir / RESOLVED_NAME
     text = "# The job's config with every default filled in, as distagent resolved it.\n"
     text += dumps_toml(config_to_dict(cfg))
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(target)
+    write_atomic(target, text.encode("utf-8"), mode=0o644)  # a new file, never a link
     return target
 
 

@@ -8,13 +8,20 @@ no link where `follow=False`, and reads at most `max_bytes`. `load_json` adds a 
 every consumer of a parsed document may recurse over it (escaping, rendering), and Python's
 recursion limit is a traceback, not an error message.
 
-Writing: crash logs hold tracebacks and paths, and their fallback directory is in a shared
-`/tmp` where another user may have planted a directory or a symlink first. `private_dir` opens
-(creating) a directory that must be ours: a real directory (no link followed), owned by this
-user, writable by no one else (created 0700). `write_private` creates a new file in it, 0600,
-with O_EXCL|O_NOFOLLOW relative to that directory's descriptor, so nothing swapped in between the
-check and the write is followed. `write_atomic` is the run.json writer: a new temporary file in
-the same directory, then `os.replace`, so a reader never sees half a file.
+Writing: every file distagent and distmon write in a run directory, a logdir or a path a user
+chose goes through this module, since anyone who can write that directory may have planted a
+link (the write would land in a file of theirs, or of ours elsewhere) or a FIFO (`open` would
+block the thread that keeps the job alive, or stops it) under the name first. `open_write` opens
+with O_NOFOLLOW|O_NONBLOCK, refuses anything but a regular file with one name from the open
+descriptor, and only then truncates and clears O_NONBLOCK. `atomic_file`/`write_atomic` write a
+new temporary file beside the target (O_EXCL: never an existing file or a link) and `os.replace`
+it, so a reader sees the old file or the new one, and whatever was planted under the name is
+replaced, never written through. Crash logs hold tracebacks and paths, and their fallback
+directory is in a shared `/tmp` where another user may have planted a directory or a symlink
+first: `private_dir` opens (creating) a directory that must be ours, a real directory (no link
+followed), owned by this user, writable by no one else (created 0700); `write_private` creates a
+new file in it, 0600, with O_EXCL|O_NOFOLLOW relative to that directory's descriptor, so nothing
+swapped in between the check and the write is followed.
 
 Hand-written (no library): it is a few system calls, and the standard library has each one.
 """
@@ -23,12 +30,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final, Literal
 
 MAX_JSON_DEPTH: Final = 64  # run.json is a config, a plan and metrics: 5 levels in practice
 _NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
@@ -36,6 +45,7 @@ _NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 _NOCTTY: Final = getattr(os, "O_NOCTTY", 0)
 _DIRECTORY: Final = getattr(os, "O_DIRECTORY", 0)
+WriteHow = Literal["truncate", "append", "keep"]
 
 
 class UnsafeFile(OSError):
@@ -167,15 +177,37 @@ def write_private(directory: Path, name: str, data: bytes) -> Path:
     return directory / name
 
 
-def open_append(path: Path) -> int:
-    """A descriptor appending to the regular file `path` (created 0644 if missing), never
-    through a link and never blocking on a FIFO planted there (ENXIO then); else OSError."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC,
-                 0o644)
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+def open_write(path: Path, *, how: WriteHow = "truncate", mode: int = 0o644) -> int:
+    """A blocking descriptor writing the regular file `path` (created with `mode`, less the
+    umask, if missing): `how` "truncate" empties it, "append" adds at its end, "keep" leaves
+    its content (pwrite). Never through a link, never blocking on a FIFO (refused with or
+    without a reader), never a device, directory or a file with a second name; else
+    UnsafeFile (or another OSError: permission denied, missing directory)."""
+    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _NOCTTY
+    if how == "append":
+        flags |= os.O_APPEND
+    elif how not in ("truncate", "keep"):
+        raise ValueError(f"how: {how!r}")
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, "a symbolic link (not followed)", str(path)) from None
+        if err.errno == errno.ENXIO:  # a FIFO nobody reads (O_NONBLOCK said so, not blocked)
+            raise UnsafeFile(errno.ENXIO, "a FIFO, not a regular file", str(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFile(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+        if st.st_nlink > 1:  # a hard link planted to someone's file is that file
+            raise UnsafeFile(errno.EMLINK, "a file with another name (hard link)", str(path))
+        if how == "truncate":
+            os.ftruncate(fd, 0)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+    except BaseException:
         os.close(fd)
-        raise UnsafeFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
+        raise
     return fd
 
 
@@ -191,16 +223,27 @@ def read_tail(path: Path, max_bytes: int) -> bytes:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """`path` replaced whole by `data`: a new temporary file beside it (O_EXCL, 0600, never an
-    existing file or a link), then `os.replace`, so a reader sees the old file or the new one."""
+@contextlib.contextmanager
+def atomic_file(path: Path, mode: int = 0o600) -> Iterator[BinaryIO]:
+    """A binary file to write `path`'s new content into: a new temporary file beside it
+    (O_EXCL, never an existing file or a link), given `mode` and moved onto `path` with
+    `os.replace` when the block ends without an exception, removed when it raises. A link,
+    FIFO or file planted under the name is replaced, never followed or opened."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # The name cut short: a long one (up to NAME_MAX) would leave no room for the rest.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:32]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            os.fchmod(out.fileno(), mode)
+            yield out
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """`path` replaced whole by `data` (`atomic_file`): a reader sees the old file or the new."""
+    with atomic_file(path, mode) as out:
+        out.write(data)

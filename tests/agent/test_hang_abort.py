@@ -1,10 +1,15 @@
 """`cluster.on_hang = "abort"` on a real job stuck in the user's model: the worker dumps its
 stacks, ends run.json `hung` with its last checkpoint kept, exits with code 3, and distmon
-raises `hung` for the ended job. One process (the multi-worker hang is test_multiworker_hang)."""
+raises `hung` for the ended job. One process (the multi-worker hang is test_multiworker_hang).
+
+Another account that can write the run directory plants a FIFO or a link where the stacks go:
+a FIFO used to block the heartbeat thread in `open`, so the job never aborted (and ignored
+SIGTERM); a link had the dump overwrite the file it points to. The stacks now replace either."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +49,24 @@ on_hang = "abort"
 """
 
 
-def test_abort_ends_the_job_hung_and_keeps_its_checkpoint(tmp_path: Path) -> None:
+SECRET = "another account's file\n"
+
+
+def plant(stacks: Path, kind: str, secret: Path) -> None:
+    stacks.parent.mkdir(parents=True)
+    secret.write_text(SECRET)
+    secret.chmod(0o600)
+    if kind == "fifo":
+        os.mkfifo(stacks, 0o666)
+    else:
+        stacks.symlink_to(secret)
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link"])
+def test_abort_ends_the_job_hung_and_keeps_its_checkpoint(tmp_path: Path, planted: str) -> None:
     logdir = tmp_path / "runs"
+    secret = tmp_path / "secret.txt"
+    plant(logdir / "abort" / names.stacks_name(0), planted, secret)
     config = tmp_path / "abort.toml"
     config.write_text(CONFIG.format(logdir=logdir))
     done = subprocess.run([sys.executable, "-m", "distagent", "start", str(config)],
@@ -58,7 +79,10 @@ def test_abort_ends_the_job_hung_and_keeps_its_checkpoint(tmp_path: Path) -> Non
     record = json.loads((run_dir / names.RUN_JSON).read_text())
     assert (record["status"], record["last_step"]) == (names.STATUS_HUNG, 5)
     assert names.stacks_name(0) in record["message"]
-    assert "in wait_for_the_remote_service" in (run_dir / names.stacks_name(0)).read_text()
+    stacks = run_dir / names.stacks_name(0)
+    assert not stacks.is_symlink() and stacks.is_file()  # what was planted is replaced
+    assert "in wait_for_the_remote_service" in stacks.read_text()
+    assert secret.read_text() == SECRET and secret.stat().st_mode & 0o777 == 0o600
     assert latest_checkpoint_step(run_dir) == 4  # the last one, kept: a restart resumes there
     once = subprocess.run(
         [sys.executable, "-m", "distmon", "--once", "--json", "--no-gpu", str(logdir)],

@@ -89,6 +89,33 @@ def test_a_hang_dumps_every_stack_then_aborts(tmp_path: Path) -> None:
     assert mine["hung"]["stacks"] == names.stacks_name(0) and mine["hang_seconds"] == 0.4
 
 
+
+def test_stacks_that_cannot_be_written_go_to_stderr_and_the_job_still_aborts(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / names.stacks_name(0) / "planted").mkdir(parents=True)  # no file replaces it
+    release = threading.Event()
+    user = threading.Thread(target=stuck_in_user_layer, args=(release,), name="user")
+    user.start()
+    aborted: list[tuple[str, int]] = []
+    exits: list[int] = []
+    beat = Heartbeat(tmp_path, worker=0, workers=1,
+                     settings=HangSettings(hang_seconds=0.4, on_hang="abort", beat_seconds=0.05),
+                     on_abort=lambda message, step: aborted.append((message, step)),
+                     exit_process=exits.append)
+    try:
+        with beat:
+            beat.step_ended(1)
+            wait_for(lambda: exits)
+    finally:
+        release.set()
+        user.join()
+    assert exits == [EXIT_HUNG]
+    [(message, _)] = aborted
+    assert message.endswith("stacks on stderr")
+    assert "stuck_in_user_layer" in capfd.readouterr().err
+    assert read_json(tmp_path / names.heartbeat_name(0))["hung"]["stacks"] is None
+
 def test_warn_keeps_going_and_a_step_that_ends_clears_the_hang(tmp_path: Path) -> None:
     beat = Heartbeat(tmp_path, worker=1, workers=2, is_chief=False,
                      settings=HangSettings(hang_seconds=0.3, on_hang="warn", beat_seconds=0.05),

@@ -10,13 +10,14 @@ import functools
 import json
 import math
 import os
+import pwd
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,13 @@ def test_the_units_command_is_one_distmon_accepts(tmp_path: Path) -> None:
 Step = tuple[str, str, str]  # script, SLURM_JOB_ID, SLURM_JOB_GPUS
 
 
+def gpu_jobs(where: Path, script: str, job: str, gpus: str = "") -> None:
+    env = {"PATH": os.environ["PATH"], "DCGM_JOB_MAP_DIR": str(where),
+           "SLURM_JOB_ID": job, "SLURM_JOB_GPUS": gpus}  # fmt: skip
+    done = run(["bash", str(OPS / "slurm" / f"{script}-gpu-jobs.sh")], env=env)
+    assert done.returncode == 0, done.stderr  # a failing prolog would drain the node
+
+
 @pytest.mark.parametrize(
     ("steps", "expected"),
     [
@@ -111,15 +119,95 @@ def test_prolog_and_epilog_keep_dcgms_gpu_map(
     tmp_path: Path, steps: list[Step], expected: dict[str, list[str]]
 ) -> None:
     where = tmp_path / "map"
-    for script, job, gpus in steps:
-        env = {"PATH": os.environ["PATH"], "DCGM_JOB_MAP_DIR": str(where),
-               "SLURM_JOB_ID": job, "SLURM_JOB_GPUS": gpus}  # fmt: skip
-        done = run(["bash", str(OPS / "slurm" / f"{script}-gpu-jobs.sh")], env=env)
-        assert done.returncode == 0, done.stderr  # a failing prolog would drain the node
+    for step in steps:
+        gpu_jobs(where, *step)
     found = {p.name: p.read_text().split() for p in where.glob("*")} if where.exists() else {}
     found.pop(".lock", None)
     assert found == expected
     assert sorted(tmp_path.iterdir()) == ([where] if where.exists() else [])
+
+
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the scripts run as root under Slurm, and planting another "
+    "account's file (chown) takes root: run the suite as root to check them")
+
+
+def less_privileged() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        run(["useradd", "--system", "--no-create-home", "nobody"])
+        return pwd.getpwnam("nobody")
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Iterator[Path]:
+    """Another account's private file: the scripts (root) must not write, empty or chmod it."""
+    path = tmp_path / "secret"
+    path.write_text("7\n8\n")  # job ids, so the epilog would act on it
+    user = less_privileged()
+    os.chown(path, user.pw_uid, user.pw_gid)
+    path.chmod(0o600)
+    before = path.stat()
+    yield path
+    after = path.stat()
+    assert path.read_text() == "7\n8\n"
+    assert (after.st_mode, after.st_uid, after.st_nlink) == (before.st_mode, before.st_uid, 1)
+
+
+def listing(where: Path) -> dict[str, str]:
+    return {p.name: os.readlink(p) if p.is_symlink() else p.read_text() for p in where.iterdir()}
+
+
+@as_root
+def test_the_scripts_follow_no_link_in_the_map(tmp_path: Path, secret: Path) -> None:
+    where = tmp_path / "map"
+    where.mkdir(mode=0o755)
+    for name in (".lock", "0", "1.tmp"):  # the old lock, a GPU's file, the old temporary
+        (where / name).symlink_to(secret)
+    gpu_jobs(where, "prolog", "7", "0,1")
+    gpu_jobs(where, "prolog", "8", "1")
+    gpu_jobs(where, "epilog", "7")
+    links = {name: str(secret) for name in (".lock", "0", "1.tmp")}
+    assert listing(where) == {**links, "1": "8\n"}
+
+
+def others_write(where: Path) -> Path:
+    where.mkdir(mode=0o777)
+    where.chmod(0o777)
+    return where
+
+
+def group_writes(where: Path) -> Path:
+    where.mkdir()
+    where.chmod(0o775)
+    return where
+
+
+def not_roots(where: Path) -> Path:
+    where.mkdir(mode=0o755)
+    user = less_privileged()
+    os.chown(where, user.pw_uid, user.pw_gid)
+    return where
+
+
+def through_a_link(where: Path) -> Path:
+    (where.parent / "elsewhere").mkdir(mode=0o755)
+    where.symlink_to(where.parent / "elsewhere")
+    return where
+
+
+@as_root
+@pytest.mark.parametrize("make", [others_write, group_writes, not_roots, through_a_link])
+def test_a_map_directory_others_can_write_is_left_alone(
+    tmp_path: Path, secret: Path, make: Callable[[Path], Path]
+) -> None:
+    where = make(tmp_path / "map")
+    (where / "0").write_text("7\n")
+    (where / "1").symlink_to(secret)
+    gpu_jobs(where, "prolog", "7", "0,1,2")
+    gpu_jobs(where, "epilog", "7")
+    assert listing(where) == {"0": "7\n", "1": str(secret)}
 
 
 # --- Alertmanager -----------------------------------------------------------------------------

@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from distcore.cli_parser import OneLineParser
+from distcore.safefile import open_write
+from distcore.textsafe import terminal_text
 from distcore.wording import counted
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
@@ -105,7 +107,8 @@ def start_job(config: Path, logdir: Path, overrides: Sequence[str]) -> subproces
     command = [sys.executable, "-m", "distagent", "start", str(config)]
     for override in (f"run.logdir={logdir}", *overrides):
         command += ["--set", override]
-    log = open(logdir / f"{config.stem}.log", "ab")  # noqa: SIM115 - the child keeps it
+    # A link or FIFO planted in the logdir is refused, not written through or waited on.
+    log = os.fdopen(open_write(logdir / f"{config.stem}.log", how="append"), "ab")
     try:
         return subprocess.Popen(
             command,
@@ -169,7 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logdir.mkdir(parents=True, exist_ok=True)
     ensure_images(args.images)
     overrides = [f"data.images.directory={args.images.resolve()}", *args.overrides]
-    jobs = [start_job(config, logdir, overrides) for config in CONFIGS]
+    jobs: list[subprocess.Popen[bytes]] = []
+    try:
+        for config in CONFIGS:
+            jobs.append(start_job(config, logdir, overrides))
+    except OSError as err:  # a log file planted as a link or FIFO, an unwritable logdir
+        stop_jobs(jobs)
+        why = terminal_text(str(err), 300)
+        raise SystemExit(f"distmon.demo: cannot start the jobs: {why}") from None
     # A closed terminal (SIGHUP) or a kill (SIGTERM) must still stop the jobs: unwind through
     # the `finally` below, as Ctrl-C does.
     for sig in (signal.SIGHUP, signal.SIGTERM):

@@ -28,7 +28,7 @@ from distagent.train.rundir import RUN_DIR_ENV, run_dir_for
 from distcore import names
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json
-from distcore.safefile import open_append, read_tail
+from distcore.safefile import open_write, read_tail
 from distcore.textsafe import terminal_text
 
 OUTPUT_LOG = "output.log"
@@ -134,7 +134,7 @@ def _detach(args: argparse.Namespace, run_dir: Path) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     log_path = run_dir / OUTPUT_LOG
     try:  # a FIFO or link planted as output.log would block or redirect the job's output
-        log_fd = open_append(log_path)
+        log_fd = open_write(log_path, how="append")
     except OSError as err:
         raise DistmonError(f"{terminal_text(log_path)}: cannot write the job's output "
                            f"({err.strerror or err})") from None

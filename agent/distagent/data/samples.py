@@ -21,6 +21,7 @@ import numpy as np
 
 from distagent.quiet import QuietStderr
 from distcore.cli_parser import OneLineParser
+from distcore.safefile import write_atomic
 from distcore.wording import counted
 
 NOISE = 0.4
@@ -85,7 +86,7 @@ def write_image_folders(directory: Path, images: np.ndarray, labels: np.ndarray,
         (directory / f"class_{label:02d}").mkdir(parents=True, exist_ok=True)
     for i, (image, label) in enumerate(zip(images, labels, strict=True), start):
         path = directory / f"class_{int(label):02d}" / f"{i:06d}{suffix}"
-        path.write_bytes(_encode(tf, image, fmt))
+        write_atomic(path, _encode(tf, image, fmt), mode=0o644)  # never through a link
     return len(images)
 
 

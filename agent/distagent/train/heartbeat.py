@@ -47,7 +47,7 @@ from distagent.train.rundir import write_json_atomic
 from distcore import names
 from distcore.alerts.workers import hang_culprits
 from distcore.jobs.workers import worker_beats_from
-from distcore.safefile import load_json
+from distcore.safefile import atomic_file, load_json
 
 BEAT_SECONDS = 2.0
 HANG_MIN_SECONDS = 60.0
@@ -212,17 +212,34 @@ class Heartbeat:
             step = self._step
         stacks = self.run_dir / names.stacks_name(self.worker)
         where = f"after step {step}" if step is not None else "before the first step ended"
-        with open(stacks, "w") as out:
-            out.write(f"worker {self.worker} (pid {os.getpid()}): no step has ended for "
-                      f"{idle:.0f} s (hang_seconds {limit:g}), {where}\n")
-            out.flush()
-            faulthandler.dump_traceback(file=out, all_threads=True)
+        header = (f"worker {self.worker} (pid {os.getpid()}): no step has ended for "
+                  f"{idle:.0f} s (hang_seconds {limit:g}), {where}\n")
+        written = self._dump_stacks(stacks, header)
         print(f"distagent: worker {self.worker}: no step has ended for {idle:.0f} s {where} "
-              f"(hang_seconds {limit:g}); Python stacks in {stacks}",
+              f"(hang_seconds {limit:g}); Python stacks "
+              f"{f'in {stacks}' if written else 'above, on stderr'}",
               file=sys.stderr, flush=True)
         with self._lock:
             self._hung = {"since": time.time() - idle, "idle_seconds": idle,
-                          "limit_seconds": limit, "stacks": stacks.name, "step": step}
+                          "limit_seconds": limit, "step": step,
+                          "stacks": stacks.name if written else None}
+
+    def _dump_stacks(self, stacks: Path, header: str) -> bool:
+        """Every thread's Python stacks into `stacks`, as a new file renamed onto the name (a
+        link planted there is replaced, not followed; a FIFO is never opened, so it cannot
+        block this thread, which must go on to abort). False: they went to stderr instead."""
+        try:
+            with atomic_file(stacks, 0o644) as out:
+                out.write(header.encode("utf-8", "backslashreplace"))
+                out.flush()
+                faulthandler.dump_traceback(file=out, all_threads=True)
+            return True
+        except OSError as err:
+            print(f"distagent: {stacks}: not written ({err.strerror or err})\n{header}",
+                  file=sys.stderr, end="", flush=True)
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no file descriptor
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        return False
 
     def _culprit(self, mine: dict[str, Any]) -> str:
         """Who holds the job, as distmon will say it ("worker 1 never reached the reduction"),
@@ -240,7 +257,8 @@ class Heartbeat:
         step = hung["step"]
         where = f"after step {step}" if step is not None else "before the first step ended"
         message = (f"{culprit}no step ended for {hung['limit_seconds']:g} s {where} "
-                   f"(cluster.on_hang = \"abort\"); stacks in {hung['stacks']}")
+                   f"(cluster.on_hang = \"abort\"); stacks "
+                   f"{'in ' + hung['stacks'] if hung['stacks'] else 'on stderr'}")
         if self.on_abort is not None and self.is_chief:
             self.on_abort(message, int(hung["step"] or 0))
         print(f"distagent: worker {self.worker}: hung: {message}", file=sys.stderr, flush=True)

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import re
-import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore.jobs.ledger import BUCKETS, TIME_PREFIX
-from distcore.safefile import load_json
+from distcore.safefile import load_json, open_write
 
 LEDGER_DIR: Final = "ledger"
 
@@ -305,11 +304,7 @@ class LedgerFile:
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-        self._fd = os.open(path, flags, 0o644)
-        if not stat.S_ISREG(os.fstat(self._fd).st_mode):
-            os.close(self._fd)
-            raise OSError(f"{path}: not a regular file")
+        self._fd = open_write(path, how="keep")  # no link, FIFO or device planted there
         self._size = os.fstat(self._fd).st_size
 
     def write(self, fields: Mapping[str, Any]) -> None:

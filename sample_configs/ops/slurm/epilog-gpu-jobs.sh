@@ -11,20 +11,26 @@ job=${SLURM_JOB_ID:-}
 say() { logger -t slurm-gpu-jobs -- "$*" 2>/dev/null || echo "slurm-gpu-jobs: $*" >&2; }
 
 [[ $job =~ ^[0-9]+$ ]] || { say "epilog: no job id (${job:0:40})"; exit 0; }
-[[ -d $map_dir ]] || exit 0
+[[ -e $map_dir || -L $map_dir ]] || exit 0
+# Only a directory of root's alone, as the prolog checks: nothing planted there is followed.
+[[ ! -L $map_dir ]] && cd -P -- "$map_dir" && owner_mode=$(stat -c %u:%a .) &&
+    [[ $owner_mode =~ ^$(id -u):[0-7]?[0-7][0145][0145]$ ]] ||
+    { say "epilog: $map_dir: a link, not $(id -un)'s, or writable by others: left alone"; exit 0; }
 (
     flock -w 10 9 || { say "epilog: $map_dir is locked"; exit 0; }
     # Every GPU file, not SLURM_JOB_GPUS alone: a requeued job may have held others.
-    for file in "$map_dir"/*; do
-        [[ -f $file && ${file##*/} =~ ^[0-9]{1,4}$ ]] || continue
+    for file in *; do
+        [[ $file =~ ^[0-9]{1,4}$ && -f $file && ! -L $file ]] || continue
         grep -qx -- "$job" "$file" || continue
         rest=$(grep -vx -- "$job" "$file")
         if [[ -z $rest ]]; then
             rm -f -- "$file"
         else
-            # Written beside and renamed: the exporter never reads half a file.
-            printf '%s\n' "$rest" > "$file.tmp" && chmod 0644 -- "$file.tmp" && mv -f -- "$file.tmp" "$file"
+            # A new file renamed onto the name: the exporter never reads half a file.
+            tmp=$(mktemp -p . ".$file.XXXXXX") || { say "epilog: cannot write $map_dir"; continue; }
+            printf '%s\n' "$rest" > "$tmp" && chmod 0644 -- "$tmp" && mv -fT -- "$tmp" "$file" ||
+                { rm -f -- "$tmp"; say "epilog: cannot write $map_dir/$file"; }
         fi
     done
-) 9> "$map_dir/.lock"
+) 9< .
 exit 0

@@ -21,16 +21,30 @@ say() { logger -t slurm-gpu-jobs -- "$*" 2>/dev/null || echo "slurm-gpu-jobs: $*
 [[ $job =~ ^[0-9]+$ ]] || { say "prolog: no job id (${job:0:40})"; exit 0; }
 [[ -n $gpus ]] || exit 0  # a CPU-only job on this node
 mkdir -p -m 0755 -- "$map_dir" || { say "prolog: cannot make $map_dir"; exit 0; }
+# The map is root's alone: in a directory another account may write (or reached through a link)
+# a link or FIFO planted under a GPU's name would have root write through it or wait on it.
+[[ ! -L $map_dir ]] && cd -P -- "$map_dir" && owner_mode=$(stat -c %u:%a .) &&
+    [[ $owner_mode =~ ^$(id -u):[0-7]?[0-7][0145][0145]$ ]] ||
+    { say "prolog: $map_dir: a link, not $(id -un)'s, or writable by others: left alone"; exit 0; }
 (
-    # Jobs sharing a node start and end at once: one writer at a time.
+    # Jobs sharing a node start and end at once: one writer at a time (the directory's own
+    # lock: no lock file to plant a link as).
     flock -w 10 9 || { say "prolog: $map_dir is locked"; exit 0; }
     IFS=, read -ra indices <<< "$gpus"
     for gpu in "${indices[@]}"; do
-        [[ $gpu =~ ^[0-9]{1,4}$ ]] || { say "prolog: job $job: GPU '${gpu:0:20}' skipped"; continue; }
-        file=$map_dir/$gpu
+        [[ $gpu =~ ^[0-9]{1,4}$ ]] ||
+            { say "prolog: job $job: GPU '${gpu:0:20}' skipped"; continue; }
+        if [[ -L $gpu || ( -e $gpu && ! -f $gpu ) ]]; then
+            say "prolog: job $job: $map_dir/$gpu is not a plain file: left alone"; continue
+        fi
         # Shared GPUs (sharding, oversubscription) list every job on them, once each.
-        grep -qx -- "$job" "$file" 2>/dev/null || echo "$job" >> "$file"
-        chmod 0644 -- "$file"
+        [[ -f $gpu ]] && grep -qx -- "$job" "$gpu" && continue
+        # A new file renamed onto the name: nothing there is written through, and the
+        # exporter never reads half a file.
+        tmp=$(mktemp -p . ".$gpu.XXXXXX") || { say "prolog: cannot write $map_dir"; continue; }
+        { [[ -f $gpu ]] && cat -- "$gpu"; echo "$job"; } > "$tmp" && chmod 0644 -- "$tmp" &&
+            mv -fT -- "$tmp" "$gpu" ||
+            { rm -f -- "$tmp"; say "prolog: cannot write $map_dir/$gpu"; }
     done
-) 9> "$map_dir/.lock"
+) 9< .
 exit 0
