@@ -35,6 +35,9 @@ DISTCORE_MODULES = [
     "distcore.events.jsonify",
     "distcore.tfrecord",
     "distcore.tfrecord.chunk",
+    "distcore.profile",
+    "distcore.profile.analyze",
+    "distcore.profile.worker",
 ]
 
 
@@ -256,6 +259,9 @@ LAYERS = {
                            "distcore.jobs", "distcore.remote", "distmon", "distagent"),
     "distcore.alerts": ("distcore.jobs", "distcore.remote", "distmon", "distagent"),
     "distcore.webhook": ("distcore.tfrecord", "distcore.events", "distcore.histograms",
+                         "distcore.telemetry", "distcore.jobs", "distcore.remote", "distmon",
+                         "distagent"),
+    "distcore.profile": ("distcore.tfrecord", "distcore.events", "distcore.histograms",
                          "distcore.telemetry", "distcore.jobs", "distcore.remote", "distmon",
                          "distagent"),
     "distcore.tfrecord": ("distcore.events", "distcore.jobs", "distcore.remote",
