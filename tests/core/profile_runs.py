@@ -72,7 +72,7 @@ def _mirrored(tf: Any, out: Path, fast: bool) -> None:
                 h = tf.tanh(tf.matmul(tf.matmul(x, weights), square))
                 loss = tf.reduce_mean(h)
                 m = square
-                for _ in range(16 if fast else 0):  # compute that outweighs the input
+                for _ in range(32 if fast else 0):  # compute that outweighs the input
                     m = tf.tanh(tf.matmul(m, square))
                     loss += tf.reduce_mean(m)
             grads = tape.gradient(loss, [weights, square])

@@ -83,30 +83,35 @@ def collect(planes: list[Plane], max_step: int) -> Collected:
     return out
 
 
-def _op_kinds(plane: Plane) -> dict[int, str | None]:
-    """Each event metadata id's op type, or None for events that are no op."""
-    kinds: dict[int, str | None] = {}
+# An op event's type, and whether it is communication; None for events that are no op.
+OpKind = tuple[str, bool] | None
+
+
+def _op_kinds(plane: Plane) -> dict[int, OpKind]:
+    kinds: dict[int, OpKind] = {}
     for key, name in plane.event_names.items():
         match = _OP.fullmatch(name)
-        kinds[key] = match.group(1) if match else None
+        op_type = match.group(1) if match else None
+        kinds[key] = None if op_type is None else (
+            op_type, bool(_COLLECTIVE_TYPES.search(op_type)))
     return kinds
 
 
 def _host_line(
-    plane: Plane, kinds: dict[int, str | None], line: Line, out: Collected, max_step: int
+    plane: Plane, kinds: dict[int, OpKind], line: Line, out: Collected, max_step: int
 ) -> None:
     step_id = plane.stat_id("step_num")
     pipeline = line.name.startswith("tf_data_")
+    names = plane.event_names
     ops: list[tuple[int, int, str, bool]] = []
     for start, end, event in line.spans():
         out.events += 1
-        name = plane.event_names.get(event.metadata_id, "")
-        op_type = kinds.get(event.metadata_id)
-        if op_type is not None:
+        op = kinds.get(event.metadata_id)
+        if op is not None:
             if not pipeline:
-                communicates = bool(_COLLECTIVE_TYPES.search(op_type))
-                ops.append((start, end, op_type, communicates))
+                ops.append((start, end, *op))
             continue
+        name = names.get(event.metadata_id, "")
         if name.startswith(ITERATOR_PREFIX):
             out.iterators.append(_iterator(plane, name, start, end, event))
         elif _GET_NEXT.fullmatch(name):
@@ -138,23 +143,23 @@ def _op_self_times(ops: list[tuple[int, int, str, bool]], out: Collected) -> Non
     call op holds the ops it runs)."""
     ops.sort(key=lambda op: (op[0], -op[1]))
     stack: list[list[Any]] = []  # [end, type, communicates, start, time of nested ops]
-
-    def close(frame: list[Any]) -> None:
-        end, op_type, communicates, start, children = frame
-        kind = "communication" if communicates else "compute"
-        total = out.ops.setdefault(("host", kind, op_type), OpTotal())
-        total.count += 1
-        total.self_ps += max(end - start - children, 0)
-        (out.communication if communicates else out.host_compute).append((start, end))
-
+    closed: list[list[Any]] = []
     for start, end, op_type, communicates in ops:
         while stack and stack[-1][0] <= start:
-            close(stack.pop())
+            closed.append(stack.pop())
         if stack:
             stack[-1][4] += min(end, stack[-1][0]) - start
         stack.append([end, op_type, communicates, start, 0])
-    while stack:
-        close(stack.pop())
+    closed.extend(stack)
+    totals = out.ops
+    for end, op_type, communicates, start, nested in closed:
+        key = ("host", "communication" if communicates else "compute", op_type)
+        total = totals.get(key)
+        if total is None:
+            total = totals[key] = OpTotal()
+        total.count += 1
+        total.self_ps += max(end - start - nested, 0)
+        (out.communication if communicates else out.host_compute).append((start, end))
 
 
 def _device_line(plane: Plane, line: Line, out: Collected) -> None:

@@ -60,10 +60,16 @@ class Line:
         (aggregated metrics, no place in time) are skipped."""
         base = self.base_ps
         for event in self.events:
-            if event.WhichOneof("data") == "num_occurrences":
+            if event.num_occurrences:
                 continue
-            start = clamp(base + clamp(event.offset_ps))
-            yield start, clamp(start + clamp(event.duration_ps)), event
+            offset, duration = event.offset_ps, event.duration_ps
+            if not (0 <= offset <= MAX_PS and 0 <= duration <= MAX_PS):
+                offset, duration = clamp(offset), clamp(duration)
+            start = base + offset
+            end = start + duration
+            if end > MAX_PS:
+                start, end = min(start, MAX_PS), MAX_PS
+            yield start, end, event
 
 
 class Plane:
