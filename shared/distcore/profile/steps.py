@@ -13,14 +13,10 @@ TensorBoard's input-pipeline thresholds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
+from distcore import names
 from distcore.profile.collect import Collected
 from distcore.profile.intervals import Covered, Interval, merged, minus
-
-# TensorBoard's input-pipeline analyser: input wait at or over these shares of the step time.
-HIGHLY_INPUT_BOUND_PERCENT: Final = 20.0
-MODERATELY_INPUT_BOUND_PERCENT: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -68,9 +64,9 @@ def breakdown(collected: Collected) -> tuple[str, list[Step]]:
 
 
 def input_verdict(percent: float) -> str:
-    if percent >= HIGHLY_INPUT_BOUND_PERCENT:
+    if percent >= 100 * names.INPUT_WAIT_HIGH:
         return "highly input-bound"
-    if percent >= MODERATELY_INPUT_BOUND_PERCENT:
+    if percent >= 100 * names.INPUT_WAIT_MODERATE:
         return "moderately input-bound"
     return "not input-bound"
 
