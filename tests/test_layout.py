@@ -36,6 +36,9 @@ DISTCORE_MODULES = [
     "distcore.events.jsonify",
     "distcore.tfrecord",
     "distcore.tfrecord.chunk",
+    "distcore.profile",
+    "distcore.profile.analyze",
+    "distcore.profile.worker",
 ]
 
 
