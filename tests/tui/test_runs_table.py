@@ -175,11 +175,12 @@ async def test_a_sort_column_off_screen_scrolls_into_view_beside_the_frozen_name
 @pytest.mark.parametrize(("text", "width", "shown"), [
     ("0.1", 6, "0.1"),  # fits: as it is
     ("0.1000000015", 6, "0.1"),  # a float32 hparam: digits go, the value stays
-    ("-1.235e-05", 9, "-1.24e-05"),
-    ("-1.235e-05", 8, "-1.2e-05"),
+    ("-1.235e-05", 9, "-1.235e-5"),  # the exponent written short keeps a digit
+    ("-1.235e-05", 8, "-1.24e-5"),
     ("-1.235e-05", 6, "-1e-05"),
-    ("123456789", 6, "1e+08"),
-    ("123456789", 4, "123456789"),  # nothing fits: the caller cuts it
+    ("123456789", 6, "1.23e8"),
+    ("123456789", 4, "1e8"),
+    ("0.02", 3, "…"),  # no form fits: an ellipsis, never `0.0`
     ("adam_with_warmup", 6, "adam_with_warmup"),  # text is text
     ("1_000_000", 6, "1_000_000"),
     ("nan", 6, "nan"),

@@ -24,21 +24,39 @@ def number(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def compact(value: float, width: int, most: int = 4) -> str | None:
+    """`value` in at most `width` characters with as many significant digits as fit (`most`
+    at most), the exponent written short (`2e-2`, `-1.2e-5`, `1e8`); None where nothing fits.
+    A number that does not fit never becomes another number, as a cut would make it."""
+    if not math.isfinite(value):
+        text = str(value)
+        return text if len(text) <= width else None
+    for digits in range(most, 0, -1):
+        for text in _forms(value, digits):
+            if len(text) <= width:
+                return text
+    return None
+
+
+def _forms(value: float, digits: int) -> tuple[str, str]:
+    """The number in `digits` significant digits: as Python's `g` writes it, then in powers of
+    ten with the exponent's `+` and leading zeros dropped (`1e+08` -> `1e8`, 0.003 -> `3e-3`)."""
+    mantissa, _, exponent = f"{value:.{digits - 1}e}".partition("e")
+    return f"{value:.{digits}g}", f"{mantissa}e{int(exponent)}"
+
+
 def fitted(text: str, width: int) -> str:
     """`text` within `width` characters: a number that does not fit loses significant digits
-    (`0.1000000015` -> `0.1`, `-1.235e-05` -> `-1.2e-05`), never its leading ones or its
-    exponent as a cut would; any other text is returned as it is (the caller cuts it)."""
+    (`0.1000000015` -> `0.1`, `-1.235e-05` -> `-1.2e-5`), never its leading ones or its
+    exponent as a cut would, and is an ellipsis where no form fits; any other text is returned
+    as it is (the caller cuts it)."""
     if len(text) <= width or "_" in text:  # float() reads 1_000; a cell showing it is text
         return text
     try:
         value = float(text)
     except ValueError:
         return text
-    for digits in (3, 2, 1):
-        shorter = number(value, digits)
-        if len(shorter) <= width:
-            return shorter
-    return text
+    return compact(value, width) or "…"[:width]
 
 
 def share(fraction: float | None) -> str:
