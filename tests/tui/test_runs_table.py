@@ -216,3 +216,17 @@ SCROLL_COLUMNS = (TableColumn("mark", "", 1), TableColumn("job", "job", 10),
 def test_reveal_scroll(key: str, room: int, scroll_x: int, expected: int | None) -> None:
     assert frozen_width(SCROLL_COLUMNS) == 15
     assert reveal_scroll(SCROLL_COLUMNS, key, room, scroll_x) == expected
+
+
+@pytest.mark.parametrize(("column", "value", "shown"), [
+    ("goodput", 0.7912, "79%"),
+    ("perf/input_wait_fraction", 0.0934, "9%"),
+    ("perf/input_wait_fraction.max", 0.5, "50%"),
+    ("perf/mfu", 0.042, "4.2%"),
+    ("lr", 0.7912, "0.7912"),
+])
+def test_a_share_column_reads_as_a_share(column: str, value: float, shown: str) -> None:
+    job = Job("j", None, {}, "live", None, (), ())
+    entry = Entry(job, "j", CompareRow("j", "live", None, {}, {column: value}))
+    line = line_text(row_cells(entry, False, (column,), 8), table_columns((column,), 8))
+    assert line.plain.split()[-1] == shown

@@ -7,6 +7,10 @@ scalar), an input-wait share, an age, a measurement that may be unknown.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Final
+
+from distcore import names
 
 UNKNOWN = "–"
 
@@ -81,3 +85,22 @@ def measured(value: float | None, unit: str = "", digits: int = 0) -> str:
     if value is None or not math.isfinite(value):
         return "n/a"
     return f"{value:.{digits}f}{unit}"
+
+
+def _columns(*tags: str) -> tuple[str, ...]:
+    return tuple(f"{t}{suffix}" for t in tags for suffix in ("", ".min", ".max", ".last"))
+
+
+# Quantities with one form wherever a column of the table shows them: a share as the runs table
+# and the ledger write it (`79%`), never `0.7912` beside it.
+QUANTITIES: Final[dict[str, Callable[[float | None], str]]] = {
+    **dict.fromkeys(_columns(names.GOODPUT, names.INPUT_WAIT_FRACTION), share),
+    **dict.fromkeys(_columns(names.MFU), mfu_text),
+}
+
+
+def column_value(column: str, value: float | None) -> str | None:
+    """A table column's number in its quantity's one form; None for a column with no such
+    form (the caller writes the number as any scalar)."""
+    form = QUANTITIES.get(column)
+    return None if form is None else form(value)

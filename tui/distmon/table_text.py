@@ -32,6 +32,7 @@ from distcore.table import (
     sort_rows,
 )
 from distcore.textsafe import shown_names, spreadsheet_cell, terminal_text
+from distmon.formats import column_value
 from distmon.options import Options
 
 NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
@@ -91,10 +92,15 @@ def _known(table: ComparisonTable, most: int = 20) -> str:
     return "columns: " + ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
 
 
-def shown_value(value: object) -> str:
-    """A cell as text: numbers in 6 significant digits, missing as '–'."""
+def shown_value(value: object, column: str = "") -> str:
+    """A cell as text: a share as a share (`column_value`), other numbers in 6 significant
+    digits, missing as '–'."""
     if value is None:
         return "–"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = column_value(column, float(value))
+        if shown is not None:
+            return shown
     if isinstance(value, float):
         return f"{value:.6g}" if math.isfinite(value) else str(value)
     return str(value)
@@ -116,7 +122,7 @@ def render_table_text(table: ComparisonTable, out: TextIO) -> None:
     header = [terminal_text(c, HEADER_WIDTH) for c in columns]
     jobs = shown_names((r.name for r in table.rows), NAME_WIDTH)
     body = [
-        [jobs[r.name] if c == "job" else terminal_text(shown_value(r.get(c)), CELL_WIDTH)
+        [jobs[r.name] if c == "job" else terminal_text(shown_value(r.get(c), c), CELL_WIDTH)
          for c in columns]
         for r in table.rows
     ]  # fmt: skip

@@ -29,6 +29,7 @@ from distcore.table import (
 )
 from distcore.table.rows import BEST_SUFFIXES
 from distcore.textsafe import shown_names, terminal_text
+from distmon.formats import column_value
 from distmon.render.view_model import NAME_LIMIT, JobRow, filter_jobs, fmt, job_row
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
@@ -216,10 +217,15 @@ def arrange(entries: Sequence[Entry], view: TableView) -> Arranged:
     return Arranged(tuple(items), columns, choices, table.hparams, top_names, error)
 
 
-def cell_text(value: object) -> str:
-    """A comparison cell as the table shows it: numbers in 4 significant digits."""
+def cell_text(value: object, column: str = "") -> str:
+    """A comparison cell as the table shows it: a share as a share (`column_value`), other
+    numbers in 4 significant digits."""
     if value is None:
         return "–"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = column_value(column, float(value))
+        if shown is not None:
+            return shown
     if isinstance(value, float):
         return fmt(value, 4)
     return terminal_text(value, CELL_LIMIT)

@@ -96,7 +96,7 @@ def row_cells(
     # then to the column's width in the middle (a sweep's names differ at their ends).
     shown = elide(shown_name(item), name)
     name_cell = Text(shown, style="bold magenta" if selected else "")
-    extra = [Text(cell_text(item.compare.get(c))) for c in compare]
+    extra = [Text(cell_text(item.compare.get(c), c)) for c in compare]
     return [mark, name_cell, *(Text(c) for c in row.cells()[2:]), *extra]
 
 
