@@ -230,3 +230,34 @@ def test_a_share_column_reads_as_a_share(column: str, value: float, shown: str) 
     entry = Entry(job, "j", CompareRow("j", "live", None, {}, {column: value}))
     line = line_text(row_cells(entry, False, (column,), 8), table_columns((column,), 8))
     assert line.plain.split()[-1] == shown
+
+
+def _row(name: str, **metrics: float) -> CompareRow:
+    return CompareRow(name, "live", None, {}, metrics)
+
+
+@pytest.mark.parametrize(("rows", "expr", "column"), [
+    ([_row("a", epoch_loss=0.2), _row("b", epoch_loss=0.4)], "loss<0.3", "epoch_loss"),
+    ([_row("a", epoch_accuracy=0.9)], "acc>0.5", "epoch_accuracy"),
+    ([_row("a", **{"perf/input_wait_fraction": 0.7})], "wait>0.5", "perf/input_wait_fraction"),
+    ([_row("a", loss=0.2)], "loss<0.3", "loss"),  # a column of that name is itself
+])
+def test_the_runs_tables_headers_name_their_columns(
+    rows: list[CompareRow], expr: str, column: str
+) -> None:
+    from distcore.table import build_table, parse_filter, resolve_columns
+    from distmon.render.compare_view import header_aliases
+
+    table = build_table(rows)
+    (condition,) = resolve_columns(parse_filter(expr), table.columns, header_aliases(table.rows))
+    assert condition.column == column
+
+
+def test_a_header_two_jobs_read_two_ways_is_no_alias() -> None:
+    from distcore.errors import DistmonError
+    from distcore.table import build_table, parse_filter, resolve_columns
+    from distmon.render.compare_view import header_aliases
+
+    table = build_table([_row("a", epoch_loss=0.2), _row("b", batch_loss=0.4)])
+    with pytest.raises(DistmonError, match=r"no column 'loss' \(columns: .*batch_loss"):
+        resolve_columns(parse_filter("loss<1"), table.columns, header_aliases(table.rows))
