@@ -261,3 +261,43 @@ def test_a_header_two_jobs_read_two_ways_is_no_alias() -> None:
     table = build_table([_row("a", epoch_loss=0.2), _row("b", batch_loss=0.4)])
     with pytest.raises(DistmonError, match=r"no column 'loss' \(columns: .*batch_loss"):
         resolve_columns(parse_filter("loss<1"), table.columns, header_aliases(table.rows))
+
+
+@pytest.mark.parametrize(("names", "width", "shown"), [
+    (["exp_lr0.001_bs32_long_common_suffix_seed1", "exp_lr0.010_bs32_long_common_suffix_seed1"],
+     12, ["exp…0.001_b…", "exp…0.010_b…"]),
+    (["sweep_a_very_long_middle_part_run1", "sweep_a_very_long_middle_part_run2"],
+     10, ["sweep_…un1", "sweep_…un2"]),  # apart at their ends already: elided as ever
+    (["short", "exp_lr0.001_bs32_long"], 12, ["short", "exp_lr0.…ong"]),
+])
+def test_names_shortened_alike_keep_what_tells_them_apart(
+    names: list[str], width: int, shown: list[str]
+) -> None:
+    from distmon.render.runs_lines import elided_names
+
+    assert list(elided_names(names, width).values()) == shown
+
+
+@given(
+    st.lists(st.text(alphabet="ab_.0123", min_size=1, max_size=40), unique=True, max_size=12),
+    st.integers(min_value=5, max_value=30),
+)
+def test_distinct_names_stay_distinct_in_any_width(names: list[str], width: int) -> None:
+    from distmon.render.runs_lines import elided_names
+
+    shown = elided_names(names, width)
+    assert len(set(shown.values())) == len(names)
+    assert all(len(text) <= width for text in shown.values())
+
+
+async def test_long_names_alike_in_the_middle_read_apart_on_screen(make_app: MakeApp) -> None:
+    names = [f"sweep_with_a_long_common_start_{lr}_and_a_long_common_end_seed1"
+             for lr in ("lr1", "lr2")]
+    app = make_app(store=FixedRuns([r for n in names for r in keras_job(n, 3)]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 2 and laid_out(table), "both, laid out")
+        await pilot.pause()
+        shown = [screen_line(table, y).split()[1] for y in (1, 2)]
+        assert shown[0] != shown[1] and "lr1" in shown[0] and "lr2" in shown[1], shown
