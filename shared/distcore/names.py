@@ -25,6 +25,8 @@ MODEL_FLOPS_PER_SECOND: Final = "perf/model_flops_per_second"
 """Model FLOPs (3 × the forward pass's, TensorFlow's count) over the interval's wall time."""
 MFU: Final = "perf/mfu"
 """Model FLOPs utilisation: model_flops_per_second over the replicas' peak (0-1)."""
+GOODPUT: Final = "goodput"
+"""The comparison table's column of a job's ledger: its compute over its wall time."""
 RECOVERIES: Final = "health/recoveries"
 """Written at the diverged step when a run rolls back: how many recoveries so far."""
 # Written at each epoch's end, as Keras' TensorBoard callback names them.

@@ -175,11 +175,12 @@ async def test_a_sort_column_off_screen_scrolls_into_view_beside_the_frozen_name
 @pytest.mark.parametrize(("text", "width", "shown"), [
     ("0.1", 6, "0.1"),  # fits: as it is
     ("0.1000000015", 6, "0.1"),  # a float32 hparam: digits go, the value stays
-    ("-1.235e-05", 9, "-1.24e-05"),
-    ("-1.235e-05", 8, "-1.2e-05"),
+    ("-1.235e-05", 9, "-1.235e-5"),  # the exponent written short keeps a digit
+    ("-1.235e-05", 8, "-1.24e-5"),
     ("-1.235e-05", 6, "-1e-05"),
-    ("123456789", 6, "1e+08"),
-    ("123456789", 4, "123456789"),  # nothing fits: the caller cuts it
+    ("123456789", 6, "1.23e8"),
+    ("123456789", 4, "1e8"),
+    ("0.02", 3, "…"),  # no form fits: an ellipsis, never `0.0`
     ("adam_with_warmup", 6, "adam_with_warmup"),  # text is text
     ("1_000_000", 6, "1_000_000"),
     ("nan", 6, "nan"),
@@ -215,3 +216,88 @@ SCROLL_COLUMNS = (TableColumn("mark", "", 1), TableColumn("job", "job", 10),
 def test_reveal_scroll(key: str, room: int, scroll_x: int, expected: int | None) -> None:
     assert frozen_width(SCROLL_COLUMNS) == 15
     assert reveal_scroll(SCROLL_COLUMNS, key, room, scroll_x) == expected
+
+
+@pytest.mark.parametrize(("column", "value", "shown"), [
+    ("goodput", 0.7912, "79%"),
+    ("perf/input_wait_fraction", 0.0934, "9%"),
+    ("perf/input_wait_fraction.max", 0.5, "50%"),
+    ("perf/mfu", 0.042, "4.2%"),
+    ("lr", 0.7912, "0.7912"),
+])
+def test_a_share_column_reads_as_a_share(column: str, value: float, shown: str) -> None:
+    job = Job("j", None, {}, "live", None, (), ())
+    entry = Entry(job, "j", CompareRow("j", "live", None, {}, {column: value}))
+    line = line_text(row_cells(entry, False, (column,), 8), table_columns((column,), 8))
+    assert line.plain.split()[-1] == shown
+
+
+def _row(name: str, **metrics: float) -> CompareRow:
+    return CompareRow(name, "live", None, {}, metrics)
+
+
+@pytest.mark.parametrize(("rows", "expr", "column"), [
+    ([_row("a", epoch_loss=0.2), _row("b", epoch_loss=0.4)], "loss<0.3", "epoch_loss"),
+    ([_row("a", epoch_accuracy=0.9)], "acc>0.5", "epoch_accuracy"),
+    ([_row("a", **{"perf/input_wait_fraction": 0.7})], "wait>0.5", "perf/input_wait_fraction"),
+    ([_row("a", loss=0.2)], "loss<0.3", "loss"),  # a column of that name is itself
+])
+def test_the_runs_tables_headers_name_their_columns(
+    rows: list[CompareRow], expr: str, column: str
+) -> None:
+    from distcore.table import build_table, parse_filter, resolve_columns
+    from distmon.render.compare_view import header_aliases
+
+    table = build_table(rows)
+    (condition,) = resolve_columns(parse_filter(expr), table.columns, header_aliases(table.rows))
+    assert condition.column == column
+
+
+def test_a_header_two_jobs_read_two_ways_is_no_alias() -> None:
+    from distcore.errors import DistmonError
+    from distcore.table import build_table, parse_filter, resolve_columns
+    from distmon.render.compare_view import header_aliases
+
+    table = build_table([_row("a", epoch_loss=0.2), _row("b", batch_loss=0.4)])
+    with pytest.raises(DistmonError, match=r"no column 'loss' \(columns: .*batch_loss"):
+        resolve_columns(parse_filter("loss<1"), table.columns, header_aliases(table.rows))
+
+
+@pytest.mark.parametrize(("names", "width", "shown"), [
+    (["exp_lr0.001_bs32_long_common_suffix_seed1", "exp_lr0.010_bs32_long_common_suffix_seed1"],
+     12, ["exp…0.001_b…", "exp…0.010_b…"]),
+    (["sweep_a_very_long_middle_part_run1", "sweep_a_very_long_middle_part_run2"],
+     10, ["sweep_…un1", "sweep_…un2"]),  # apart at their ends already: elided as ever
+    (["short", "exp_lr0.001_bs32_long"], 12, ["short", "exp_lr0.…ong"]),
+])
+def test_names_shortened_alike_keep_what_tells_them_apart(
+    names: list[str], width: int, shown: list[str]
+) -> None:
+    from distmon.render.runs_lines import elided_names
+
+    assert list(elided_names(names, width).values()) == shown
+
+
+@given(
+    st.lists(st.text(alphabet="ab_.0123", min_size=1, max_size=40), unique=True, max_size=12),
+    st.integers(min_value=5, max_value=30),
+)
+def test_distinct_names_stay_distinct_in_any_width(names: list[str], width: int) -> None:
+    from distmon.render.runs_lines import elided_names
+
+    shown = elided_names(names, width)
+    assert len(set(shown.values())) == len(names)
+    assert all(len(text) <= width for text in shown.values())
+
+
+async def test_long_names_alike_in_the_middle_read_apart_on_screen(make_app: MakeApp) -> None:
+    names = [f"sweep_with_a_long_common_start_{lr}_and_a_long_common_end_seed1"
+             for lr in ("lr1", "lr2")]
+    app = make_app(store=FixedRuns([r for n in names for r in keras_job(n, 3)]))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot)
+        table = app.query_one(RunsTable)
+        await until(pilot, lambda: table.row_count == 2 and laid_out(table), "both, laid out")
+        await pilot.pause()
+        shown = [screen_line(table, y).split()[1] for y in (1, 2)]
+        assert shown[0] != shown[1] and "lr1" in shown[0] and "lr2" in shown[1], shown

@@ -231,3 +231,22 @@ def test_json_stays_version_1(sweep: Path) -> None:
     assert all(
         not math.isnan(r["scalars"].get("loss", {}).get("last_value", 0)) for r in doc["runs"]
     )
+
+
+def test_goodput_reads_as_the_ledger_writes_it(tmp_path: Path) -> None:
+    """One form per quantity: the table's goodput column is a share, as the ledger line says
+    it (`goodput 79%`), never `0.7912` beside it; the CSV keeps the number for a spreadsheet."""
+    from tensorboardX import SummaryWriter
+
+    from distcore.jobs.ledger import BUCKETS, TIME_PREFIX
+
+    seconds = dict.fromkeys(BUCKETS, 0.0) | {"compute": 79.12, "input_wait": 20.88}
+    with SummaryWriter(str(tmp_path / "job" / "train")) as writer:
+        for bucket, value in seconds.items():
+            writer.add_scalar(TIME_PREFIX + bucket, value, 10)
+        writer.add_scalar("loss", 0.5, 10)
+    done = distmon("--table", tmp_path)
+    assert done.returncode == 0, done.stderr
+    header, row = done.stdout.splitlines()[:2]
+    assert row.split()[header.split().index("goodput")] == "79%"
+    assert csv_rows(tmp_path)[0]["goodput"].startswith("0.791")

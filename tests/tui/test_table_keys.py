@@ -243,3 +243,16 @@ async def test_the_screen_shows_the_rows_in_the_table_s_order(sweep: Path) -> No
             assert names == order
             assert table.current_key == chosen == order[table.cursor_row]
             await pilot.press("S")
+
+
+async def test_a_filter_on_a_column_nobody_has_says_so(sweep: Path) -> None:
+    """`wait > 0.5` (the runs table's header) on jobs that write no input wait: a line naming
+    the columns there are, never a silent empty table."""
+    app = app_over(sweep)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await loaded(pilot, app)
+        await pilot.press("f", *"wait > 0.5")
+        status = app.query_one("#status")
+        await until(pilot, lambda: "no column 'wait'" in str(status.render()), "its error")
+        assert "columns: " in str(status.render())
+        assert sorted(keys(app)) == ["agent", "s1", "s2", "s3", "s4"]  # nothing filtered away

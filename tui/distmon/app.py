@@ -14,6 +14,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
@@ -25,6 +26,7 @@ from textual.widgets import HelpPanel
 from textual.worker import Worker, WorkerState
 
 from distcore.jobs.snapshots import JobsSnapshot
+from distcore.safefile import write_atomic
 from distcore.textsafe import terminal_text
 from distmon import view as views
 from distmon.board import Board
@@ -202,6 +204,26 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
 
     def on_runs_table_focus_job(self, message: RunsTable.FocusJob) -> None:
         self.state = views.toggle_focus(self.state, message.key)
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None,
+        time_format: str | None = None,
+    ) -> str | None:
+        """The palette's screenshot: an SVG written where `--screenshot-dir` says, else in the
+        current directory (Textual's default, ~/Downloads, seldom exists on a GPU server), and
+        a notice saying where, or why not, in one line."""
+        directory = Path(path) if path else self.options.screenshot_dir or Path.cwd()
+        stamp = time.strftime(time_format or "%Y-%m-%dT%H_%M_%S")
+        target = directory / (filename or f"distmon_{stamp}.svg")
+        try:
+            write_atomic(target, self.export_screenshot().encode("utf-8"))
+        except OSError as err:
+            why = terminal_text(err.strerror or err, 200)
+            self.notify(f"screenshot not written to {terminal_text(target, 300)}: {why}",
+                        severity="error", markup=False)
+            return None
+        self.notify(f"screenshot written to {terminal_text(target, 300)}", markup=False)
+        return str(target)
 
     def action_help(self) -> None:
         """Textual's key panel, beside the board: every key with its tooltip."""

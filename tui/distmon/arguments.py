@@ -111,6 +111,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         parser.error(str(err))
     if args.ssh_config is not None and not args.ssh_config.is_file():
         parser.error(f"--ssh-config: no such file: {args.ssh_config}")
+    if args.screenshot_dir is not None and not args.screenshot_dir.is_dir():
+        parser.error(f"--screenshot-dir: no such directory: {args.screenshot_dir}")
     remotes = tuple(s for s in specs if not isinstance(s, LocalSpec))
     logdirs = tuple(s.path for s in specs if isinstance(s, LocalSpec))
     if not specs:
@@ -125,6 +127,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         json=args.json,
         check=args.check,
         max_points=args.max_points,
+        screenshot_dir=args.screenshot_dir,
         remotes=remotes,
         ssh_config=args.ssh_config,
         storage_options=storage_options,

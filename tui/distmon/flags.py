@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="points kept per series (default 2000)",
     )
+    parser.add_argument(
+        "--screenshot-dir", type=Path, metavar="DIR",
+        help="where the dashboard's screenshot (command palette) writes its SVG (default: the "
+        "current directory)",
+    )
     _add_serve_flags(parser)
     _add_table_arguments(parser)
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and the "

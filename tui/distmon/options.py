@@ -35,6 +35,7 @@ class Options:
     json: bool = False
     check: bool = False  # --once --check: exit 1 on any critical alert
     max_points: int = 2000
+    screenshot_dir: Path | None = None  # the palette's screenshot; None: the current directory
     # Remote sources: `[user@]host:PATH` and fsspec URLs, beside the local logdirs.
     remotes: tuple[SshSpec | UrlSpec, ...] = ()
     ssh_config: Path | None = None

@@ -26,13 +26,17 @@ from distcore.table import (
     ComparisonTable,
     build_table,
     compare_row,
+    known_columns,
     parse_filter,
     parse_sort,
+    resolve_columns,
     select_rows,
     sort_rows,
 )
 from distcore.textsafe import shown_names, spreadsheet_cell, terminal_text
+from distmon.formats import column_value
 from distmon.options import Options
+from distmon.render.compare_view import header_aliases
 
 NAME_WIDTH = 60  # characters of a job's name in the text table (elided in the middle)
 CELL_WIDTH = 24  # of any other cell
@@ -68,33 +72,35 @@ def table_of(snap: JobsSnapshot, options: Options) -> ComparisonTable:
     """The snapshot's rows, filtered and sorted as the options say."""
     table = build_table(compare_row(job) for job in snap.jobs)
     rows: Sequence[CompareRow] = table.rows
+    aliases = header_aliases(table.rows)
     if options.filter:
         conditions = parse_filter(options.filter)
-        for condition in conditions:
-            if table.rows and condition.column not in table.columns:
-                raise DistmonError(
-                    f"--filter: no column {terminal_text(condition.column, 80)!r} ({_known(table)})"
-                )
+        if table.rows:
+            try:
+                conditions = resolve_columns(conditions, table.columns, aliases)
+            except DistmonError as err:
+                raise DistmonError(f"--filter: {err}") from None
         rows = select_rows(rows, conditions)
     if options.sort:
         column, reverse = parse_sort(options.sort)
         if table.rows and column not in table.columns:
-            raise DistmonError(f"--sort: no column {terminal_text(column, 80)!r} ({_known(table)})")
+            column = aliases.get(column, column)
+            if column not in table.columns:
+                name = terminal_text(options.sort.lstrip("-"), 80)
+                raise DistmonError(f"--sort: no column {name!r} ({known_columns(table.columns)})")
         rows = sort_rows(rows, column, reverse)
     return ComparisonTable(table.hparams, table.metrics, tuple(rows))
 
 
-def _known(table: ComparisonTable, most: int = 20) -> str:
-    """The columns there are, each escaped (a name may hold a newline: the error is one line)."""
-    shown = [terminal_text(c, 40) for c in table.columns[:most]]
-    more = len(table.columns) - most
-    return "columns: " + ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
-
-
-def shown_value(value: object) -> str:
-    """A cell as text: numbers in 6 significant digits, missing as '–'."""
+def shown_value(value: object, column: str = "") -> str:
+    """A cell as text: a share as a share (`column_value`), other numbers in 6 significant
+    digits, missing as '–'."""
     if value is None:
         return "–"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = column_value(column, float(value))
+        if shown is not None:
+            return shown
     if isinstance(value, float):
         return f"{value:.6g}" if math.isfinite(value) else str(value)
     return str(value)
@@ -116,7 +122,7 @@ def render_table_text(table: ComparisonTable, out: TextIO) -> None:
     header = [terminal_text(c, HEADER_WIDTH) for c in columns]
     jobs = shown_names((r.name for r in table.rows), NAME_WIDTH)
     body = [
-        [jobs[r.name] if c == "job" else terminal_text(shown_value(r.get(c)), CELL_WIDTH)
+        [jobs[r.name] if c == "job" else terminal_text(shown_value(r.get(c), c), CELL_WIDTH)
          for c in columns]
         for r in table.rows
     ]  # fmt: skip

@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from distcore.errors import DistmonError
 from distcore.table.rows import CompareRow, Value
+from distcore.textsafe import terminal_text
 
 OPERATORS: Final[dict[str, Callable[[Any, Any], bool]]] = {
     "<=": operator.le, ">=": operator.ge, "!=": operator.ne, "==": operator.eq,
@@ -105,6 +106,31 @@ def parse_filter(expr: str) -> tuple[Condition, ...]:
         if match["end"] != ",":
             break
     return tuple(conditions)
+
+
+def resolve_columns(
+    conditions: Sequence[Condition], columns: Sequence[str], aliases: Mapping[str, str]
+) -> tuple[Condition, ...]:
+    """`conditions` with each name made a column of the table: a column's own name, else an
+    alias (a header the user reads, like `wait`); a DistmonError naming the columns there are
+    otherwise, since a filter on a column nobody has would silently match no job."""
+    known = set(columns)
+    out = []
+    for condition in conditions:
+        name = condition.column
+        if name not in known and aliases.get(name) in known:
+            condition = replace(condition, column=aliases[name])
+        elif name not in known:
+            raise DistmonError(f"no column {terminal_text(name, 80)!r} ({known_columns(columns)})")
+        out.append(condition)
+    return tuple(out)
+
+
+def known_columns(columns: Sequence[str], most: int = 20) -> str:
+    """The columns there are, each escaped (a name may hold a newline: the error is one line)."""
+    shown = [terminal_text(c, 40) for c in columns[:most]]
+    more = len(columns) - most
+    return "columns: " + ", ".join(shown) + (f", ... and {more} more" if more > 0 else "")
 
 
 def select_rows(rows: Iterable[CompareRow], conditions: Sequence[Condition]) -> list[CompareRow]:

@@ -31,7 +31,7 @@ Value = int | float | str
 FIXED_COLUMNS: Final = ("job", "status", "step")
 BEST_SUFFIXES: Final = (".min", ".max")
 _PREFIXED_PARTS: Final = (names.VALIDATION_DIR,)
-GOODPUT: Final = "goodput"
+GOODPUT: Final = names.GOODPUT
 """The ledger's compute over the job's wall time (distcore.jobs.ledger), where it is known."""
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from rich.style import Style
 from rich.text import Text
 
+from distmon.formats import compact
 from distmon.render.view_model import Curve, XMode
 
 PALETTE = ("cyan", "magenta", "yellow", "green", "bright_blue", "red", "bright_white")
@@ -205,8 +206,8 @@ def _duration(seconds: float) -> str:
 
 def _y_label(value: float, log_y: bool) -> str:
     shown = _pow10(value) if log_y else value
-    text = f"{shown:.3g}" if abs(shown) < 1e5 else f"{shown:.1e}"
-    return text.rjust(Y_LABEL_WIDTH - 1)[: Y_LABEL_WIDTH - 1] + "┤"
+    text = compact(shown, Y_LABEL_WIDTH - 1, most=3) or "…"
+    return text.rjust(Y_LABEL_WIDTH - 1) + "┤"
 
 
 def _pow10(exponent: float) -> float:
@@ -290,6 +291,8 @@ def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
     """The x range's ends, and between them how many points are not plotted, where it fits."""
     fmt = x_formatter(mode)
     left, right = fmt(frame.x.low), fmt(frame.x.high)
+    if len(left) + len(right) + 1 > cols:  # a cut label would read as another number
+        left, right = left if len(left) <= cols else "", ""
     gap = max(cols - len(left) - len(right), 1)
     middle = " " * gap
     for note in (f" {not_plotted(missing)} ", f" {missing} skipped ") if missing else ():

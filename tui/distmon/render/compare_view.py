@@ -14,21 +14,26 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from distcore import names
 from distcore.errors import DistmonError
 from distcore.jobs.snapshots import Job
 from distcore.table import (
     CompareRow,
+    ComparisonTable,
     Condition,
     build_table,
     compare_row,
     group_rows,
     parse_filter,
+    resolve_columns,
     select_rows,
     sort_rows,
     top_rows,
 )
 from distcore.table.rows import BEST_SUFFIXES
+from distcore.tags import Kind, pick_tag
 from distcore.textsafe import shown_names, terminal_text
+from distmon.formats import column_value
 from distmon.render.view_model import NAME_LIMIT, JobRow, filter_jobs, fmt, job_row
 
 OVERLAY_STEPS = (0, 3, 5, 10)  # `o` cycles through these: off, then the top 3, 5, 10
@@ -176,18 +181,45 @@ def shown_columns(
     return tuple(c for c in choices if c in chosen)
 
 
-def _conditions(expr: str) -> tuple[tuple[Condition, ...], str | None]:
+def _conditions(expr: str, table: ComparisonTable) -> tuple[tuple[Condition, ...], str | None]:
+    """The expression's conditions on the table's columns (the runs table's headers read as
+    the columns they show); none and the one-line error where it is malformed or names a column
+    no job has."""
     try:
-        return parse_filter(expr), None
+        conditions = parse_filter(expr)
+        if conditions and table.rows:
+            conditions = resolve_columns(conditions, table.columns, header_aliases(table.rows))
     except DistmonError as err:
         return (), str(err)
+    return conditions, None
+
+
+def header_aliases(rows: Sequence[CompareRow]) -> dict[str, str]:
+    """The runs table's headers that name one column of the comparison table: `wait`, `mfu`
+    and `ex/s` their perf/ tags; `loss` and `acc` the tag that the header shows for every job
+    (`pick_tag`'s choice), where it is the same tag for all (else which would it be?)."""
+    aliases = {"wait": names.INPUT_WAIT_FRACTION, "mfu": names.MFU,
+               "ex/s": names.EXAMPLES_PER_SECOND}
+    kinds: tuple[tuple[str, Kind], ...] = (("loss", "loss"), ("acc", "accuracy"))
+    for header, kind in kinds:
+        picked = {pick_tag(_own_tags(row), kind) for row in rows} - {None}
+        if len(picked) == 1:
+            aliases[header] = str(picked.pop())
+    return aliases
+
+
+def _own_tags(row: CompareRow) -> list[str]:
+    """The tags of a row's own training part (no best-value or validation columns)."""
+    validation = f"{names.VALIDATION_DIR}/"
+    return [c for c in row.metrics
+            if not c.endswith(BEST_SUFFIXES) and not c.startswith(validation)]
 
 
 def arrange(entries: Sequence[Entry], view: TableView) -> Arranged:
     """Filter, sort, group and pick the overlay of `entries` (already name-filtered)."""
     by_name = {e.compare.name: e for e in entries}
     table = build_table(e.compare for e in entries)
-    conditions, error = _conditions(view.expr)
+    conditions, error = _conditions(view.expr, table)
     rows = select_rows(table.rows, conditions) if conditions else list(table.rows)
     if view.sort is not None:
         rows = sort_rows(rows, view.sort, view.reverse)
@@ -216,10 +248,15 @@ def arrange(entries: Sequence[Entry], view: TableView) -> Arranged:
     return Arranged(tuple(items), columns, choices, table.hparams, top_names, error)
 
 
-def cell_text(value: object) -> str:
-    """A comparison cell as the table shows it: numbers in 4 significant digits."""
+def cell_text(value: object, column: str = "") -> str:
+    """A comparison cell as the table shows it: a share as a share (`column_value`), other
+    numbers in 4 significant digits."""
     if value is None:
         return "–"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        shown = column_value(column, float(value))
+        if shown is not None:
+            return shown
     if isinstance(value, float):
         return fmt(value, 4)
     return terminal_text(value, CELL_LIMIT)

@@ -7,12 +7,12 @@ value such as "[red]x" shows as written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
 
-from distcore.textsafe import elide, terminal_text
+from distcore.textsafe import ELLIPSIS, elide, terminal_text
 from distmon.formats import fitted
 from distmon.render.compare_view import Entry, Header, cell_text
 from distmon.render.view_model import ROW_COLUMNS
@@ -82,10 +82,74 @@ def signature(item: Entry | Header, selected: bool) -> object:
     return (item.row, item.compare, selected)
 
 
+def elided_names(names: Iterable[str], width: int) -> dict[str, str]:
+    """Each name within `width` characters, elided in the middle (`elide`); where two would
+    then read alike (a sweep's names often differ only in the middle), each keeps its start and
+    the part around where it departs from the others instead, and any still alike a number."""
+    out = {name: elide(name, width) for name in names}
+    for group in _alike(out):
+        same_length = len({len(n) for n in group}) == 1
+        for name in group:
+            out[name] = _around_difference(name, group, width, same_length)
+    for group in _alike(out):
+        for number, name in enumerate(group[1:], start=2):
+            tag = f"#{number}"
+            out[name] = elide(name, max(width - len(tag), 1)) + tag
+    return out
+
+
+class FittedNames:
+    """`elided_names` of the rows' names for the name column's width, worked out again only
+    when the rows or the width changed (once per refresh that changed them, never per line)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, int] | None = None
+        self._names: dict[str, str] = {}
+
+    def shown(self, items: Sequence[Entry | Header], width: int, item: Entry | Header) -> str:
+        if self._key is None or self._key[0] is not items or self._key[1] != width:
+            names = (shown_name(i) for i in items if not isinstance(i, Header))
+            self._key, self._names = (items, width), elided_names(names, width)
+        name = shown_name(item)
+        return self._names.get(name) or elide(name, width)
+
+
+def _alike(shown: dict[str, str]) -> list[list[str]]:
+    by_text: dict[str, list[str]] = {}
+    for name, text in shown.items():
+        by_text.setdefault(text, []).append(name)
+    return [group for group in by_text.values() if len(group) > 1]
+
+
+def _around_difference(name: str, group: Sequence[str], width: int, same_length: bool) -> str:
+    """`name` as its start, an ellipsis, and a window holding the first character where it
+    departs from the group member most like it (an ellipsis after it where cut). The window
+    sits at that place in every name of the group, so the names read apart there."""
+    at = max(_common_prefix(name, other) for other in group if other is not name)
+    head = max(1, width // 4)
+    room = width - head - 1
+    if width < 5 or at < head or at >= len(name):
+        return elide(name, width)
+    if same_length and len(name) - at <= room:  # the end holds the difference
+        return name[:head] + ELLIPSIS + name[len(name) - room:]
+    room -= 1  # the window's own closing ellipsis
+    start = max(head, at - room // 2)
+    window = name[start : start + room]
+    return name[:head] + ELLIPSIS + window + (ELLIPSIS if start + room < len(name) else "")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many characters `a` and `b` share at their start."""
+    pairs = enumerate(zip(a, b, strict=False))
+    return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
+
 def row_cells(
-    item: Entry | Header, selected: bool, compare: Sequence[str], name: int
+    item: Entry | Header, selected: bool, compare: Sequence[str], name: int,
+    shown: str | None = None,
 ) -> list[Text]:
-    """One row's cells, in the order of `table_columns`; `name`: the name column's width."""
+    """One row's cells, in the order of `table_columns`; `name`: the name column's width;
+    `shown`: the name as `elided_names` fitted it (else elided alone)."""
     if isinstance(item, Header):
         blanks = [Text() for _ in range(len(FIXED_KEYS) - 2 + len(compare))]
         return [Text(), Text(item.label, style="bold"), *blanks]
@@ -94,9 +158,10 @@ def row_cells(
     mark.append("◆" if selected else " ", style="bold magenta")
     # The name comes from the logdir: control characters escaped, 10,000 characters elided,
     # then to the column's width in the middle (a sweep's names differ at their ends).
-    shown = elide(shown_name(item), name)
+    if shown is None:
+        shown = elide(shown_name(item), name)
     name_cell = Text(shown, style="bold magenta" if selected else "")
-    extra = [Text(cell_text(item.compare.get(c))) for c in compare]
+    extra = [Text(cell_text(item.compare.get(c), c)) for c in compare]
     return [mark, name_cell, *(Text(c) for c in row.cells()[2:]), *extra]
 
 

@@ -31,6 +31,7 @@ from distcore.textsafe import terminal_text
 from distmon.render.compare_view import GROUP_KEY, Arranged, Entry, Header
 from distmon.render.runs_lines import (
     NAME_LIMIT,
+    FittedNames,
     TableColumn,
     frozen_width,
     header_cells,
@@ -115,6 +116,7 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         self._name_lengths: dict[str, int] = {}  # key -> its shown name's length
         self._longest = 0
         self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
+        self._fitted = FittedNames()  # the names as the name column fits them
         self._header: Strip | None = None
         self._cursor = 0
         # Set once the user moves the cursor (a key, a click) or acts on its job: until then it
@@ -288,7 +290,9 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
             return kept[1]
         if len(self._lines) > LINES_KEPT:
             self._lines.clear()
-        cells = row_cells(item, selected, self._compare, self.columns["job"].width)
+        width = self.columns["job"].width
+        shown = self._fitted.shown(self._items, width, item)
+        cells = row_cells(item, selected, self._compare, width, shown)
         line = self._strip(line_text(cells, self._columns))
         self._lines[key] = (wanted, line)
         self.renders += 1
