@@ -216,7 +216,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
         stamp = time.strftime(time_format or "%Y-%m-%dT%H_%M_%S")
         target = directory / (filename or f"distmon_{stamp}.svg")
         try:
-            write_atomic(target, self.export_screenshot().encode("utf-8"))
+            write_atomic(target, self.export_screenshot().encode("utf-8"), mode=0o644)
         except OSError as err:
             why = terminal_text(err.strerror or err, 200)
             self.notify(f"screenshot not written to {terminal_text(target, 300)}: {why}",
