@@ -8,6 +8,7 @@ and filter. Only `--serve` imports its URL and address parsers, and only then.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,12 +62,19 @@ def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 
 def _check_table_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    chosen = [f"--{n}" for n in ("json", "table", "csv", "points") if getattr(args, n)]
+    chosen = [f"--{n}" for n in ("json", "table", "csv", "points", "plot") if getattr(args, n)]
     if len(chosen) > 1:
         parser.error(f"{' and '.join(chosen)}: choose one")
-    for flag in ("table", "csv", "points"):
+    for flag in ("table", "csv", "points", "plot"):
         if getattr(args, flag) and not args.once:
             parser.error(f"--{flag} needs --once")
+    if args.width is not None and not args.plot:
+        parser.error("--width needs --plot")
+    if args.plot is not None:
+        try:
+            re.compile(args.plot)
+        except re.error as err:
+            parser.error(f"--plot: not a regular expression: {err}")
     from distcore.table import parse_filter, parse_sort
 
     try:
@@ -127,6 +135,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         json=args.json,
         check=args.check,
         max_points=args.max_points,
+        plot=args.plot,
+        width=args.width,
         screenshot_dir=args.screenshot_dir,
         remotes=remotes,
         ssh_config=args.ssh_config,

@@ -198,6 +198,18 @@ def _add_table_arguments(parser: argparse.ArgumentParser) -> None:
         "(--max-points says how many a series keeps)",
     )
     parser.add_argument(
+        "--plot",
+        metavar="REGEX",
+        help="with --once: draw the chart of every scalar tag matching REGEX (case-insensitive) "
+        "as braille text, the jobs overlaid in colour on a terminal, one chart per curve without",
+    )
+    parser.add_argument(
+        "--width",
+        type=_bounded(int, 40, 1000),
+        metavar="COLUMNS",
+        help="with --plot: the charts' width (default: the terminal's, else 100)",
+    )
+    parser.add_argument(
         "--sort",
         metavar="[-]COLUMN",
         help="sort the table (and the dashboard's jobs) by COLUMN: numbers as numbers, missing "

@@ -169,6 +169,10 @@ def _report(options: Options, out: TextIO) -> int:
         from distmon.table_text import run_table
 
         return run_table(options, out)
+    if options.plot is not None:  # the charts, as text
+        from distmon.plot_text import run_plot
+
+        return run_plot(options, out)
     snap = collect(options)
     if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
         from distcore import jsonout  # json.dump's text, without its slow indenting

@@ -54,5 +54,7 @@ class Options:
     table: bool = False
     csv: bool = False
     points: bool = False
+    plot: str | None = None  # --once --plot REGEX: the matching tags' charts as text
+    width: int | None = None  # the charts' width; None: the terminal's
     sort: str | None = None
     filter: str = ""
