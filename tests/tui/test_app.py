@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 from textual.binding import Binding
 from textual.command import CommandPalette
@@ -327,3 +328,41 @@ async def test_gpu_panel_lists_local_gpus_then_each_worker(make_app: MakeApp) ->
         second = next(i for i, line in enumerate(lines) if line.startswith("multi worker 1 ·"))
         assert lines[second].endswith("120 s ago stale")
         assert "2 more hosts" in str(gpus.border_title)
+
+
+async def test_a_job_keeps_its_colour_on_every_chart_as_others_come_and_go(
+    make_app: MakeApp,
+) -> None:
+    app = make_app()
+    async with app.run_test() as pilot:
+        await ready(pilot)
+        loss = app.query_one("#chart-loss", LineChart)
+        second = app.query_one("#chart-second", LineChart)
+
+        def colours(chart: LineChart) -> dict[str, int]:
+            return {c.label.split("/")[0]: c.color for c in chart._curves}
+
+        await pilot.press("j", "j", "space")  # quickstart alone
+        await until(pilot, lambda: set(colours(loss)) == {"quickstart"}, "quickstart charted")
+        alone = colours(loss)["quickstart"]
+        await pilot.press("k", "k", "space")  # input_bound beside it
+        await until(pilot, lambda: len(colours(loss)) == 2, "both charted")
+        assert colours(loss)["quickstart"] == alone  # it kept its colour
+        assert colours(loss)["input_bound"] != alone
+        for job, color in colours(second).items():
+            assert colours(loss)[job] == color  # the same colour on the other chart
+
+
+@pytest.mark.parametrize(("shown", "expected"), [
+    ([["a"], ["b", "a"]], {"a": 0, "b": 1}),  # a keeps 0 when b comes
+    ([["a"], ["b"], ["a", "b"]], {"a": 0, "b": 1}),  # each in turn, apart when together
+    ([[f"j{i}"] for i in range(8)] + [["j0", "j7"]], {"j0": 0, "j7": 1}),  # j7 moves off j0's
+    ([[f"j{i}" for i in range(8)]], {**{f"j{i}": i for i in range(7)}, "j7": 0}),  # 7 colours
+])
+def test_the_colour_book(shown: list[list[str]], expected: dict[str, int]) -> None:
+    from distmon.render.braille import ColourBook
+
+    book = ColourBook()
+    for names in shown:
+        got = book.colors(names)
+    assert got == expected

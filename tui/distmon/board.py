@@ -16,6 +16,7 @@ from textual.widgets import Input
 
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distmon import view as views
+from distmon.render.braille import ColourBook
 from distmon.render.compare_view import (
     READING,
     Arranged,
@@ -64,6 +65,7 @@ class Board:
         self._arranged_from: tuple[object, str, TableView] | None = None
         self.visible: tuple[Job, ...] = ()  # the jobs in the table, in its order
         self._revealed: str | None = None  # the sort column last scrolled into view
+        self._colours = ColourBook()  # each job's colour, on every chart, every refresh
 
     def arrange(self, snap: JobsSnapshot | None, view: ViewState) -> Arranged:
         last = self._arranged_from
@@ -94,8 +96,9 @@ class Board:
         table.border_title = f"runs · {note}" if note else "runs"
         main.set_class(view.focused_job is not None, "-focused")
         shown = self.charted(snap, view)
-        main.query_one("#chart-loss", LineChart).chart(shown, "loss", view)
-        main.query_one("#chart-second", LineChart).chart(shown, view.second_tag, view)
+        colors = self._colours.colors([j.name for j in shown])
+        main.query_one("#chart-loss", LineChart).chart(shown, "loss", view, colors)
+        main.query_one("#chart-second", LineChart).chart(shown, view.second_tag, view, colors)
         main.query_one(DetailsPanel).show_snapshot(snap, view.focused_job)
         main.query_one(AlertsPanel).show_snapshot(snap)
         main.query_one(GpusPanel).show_snapshot(snap)

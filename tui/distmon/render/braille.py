@@ -20,6 +20,38 @@ from distmon.formats import compact
 from distmon.render.view_model import Curve, XMode
 
 PALETTE = ("cyan", "magenta", "yellow", "green", "bright_blue", "red", "bright_white")
+
+
+class ColourBook:
+    """Each job's colour for as long as the dashboard runs, so a job keeps its colour on every
+    chart and refresh while others come and go (the charts' colours were the jobs' order, so
+    a job's colour changed with the selection). A new job takes the next colour in turn; a job
+    changes colour only where it would share one with another job on the same chart (then the
+    one given its colour last takes the colour least used among them), since two curves in one
+    colour cannot be read apart."""
+
+    def __init__(self) -> None:
+        self._colors: dict[str, int] = {}
+        self._first: dict[str, int] = {}  # when each name was first given a colour
+
+    def colors(self, names: Sequence[str]) -> dict[str, int]:
+        for name in names:
+            if name not in self._colors:
+                self._first[name] = len(self._first)
+                self._colors[name] = self._first[name] % len(PALETTE)
+        used = [0] * len(PALETTE)
+        taken: set[int] = set()
+        for name in sorted(names, key=self._first.__getitem__):
+            color = self._colors[name]
+            if color in taken and len(taken) < len(PALETTE):
+                color = min((i for i in range(len(PALETTE)) if i not in taken),
+                            key=lambda i: (used[i], i))
+                self._colors[name] = color
+            taken.add(color)
+            used[color] += 1
+        return {name: self._colors[name] for name in names}
+
+
 # Dot bit for (x % 2, y % 4) inside one braille cell (U+2800 + bits).
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 Y_LABEL_WIDTH = 8

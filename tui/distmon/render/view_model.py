@@ -7,7 +7,7 @@ off the UI thread. Rows are jobs; a job's curves are its parts (train, validatio
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,12 +156,18 @@ def resolve_tag(run: RunSnapshot, wanted: str) -> str | None:
     return wanted if wanted in run.scalars else None
 
 
-def curves(jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float) -> tuple[Curve, ...]:
+def curves(
+    jobs: Sequence[Job], wanted: str, mode: XMode, smoothing: float,
+    colors: Mapping[str, int] | None = None,
+) -> tuple[Curve, ...]:
+    """`wanted` of each job's parts; `colors`: each job's colour (a `ColourBook`'s), else
+    the jobs' order."""
     if wanted.startswith(HISTOGRAM_PREFIX):  # a histogram tag: its distribution bands
         return band_curves(jobs, wanted, mode)
     out = []
     labels = shown_names(_label(j.name, p) for j in jobs for p in j.parts)
-    for color, job in enumerate(jobs):
+    for order, job in enumerate(jobs):
+        color = order if colors is None else colors.get(job.name, order)
         for part, run in job.parts.items():
             tag = resolve_tag(run, wanted)
             if tag is None or not run.scalars[tag].values:

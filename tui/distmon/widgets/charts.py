@@ -7,7 +7,7 @@ cells are drawn again only when the curves or the size changed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rich.text import Text
 from textual.content import Content
@@ -36,16 +36,20 @@ class LineChart(Widget):
         self._titles: tuple[str, Content] | None = None
         self._charted: object = None  # what `chart` computed the curves from
 
-    def chart(self, jobs: Sequence[Job], tag: str, view: ViewState) -> None:
-        """`tag` of `jobs` as `view` says (smoothing, x axis, log scale). The legend is fitted
-        to the width: a resize plots again."""
+    def chart(
+        self, jobs: Sequence[Job], tag: str, view: ViewState,
+        colors: Mapping[str, int] | None = None,
+    ) -> None:
+        """`tag` of `jobs` as `view` says (smoothing, x axis, log scale), each job in its colour
+        (`colors`; a job keeps its colour). The legend is fitted to the width: a resize plots
+        again."""
         key = (tuple((j.name, j.version) for j in jobs), tag, view.x_mode, view.smoothing,
                view.log_y, self.size.width)  # fmt: skip
         if key == self._charted:
             return
         self._charted = key
-        self.plot(curves(jobs, tag, view.x_mode, view.smoothing), title=chart_title(view, tag),
-                  log_y=view.log_y, mode=view.x_mode)  # fmt: skip
+        self.plot(curves(jobs, tag, view.x_mode, view.smoothing, colors),
+                  title=chart_title(view, tag), log_y=view.log_y, mode=view.x_mode)
 
     def plot(self, curves: Sequence[Curve], *, title: str, log_y: bool, mode: XMode) -> None:
         """`title` is plain text (it may hold a tag's name): escaped, never read as markup."""
