@@ -281,3 +281,35 @@ def test_a_live_runs_spike_is_remembered_as_it_moves_on(tmp_path: Path) -> None:
     assert found is not None and found.severity == "warning"
     assert "at step 150" in found.message and "recovered by itself" in found.message
     assert found == oracle.loss_spike(run)  # every point kept: the plain rule over them agrees
+
+
+def test_the_spikes_a_loss_had_are_counted_in_the_metrics(tmp_path: Path) -> None:
+    """`distmon_loss_spikes` counts every spike read, the recovered ones too."""
+    from distcore.events.once import load_once
+    from distcore.jobs.index import JobIndex
+    from tests.core.test_metrics import exposition, named, samples
+
+    values = spike_at_150(300)
+    values[60] = 40.0
+    write_loss(tmp_path, "late", values)
+    snap = JobIndex(fixed.FixedRuns(list(load_once([tmp_path]))), clock=time.time).refresh()
+    assert snap is not None
+    found = named(samples(exposition(snap)), "distmon_loss_spikes")
+    assert [(s[1], s[2]) for s in found] == [
+        ({"job": "late", "run": "late/train", "tag": "loss"}, 2.0)]
+
+
+async def test_the_dashboard_warns_of_a_finished_runs_recovered_spike(tmp_path: Path) -> None:
+    """The real watcher and index under the dashboard: the alerts panel warns of the spike at
+    step 150 of a finished 300-step run."""
+    from distmon.widgets.panels import Panel
+    from tests.tui.test_live import app_over, until
+
+    write_loss(tmp_path, "late", spike_at_150(300))
+    app = app_over(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        alerts = app.query_one("#alerts", Panel)
+        await until(pilot, lambda: "at step 150" in str(alerts.render()), "the spike's alert")
+        shown = str(alerts.render())
+        assert shown.startswith("▲ late/train: loss spike: loss 12.3 at step 150"), shown
+        assert "recovered by itself" in shown
