@@ -262,6 +262,8 @@ class _Families:
         wall = self.family(
             "distmon_scalar_timestamp_seconds", "Wall time of that last value", labels
         )
+        spikes = self.family("distmon_loss_spikes",
+                             "Spikes seen in a loss series over every point read", labels)
         for job in self.snap.jobs:
             for part, run in job.parts.items():
                 if part == "system" or part.startswith("system/"):  # exported as host/GPU series
@@ -271,6 +273,8 @@ class _Families:
                     value.add(key, series.last_value)
                     step.add(key, series.last_step)
                     wall.add(key, series.last_wall_time)
+                    if series.spike_history is not None:
+                        spikes.add(key, series.spike_history.count)
 
 
 def _last_update(job: Job) -> float | None:

@@ -7,8 +7,9 @@ index's cost. Here the same arithmetic runs on the float64 arrays the Columns sh
 - `quiet_rises` runs loss_rising's EMA and decision over many runs' tails at once, exactly (the
   same IEEE operations in the same order), so the rule's own Python loop runs only for the few
   tails that rise (for its message) or overflow.
-- `quiet_spikes_rows` bounds loss_spike's windows over many runs' tails at once, by the rule's
-  own bounds (alerts.spikes), so its search runs only for the tails where a spike may be.
+- `spike_candidates` bounds the spike rule's windows over a loss's new points at once, by the
+  rule's own bounds (alerts.spikes), so the store's tracker looks only at the points that may
+  spike.
 - `steady_cadences` is usual_interval's gap median over many runs' tails at once, float for
   float the same (the same IEEE subtractions, statistics.median's formula), where it is plain.
 
@@ -27,7 +28,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from distcore.alerts import Alert, RunLike, cadence, series, spikes
+from distcore.alerts import Alert, RunLike, cadence, series
 
 F64 = npt.NDArray[np.float64]
 
@@ -96,25 +97,31 @@ def steady_cadences(walls: F64, burst_gap: float) -> list[float | None]:
             for m, ok in zip(middle, valid.tolist(), strict=True)]
 
 
-def quiet_spikes_rows(tails: F64, window: int, block: int, factor: float) -> npt.NDArray[np.bool_]:
-    """For each row of `tails` (a loss's newest `window + k × block` values each): True where
-    alerts.spikes.newest_spike surely finds nothing, by its own bounds over every row at once:
-    each block's `k`-th smallest of its windows together, times `factor` (the same floats, the
-    same hair below), against the block's points. A row with a NaN or an infinity, or a point
-    above its block's bound, is left to the rule."""
-    points = tails.shape[1]
-    k = (window + 1) // 2
-    blocks, partial = divmod(points - window, block)
-    assert partial == 0, "the blocks must tile the tail, as the rule's do"
-    starts = [points - (b + 1) * block for b in range(blocks)]  # newest block first, as the rule
-    unions = np.stack([tails[:, lo - window : lo + block - 1] for lo in starts], axis=1)
-    with np.errstate(all="ignore"):
-        bound = np.partition(unions, k - 1, axis=2)[:, :, k - 1]
-        floor = np.where(bound >= 0, factor * bound * (1.0 - 1e-9), bound)
-        points_of = np.stack([tails[:, lo : lo + block] for lo in starts], axis=1)
-        above = (points_of > floor[:, :, None]).any(axis=(1, 2))
-    quiet: npt.NDArray[np.bool_] = np.asarray(np.isfinite(tails).all(axis=1) & ~above)
-    return quiet
+def spike_candidates(recent: Sequence[float], values: F64, window: int, min_points: int,
+                     block: int, factor: float) -> list[int] | None:
+    """The indices of `values` (a series' new points, `recent` the points before them, at most
+    `window`) that may spike under alerts.spikes' rule; None where a NaN or an infinity leaves
+    no bound (every point is looked at). By the rule's own bound, over every block at once:
+    each block's k-th smallest of its windows together (k: half the smallest window), times
+    `factor` (a hair below), bounds all its windows' medians from below."""
+    full = np.concatenate([np.asarray(recent, dtype=np.float64), values])
+    if not np.isfinite(full).all():
+        return None
+    held, total = len(recent), len(full)
+    first = held + max(0, min_points - held)  # fewer points before: no median, no spike
+    if first >= total:
+        return []
+    los = np.arange(first, total, block)
+    his = np.minimum(los + block, total)
+    at = (los - window)[:, None] + np.arange(window + block - 1)[None, :]
+    inside = (at >= 0) & (at < (his - 1)[:, None])
+    unions = np.where(inside, full[np.clip(at, 0, total - 1)], np.inf)
+    k = (np.minimum(los, window) + 1) // 2
+    bound = np.sort(unions, axis=1)[np.arange(len(los)), k - 1]
+    floor = np.where(bound >= 0, factor * bound * (1.0 - 1e-9), bound)
+    above = full[first:] > np.repeat(floor, his - los)
+    found: list[int] = (np.flatnonzero(above) + (first - held)).tolist()
+    return found
 
 
 def stack(rows: Sequence[F64]) -> F64:
@@ -129,14 +136,12 @@ def series_alerts_many(runs: Sequence[RunLike]) -> list[list[Alert]]:
     """`series.series_alerts` of each run, the same alerts, for many runs at once: loss_rising's
     EMA runs over all their loss tails in one array (quiet_rises, the same floats), so its
     Python loop (~60 points a run) runs only for the tails that rise."""
-    many = len(runs) >= BATCH_MIN
-    quiet = quiet_losses(runs) if many else set()
-    calm = quiet_spikes(runs) if many else set()
+    quiet = quiet_losses(runs) if len(runs) >= BATCH_MIN else set()
     out = []
     for i, run in enumerate(runs):
         found = [series.input_stall(run), series.loss_nan(run),
                  None if i in quiet else series.loss_rising(run), series.gradient_spike(run),
-                 None if i in calm else series.loss_spike(run)]
+                 series.loss_spike(run)]
         out.append([a for a in found if a is not None])
     return out
 
@@ -158,28 +163,6 @@ def quiet_losses(runs: Sequence[RunLike]) -> set[int]:
                         series.RISING_WINDOW, series.RISING_FRACTION,
                         series.RISING_STEADY).tolist()
     return {i for i, q in zip(at, quiet, strict=True) if q}
-
-
-def quiet_spikes(runs: Sequence[RunLike]) -> set[int]:
-    """The runs (by index) whose loss_spike is None, decided over all their full tails at once
-    (quiet_spikes_rows); the others' rule runs one by one."""
-    points = series.TAIL_POINTS + series.LOSS_SPIKE_WINDOW
-    calm: set[int] = set()
-    rows, at = [], []
-    for i, run in enumerate(runs):
-        tag = series.loss_tag(run.scalars)
-        if tag is None:
-            calm.add(i)  # no loss: nothing to spike
-            continue
-        values = run.scalars[tag].values
-        if len(values) >= points and (row := float_tail(values, points)) is not None:
-            rows.append(row)
-            at.append(i)
-    if len(rows) >= BATCH_MIN:
-        decided = quiet_spikes_rows(stack(rows), series.LOSS_SPIKE_WINDOW, spikes.BLOCK,
-                                    series.LOSS_SPIKE_FACTOR).tolist()
-        calm |= {i for i, q in zip(at, decided, strict=True) if q}
-    return calm
 
 
 def usual_intervals(runs: Sequence[RunLike]) -> list[float | None]:

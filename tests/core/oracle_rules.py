@@ -185,41 +185,62 @@ def _loss_spike_at(values: Sequence[float], i: int) -> tuple[float, float] | Non
     return median, deviation
 
 
+def loss_spikes(steps: Sequence[int], values: Sequence[float]) -> list[tuple[int, int | None]]:
+    """Every stretch of spiking points over the whole series, each with its first point's index
+    and the index of the first later point back within the rule's margin (None: never)."""
+    spiking = [_loss_spike_at(values, i) is not None for i in range(len(values))]
+    out = []
+    for i, spikes in enumerate(spiking):
+        if spikes and (i == 0 or not spiking[i - 1]):
+            median, deviation = _loss_spike_at(values, i)  # type: ignore[misc]
+            back = next((j for j in range(i + 1, len(values)) if steps[j] > steps[i] and
+                         not _stands_out(values[j], median, deviation, LOSS_BACK_Z,
+                                         LOSS_BACK_FACTOR)), None)
+            out.append((i, back))
+    return out
+
+
 def loss_spike(run: RunLike) -> Alert | None:
-    """Every point of the tail with its own median and MAD: the newest spike, back to the first
-    of its stretch, judged by where the loss is now."""
+    """Every point of the series with its own median and MAD: its stretches of spikes, the
+    newest judged by where the loss is now, the earlier (the newest 16 kept) by whether they
+    ever came back."""
     tag = pick_tag(tuple(run.scalars), "loss")
     if tag is None:
         return None
     series = run.scalars[tag]
-    values = list(_tail(series.values, TAIL_POINTS + LOSS_SPIKE_WINDOW))
-    start = max(LOSS_SPIKE_MIN_POINTS, len(values) - TAIL_POINTS)
-    newest = next((i for i in range(len(values) - 1, start - 1, -1)
-                   if _loss_spike_at(values, i) is not None), None)
-    if newest is None:
+    values, steps, walls = list(series.values), list(series.steps), list(series.wall_times)
+    stretches = loss_spikes(steps, values)
+    if not stretches:
         return None
-    i = newest
-    while i - 1 >= start and _loss_spike_at(values, i - 1) is not None:
-        i -= 1
-    found = _loss_spike_at(values, i)
-    assert found is not None
-    median, deviation = found
+    count, stretches = len(stretches), stretches[-16:]
+    i, _ = stretches[-1]
+    median, deviation = _loss_spike_at(values, i)  # type: ignore[misc]
     last = len(values) - 1
     value, now = values[i], values[last]
+    last_spiked = _loss_spike_at(values, last) is not None
     ratio = f"{value / median:.3g}× its" if median > 0 else "far above its"
-    what = f"loss spike: {tag} {value:.4g} at step {_tail(series.steps, len(values))[i]} is " \
-           f"{ratio} recent median {median:.4g}"
+    what = f"loss spike: {tag} {value:.4g} at step {steps[i]} is {ratio} recent median {median:.4g}"
     if i == last:
         severity, message = "warning", (
             f"{what} (if it does not come back, lower the learning rate or clip)")
-    elif newest == last or _stands_out(now, median, deviation, LOSS_BACK_Z, LOSS_BACK_FACTOR):
+    elif last_spiked or _stands_out(now, median, deviation, LOSS_BACK_Z, LOSS_BACK_FACTOR):
         severity, message = "critical", (
             f"{what} and has not come back (now {now:.4g}): the model may have lost its "
             "training; lower the learning rate, clip, or resume from a checkpoint")
     else:
         severity, message = "warning", f"{what}; it recovered by itself (now {now:.4g})"
-    since = _tail(series.wall_times, len(values))[i]
-    return Alert("loss_spike", severity, run.name, message, since)  # type: ignore[arg-type]
+    earlier = stretches[:-1]
+    if earlier:
+        if any(back is None for _, back in earlier):
+            severity = "critical"
+        told = []
+        for j, back in reversed(earlier[-3:]):
+            before, _ = _loss_spike_at(values, j)  # type: ignore[misc]
+            came = f"recovered at step {steps[back]}" if back is not None else "has not come back"
+            told.append(f"loss spiked at step {steps[j]} ({before:.3g}→{values[j]:.3g}), {came}")
+        more = count - 1 - len(told)
+        message += "; earlier: " + "; ".join(told) + (f"; and {more} more" if more > 0 else "")
+    return Alert("loss_spike", severity, run.name, message, walls[i])  # type: ignore[arg-type]
 
 
 def series_alerts(run: RunLike) -> list[Alert]:

@@ -75,6 +75,26 @@ def test_mfu_dropped(values: list[float], shown: str | None) -> None:
     assert alert is not None and alert.kind == "mfu_dropped" and shown in alert.message
 
 
+@pytest.mark.parametrize(("waits", "shown", "never"), [
+    # The input wait rose with the fall: the input pipeline is the advice.
+    ([0.01] * 10 + [0.35] * 3, "the input wait rose from 1% to 35% of the step: check the "
+                               "input pipeline", None),
+    # A straggler or slower collectives: the input wait stayed where it was.
+    ([0.01] * 10 + [0.02] * 3, "the input wait did not rise (1% -> 2% of the step): check the "
+                               "workers' step times (a straggler)", "input pipeline"),
+    # An input-bound job all along whose MFU fell for another reason.
+    ([0.30] * 13, "did not rise (30% -> 30%", "input pipeline"),
+    (None, ": check the workers' step times (a straggler)", "input pipeline"),  # not measured
+])
+def test_mfu_dropped_advises_the_input_pipeline_only_where_input_wait_rose(
+        waits: list[float] | None, shown: str, never: str | None) -> None:
+    mfu = fixed.series(names.MFU, [0.40] * 10 + [0.12] * 3, end=NOW - 1)
+    wait = [] if waits is None else [fixed.series(names.INPUT_WAIT_FRACTION, waits, end=NOW - 1)]
+    alert = mfu_dropped(fixed.run("job/train", mfu, *wait), NOW)
+    assert alert is not None and shown in alert.message, alert
+    assert never is None or never not in alert.message
+
+
 def test_the_job_index_raises_both_for_a_running_job_only() -> None:
     # A point every 10 s: a cadence to be advancing at.
     train = fixed.run("job/train", fixed.series(names.LOSS, [2.0 - 0.01 * i for i in range(13)],

@@ -1,9 +1,11 @@
 """The loss-spike rule: a loss far above the median and MAD of its recent window, judged by
-where the loss is now (table-tested); its pruned search equal to every point's own median
-(hypothesis); and a real `distmon --once --json` / `--check` over event files."""
+where the loss is now, and every spike a run had remembered (table-tested); the store's
+tracker, fed in batches and bounded by numpy, equal to every point's own median (hypothesis);
+and a real `distmon --once` / `--json` / `--check` over event files of finished runs."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -14,13 +16,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distcore import names
-from distcore.alerts.series import LOSS_SPIKE_FACTOR, LOSS_SPIKE_Z, loss_spike, series_alerts
-from distcore.alerts.spikes import newest_spike, window_spike
+from distcore.alerts.series import LOSS_SPIKE_RULE, loss_spike, series_alerts
+from distcore.alerts.spikes import BLOCK, KEPT, SpikeHistory, SpikeTracker
+from distcore.tails import spike_candidates
 from tests.core import oracle_rules as oracle
 from tests.tui import fixed
 
@@ -49,7 +53,16 @@ def loss_run(values: Sequence[float], tag: str = names.LOSS) -> Any:
         ([1.0, 1.0, 1.0, 50.0], None, ""),  # too few points before it for a median
         ([*STEADY, math.inf], None, ""),  # a non-finite loss is loss_nan's
         ([-5.0, -5.1, -4.9] * 4 + [20.0, -5.0], "warning", "far above its recent median -5"),
-        ([*STEADY, 6.6e10, *STEADY * 8], None, ""),  # past the tail: gone
+        # Long past: still told, a warning that it recovered (the rule once looked at the last
+        # 64 points only, and fell silent).
+        ([*STEADY, 6.6e10, *STEADY * 8], "warning", "recovered by itself (now 1.01)"),
+        # Two spikes, both back: the newest first, the earlier after it.
+        ([*STEADY, 8.0, *STEADY * 3, 9.0, *STEADY], "warning",
+         "9 at step 41 is 9× its recent median 1; it recovered by itself (now 1.01); earlier: "
+         "loss spiked at step 10 (1→8), recovered at step 11"),
+        # An earlier spike to chance that never came back keeps it critical, whatever the newest.
+        ([*STEADY, 6.6e10, *[2.3] * 30, 23.0, 2.3], "critical", "loss spiked at step 10 "
+         "(1→6.6e+10), has not come back"),
     ],
 )
 def test_loss_spike(values: list[float], severity: str | None, said: str) -> None:
@@ -73,15 +86,32 @@ VALUES = st.one_of(st.floats(0.5, 1.5), st.floats(-1e3, 1e12), st.just(math.nan)
                    st.sampled_from([0.0, 1.0, 3.0, -2.0, 1e10, math.inf]))  # fmt: skip
 
 
+def fed(values: Sequence[float], cuts: Sequence[int]) -> SpikeHistory:
+    """A tracker fed `values` in batches cut at `cuts`, each bounded as the store bounds it."""
+    tracker = SpikeTracker(LOSS_SPIKE_RULE)
+    rule, edges = LOSS_SPIKE_RULE, [0, *sorted(c for c in cuts if 0 < c < len(values)),
+                                    len(values)]
+    for lo, hi in itertools.pairwise(edges):
+        batch = np.array(values[lo:hi], dtype=np.float64)
+        # Longer batches bounded by numpy's blocks, shorter by the tracker's own one bound.
+        candidates = spike_candidates(tracker.recent(), batch, rule.window, rule.min_points,
+                                      BLOCK, rule.factor) if hi - lo >= 8 else None
+        tracker.feed(list(range(lo, hi)), [float(i) for i in range(lo, hi)], batch.tolist(),
+                     candidates)
+    return tracker.history()
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(VALUES, max_size=100), st.integers(0, 90))
-def test_the_pruned_search_finds_what_every_points_median_finds(
-    values: list[float], start: int
+@given(st.lists(VALUES, max_size=120), st.lists(st.integers(0, 120), max_size=4))
+def test_the_tracker_in_batches_finds_what_every_points_median_finds(
+    values: list[float], cuts: list[int]
 ) -> None:
-    plain = next((found for i in range(len(values) - 1, max(start, 5) - 1, -1)
-                  if (found := window_spike(values, i, 20, 5, LOSS_SPIKE_Z, LOSS_SPIKE_FACTOR))),
-                 None)  # fmt: skip
-    assert newest_spike(values, start, 20, 5, LOSS_SPIKE_Z, LOSS_SPIKE_FACTOR) == plain
+    history = fed(values, cuts)
+    plain = oracle.loss_spikes(range(len(values)), values)
+    assert history.count == len(plain)
+    assert [(s.step, s.back_step) for s in history.spikes] == plain[-KEPT:]
+    assert history.last_spiked == (
+        bool(values) and oracle._loss_spike_at(values, len(values) - 1) is not None)
 
 
 @settings(max_examples=150, deadline=None)
@@ -91,11 +121,39 @@ def test_the_rule_is_the_plain_rule(values: list[float]) -> None:
     assert loss_spike(run) == oracle.loss_spike(run)
 
 
-def test_a_sweep_decides_its_spikes_at_once_as_one_by_one() -> None:
-    """Many full tails (flat, falling, noisy, some spiking): the batch bound leaves the spiking
-    ones to the rule, and the sweep's alerts are the one-by-one rules' own."""
-    import numpy as np
+@pytest.mark.parametrize(("values", "expect", "count"), [
+    # A spike at step 150 of 300 that came back three steps later.
+    ([*STEADY * 15, 12.0, 11.0, 9.0, *STEADY * 15][:300], [(150, 153)], 1),
+    # One that has not come back (yet).
+    ([*STEADY * 3, 9.0, 9.5, 9.2], [(30, None)], 1),
+    # More than KEPT: the newest kept, all counted (the last is the newest point: not back).
+    ([v for _ in range(20) for v in [*STEADY, 50.0]],
+     [(11 * i + 10, 11 * i + 11) for i in range(4, 19)] + [(219, None)], 20),
+    ([*STEADY * 30], [], 0),  # a calm loss
+])
+def test_the_tracker_keeps_each_stretch_and_its_return(
+        values: list[float], expect: list[tuple[int, int | None]], count: int) -> None:
+    for cuts in ([], [7, 151, 152], list(range(0, len(values), 16))):
+        history = fed(values, cuts)
+        assert [(s.step, s.back_step) for s in history.spikes] == expect
+        assert history.count == count
 
+
+def test_a_restart_forgets_the_spikes_after_it() -> None:
+    tracker = SpikeTracker(LOSS_SPIKE_RULE)
+    values = [*STEADY * 2, 40.0, *STEADY, 50.0, *STEADY]
+    tracker.feed(list(range(len(values))), [0.0] * len(values), values)
+    assert [s.step for s in tracker.history().spikes] == [20, 31]
+    tracker.purge_from(25, values[:25])  # the job resumed from step 25
+    assert [(s.step, s.back_step) for s in tracker.history().spikes] == [(20, 21)]
+    assert tracker.history().count == 1
+    tracker.feed([25, 26], [0.0, 0.0], [1.0, 1.0])
+    assert [s.step for s in tracker.history().spikes] == [20]
+
+
+def test_a_sweep_decides_its_spikes_at_once_as_one_by_one() -> None:
+    """Many runs (flat, falling, noisy, some spiking): the batch rules' alerts are the
+    one-by-one rules' own and the plain rules'."""
     from distcore import tails
     from distcore.events.snapshots import RunSnapshot
     from distcore.location import RunLocation
@@ -118,11 +176,9 @@ def test_a_sweep_decides_its_spikes_at_once_as_one_by_one() -> None:
                                 status="live", files=1, problems=(), hparams={},
                                 scalars={"loss": _series("loss", values, walls)},
                                 last_update=walls[-1]))  # fmt: skip
-    calm = tails.quiet_spikes(runs)
-    assert not calm & spiky and len(calm) > len(runs) // 2  # the bound decides most
     found = tails.series_alerts_many(runs)
     assert found == [series_alerts(r) for r in runs] == [oracle.series_alerts(r) for r in runs]
-    assert {i for i, f in enumerate(found) if any(a.kind == "loss_spike" for a in f)} == spiky
+    assert spiky <= {i for i, f in enumerate(found) if any(a.kind == "loss_spike" for a in f)}
 
 
 # --- through distmon ---------------------------------------------------------------------------
@@ -161,3 +217,99 @@ def test_once_json_names_a_spike_that_recovered_and_one_that_did_not(tmp_path: P
     assert "6.6e+10 at step 60" in spikes["chance/train"]["message"]
     assert "recovered by itself" in spikes["came-back/train"]["message"]
     assert distmon("--check").returncode == 1  # the critical one
+
+
+def spike_at_150(steps: int) -> list[float]:
+    """A falling loss with noise, spiking at step 150 and back three steps later."""
+    rng = np.random.default_rng(7)
+    values = (2.0 * np.exp(-np.arange(steps) / 80) + 0.3 + 0.01 * rng.random(steps)).tolist()
+    values[150:153] = [12.3, 9.0, 4.0]
+    return values
+
+
+@pytest.mark.parametrize("steps", [300, 5000])  # 5,000: the store keeps 2,000, decimated
+def test_a_finished_runs_recovered_spike_is_told_when_first_read(
+        tmp_path: Path, steps: int) -> None:
+    """The run is read after it finished, its spike 150 steps (or 4,850) behind its end: the
+    text report, the JSON's alert and the loss's `spikes` all tell it, a warning."""
+    logdir = tmp_path / "logs"
+    write_loss(logdir, "late", spike_at_150(steps))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("shared", "tui"))}
+
+    def distmon(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "distmon", "--once", "--no-gpu", *args,
+                               str(logdir)], capture_output=True, text=True, env=env,
+                              timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    doc = json.loads(distmon("--json"))
+    [alert] = [a for a in doc["alerts"] if a["kind"] == "loss_spike"]
+    assert alert["severity"] == "warning" and alert["run"] == "late/train"
+    assert "loss 12.3 at step 150" in alert["message"] and "recovered by itself" in \
+        alert["message"]
+    [run] = doc["runs"]
+    loss = run["scalars"]["loss"]
+    assert loss["spike_count"] == 1 and loss["count"] == steps
+    assert [(s["step"], s["value"], s["back_step"]) for s in loss["spikes"]] == [
+        (150, pytest.approx(12.3), 153)]  # a float32 in the file
+    text = distmon()
+    assert "loss spike: loss 12.3 at step 150" in text and "recovered by itself" in text
+
+
+def test_a_live_runs_spike_is_remembered_as_it_moves_on(tmp_path: Path) -> None:
+    """The store reads the run as it is written: the spike at step 150 (read with the point
+    after it) is still told when the writer is at step 300, far past any window."""
+    from tensorboardX import SummaryWriter
+
+    from distcore.events.store import RunStore
+    from distcore.events.watch import LogdirWatcher
+    from tests.core.events_helpers import only_run
+
+    values, store = spike_at_150(300), RunStore()
+    watcher = LogdirWatcher([tmp_path], store, poll=True)
+    # Two sessions of the writer (a job resumed), each file closed before it is read.
+    for suffix, steps in ((".a", range(152)), (".b", range(152, 300))):
+        with SummaryWriter(str(tmp_path / "live"), filename_suffix=suffix) as writer:
+            for step in steps:
+                writer.add_scalar("loss", values[step], step)
+        watcher.scan_once()
+        assert loss_spike(only_run(tmp_path, store)) is not None
+    run = only_run(tmp_path, store)
+    assert run.scalars["loss"].last_step == 299
+    found = loss_spike(run)
+    assert found is not None and found.severity == "warning"
+    assert "at step 150" in found.message and "recovered by itself" in found.message
+    assert found == oracle.loss_spike(run)  # every point kept: the plain rule over them agrees
+
+
+def test_the_spikes_a_loss_had_are_counted_in_the_metrics(tmp_path: Path) -> None:
+    """`distmon_loss_spikes` counts every spike read, the recovered ones too."""
+    from distcore.events.once import load_once
+    from distcore.jobs.index import JobIndex
+    from tests.core.test_metrics import exposition, named, samples
+
+    values = spike_at_150(300)
+    values[60] = 40.0
+    write_loss(tmp_path, "late", values)
+    snap = JobIndex(fixed.FixedRuns(list(load_once([tmp_path]))), clock=time.time).refresh()
+    assert snap is not None
+    found = named(samples(exposition(snap)), "distmon_loss_spikes")
+    assert [(s[1], s[2]) for s in found] == [
+        ({"job": "late", "run": "late/train", "tag": "loss"}, 2.0)]
+
+
+async def test_the_dashboard_warns_of_a_finished_runs_recovered_spike(tmp_path: Path) -> None:
+    """The real watcher and index under the dashboard: the alerts panel warns of the spike at
+    step 150 of a finished 300-step run."""
+    from distmon.widgets.panels import Panel
+    from tests.tui.test_live import app_over, until
+
+    write_loss(tmp_path, "late", spike_at_150(300))
+    app = app_over(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        alerts = app.query_one("#alerts", Panel)
+        await until(pilot, lambda: "at step 150" in str(alerts.render()), "the spike's alert")
+        shown = str(alerts.render())
+        assert shown.startswith("▲ late/train: loss spike: loss 12.3 at step 150"), shown
+        assert "recovered by itself" in shown

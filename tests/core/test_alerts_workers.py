@@ -69,10 +69,20 @@ def test_hung_alert(beats: list[WorkerBeat], expect: str | None) -> None:
         assert (alert.kind, alert.severity) == ("hung", "critical")
 
 
-def timed(worker: int, compute: float, wait: float, *, best: float | None = None) -> WorkerBeat:
+def timed(worker: int, compute: float, wait: float, *, best: float | None = None,
+          step: float | None = None, steps: int | None = None) -> WorkerBeat:
     return WorkerBeat(worker=worker, host=f"gpu{worker}", time=NOW - 1, beat_seconds=2.0,
-                      step_seconds=compute + wait, compute_seconds=compute,
-                      reduce_wait_seconds=wait, best_compute_seconds=best or compute)
+                      step_seconds=step or compute + wait, compute_seconds=compute,
+                      reduce_wait_seconds=wait, best_compute_seconds=best or compute,
+                      window_steps=steps)
+
+
+def allreduce_bound(slow: float, *, steps: int | None = 600) -> list[WorkerBeat]:
+    """A small MLP on two workers whose step is mostly its all-reduce: both steps take 16 ms
+    (7 ms before worker 1 was throttled), worker 1's compute is `slow` times worker 0's, and
+    worker 0's time in the reduction is 0.8 ms beyond worker 1's: 5% of the step."""
+    return [timed(0, 0.0064, 0.0096, step=0.016, steps=steps),
+            timed(1, 0.0064 * slow, 0.0088, step=0.016, steps=steps)]
 
 
 @pytest.mark.parametrize(("beats", "expect"), [
@@ -106,6 +116,32 @@ def timed(worker: int, compute: float, wait: float, *, best: float | None = None
     ([timed(0, 0.0061, 0.0021), timed(1, 0.0076, 0.0078)], None),
 ])
 def test_straggler(beats: list[WorkerBeat], expect: str | None) -> None:
+    alert = straggler_alert("j", beats, NOW)
+    assert (alert.message if alert is not None else None) == expect
+
+
+@pytest.mark.parametrize(("beats", "expect"), [
+    # The all-reduce-bound job: the caused wait reads 5%, under its 10% bar, yet the job runs
+    # at worker 1's pace: named by its compute time.
+    (allreduce_bound(1.5), "worker 1 (gpu1) is the straggler: its steps take 1.5x worker 0's; "
+                           "the others wait 5% of each step"),
+    (allreduce_bound(1.3), "worker 1 (gpu1) is the straggler: its steps take 1.3x worker 0's; "
+                           "the others wait 5% of each step"),
+    # Healthy noise between two workers over full windows: nobody.
+    (allreduce_bound(1.1), None),
+    (allreduce_bound(1.25), None),
+    # Too few steps behind the means (or none said): one preempted interval could decide.
+    (allreduce_bound(1.5, steps=10), None),
+    (allreduce_bound(1.5, steps=None), None),
+    # Three workers: worker 2 against the others' median, not the fastest alone (1.55x).
+    ([timed(0, 0.0060, 0.0064, steps=600), timed(1, 0.0075, 0.0064, steps=600),
+      timed(2, 0.0096, 0.0061, steps=600)],
+     "worker 2 (gpu2) is the straggler: its steps take 1.6x worker 0's; the others wait 2% "
+     "of each step"),
+    ([timed(0, 0.0060, 0.0064, steps=600), timed(1, 0.0085, 0.0064, steps=600),
+      timed(2, 0.0093, 0.0061, steps=600)], None),
+])
+def test_a_straggler_by_its_compute_time(beats: list[WorkerBeat], expect: str | None) -> None:
     alert = straggler_alert("j", beats, NOW)
     assert (alert.message if alert is not None else None) == expect
 

@@ -51,6 +51,7 @@ def test_once_json_document(tmp_path: Path) -> None:
     assert loss == {
         "last_step": 3, "last_value": 0.5, "last_wall_time": loss["last_wall_time"],
         "count": 4, "min": 0.5, "max": "inf",
+        "spike_count": 0, "spikes": [],  # a loss: its spikes (an infinity is loss_nan's)
     }
     assert run["scalars"]["neg"]["last_value"] == "-inf"
     assert "gpus" in doc

@@ -141,7 +141,8 @@ class Heartbeat:
                 return
             if self._best_compute is None or means.compute_seconds < self._best_compute:
                 self._best_compute = means.compute_seconds
-            self._perf = {"step": step, "step_seconds": means.step_seconds,
+            self._perf = {"step": step, "steps": means.steps,
+                          "step_seconds": means.step_seconds,
                           "compute_seconds": means.compute_seconds,
                           "reduce_wait_seconds": means.reduce_wait_seconds,
                           "best_compute_seconds": self._best_compute}

@@ -5,9 +5,9 @@ distcore.telemetry's GpuDevice) and returns `Alert`s. Nothing here reads files o
 is passed in, so rules are table-tested. The rules live by family, each in its room:
 
 - `distcore.alerts.series`: a run's points (input stall, NaN loss, rising or spiking loss, gradient
-  spike; `spikes` finds a spike over its recent median and MAD);
-  they look at a series' tail only, and the job index (distcore.jobs) runs them again only for
-  runs that changed.
+  spike; `spikes` finds a spike over its recent median and MAD, and tracks a loss's spikes over
+  every point the store reads); they look at a series' tail (or the tracker's bounded history)
+  only, and the job index (distcore.jobs) runs them again only for runs that changed.
 - `distcore.alerts.cadence`: how often a run writes, and a run that stopped (`run_stalled`).
 - `distcore.alerts.gpus`: the GPUs (imbalance, full memory) and idle GPUs while steps advance.
 - `distcore.alerts.outcomes`: what distagent's run.json and the scheduler say became of a job.

@@ -10,6 +10,9 @@ spike.
 MFU (perf/mfu, written by distagent at every log point) falling well below the job's own
 earlier level says the same from the other side, on any hardware: compared with the job's own
 past rather than an absolute bar, since a small model's good MFU is a large one's poor one.
+Its advice follows the run's own input wait: the input pipeline is named only where the share
+of the step spent waiting for input rose with the fall; otherwise the step's other parts are
+(a straggler or slower collectives, whose own alerts name them, or the batch size).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Final, Protocol
 
 from distcore import names
 from distcore.alerts import Alert, RunLike
+from distcore.alerts.series import REMEDY, TAIL_POINTS, tail_floats
 
 BUSY_UTILIZATION: Final = 90.0  # util% at or above which NVML calls a GPU busy
 LOW_SM_ACTIVITY: Final = 50.0  # % of SMs busy below which a busy GPU is not computing
@@ -29,6 +33,9 @@ MFU_RECENT_POINTS: Final = 3  # log points that make "now" (a median: one slow p
 MFU_EARLIER_POINTS: Final = 5  # at least this many before them make "earlier"
 MFU_DROP: Final = 0.5  # now below this share of earlier: "well below"
 SHARE = "check the input pipeline, the collectives' share of the step and the batch size"
+INPUT_ROSE: Final = names.INPUT_WAIT_MODERATE  # input wait up by this share of the step, and
+# at least this share now: the fall is the input's
+NOT_INPUT = "check the workers' step times (a straggler) and the collectives' share of the step"
 
 
 class GpmLike(Protocol):
@@ -91,8 +98,38 @@ def mfu_dropped(run: RunLike, now: float) -> Alert | None:
     first_recent = steps[-MFU_RECENT_POINTS]
     message = (f"MFU fell to {recent:.1%} (median of steps {first_recent}-{steps[-1]}) from "
                f"the job's own {earlier:.1%} (steps {steps[0]}-{steps[-MFU_RECENT_POINTS - 1]})"
-               f", below {MFU_DROP:.0%} of it: {SHARE}.")
+               f", below {MFU_DROP:.0%} of it{_advice(run, first_recent)}.")
     return Alert("mfu_dropped", "warning", run.name, message, now)
+
+
+def input_wait_rise(run: RunLike, since_step: int) -> tuple[float, float] | None:
+    """(before, now): the medians of the run's input wait share of the step before
+    `since_step` and from it, where both are known, over its tail; None without them."""
+    series = run.scalars.get(names.INPUT_WAIT_FRACTION)
+    if series is None:
+        return None
+    before: list[float] = []
+    after: list[float] = []
+    steps = tail_floats(series.steps, TAIL_POINTS)
+    values = tail_floats(series.values, len(steps))
+    for step, value in zip(steps, values, strict=True):
+        if math.isfinite(value):
+            (after if step >= since_step else before).append(value)
+    if not before or not after:
+        return None
+    return statistics.median(before), statistics.median(after)
+
+
+def _advice(run: RunLike, since_step: int) -> str:
+    """What to check, by what the input wait did while MFU fell."""
+    rise = input_wait_rise(run, since_step)
+    if rise is None:
+        return f": {NOT_INPUT}"
+    before, now = rise
+    if now >= INPUT_ROSE and now - before >= INPUT_ROSE:
+        return (f", while the input wait rose from {before:.0%} to {now:.0%} of the step: "
+                f"check the input pipeline ({REMEDY})")
+    return f"; the input wait did not rise ({before:.0%} -> {now:.0%} of the step): {NOT_INPUT}"
 
 
 def job_mfu(parts: Mapping[str, RunLike]) -> float | None:

@@ -2,7 +2,8 @@
 spike.
 
 They depend only on a run's series, so the job index computes them again only for runs that
-changed; each looks at a series' tail only, so its cost does not grow with the points kept.
+changed; each looks at a series' tail only, so its cost does not grow with the points kept (the
+loss-spike rule reads the history the store's tracker kept over every point read).
 distcore.tails runs the same rules over many runs' numpy tails at once.
 """
 
@@ -16,7 +17,7 @@ from typing import Any, Final
 
 from distcore import names
 from distcore.alerts import Alert, RunLike, SeriesLike, Severity
-from distcore.alerts.spikes import newest_spike, window_spike
+from distcore.alerts.spikes import SpikeHistory, SpikeRule, SpikeSeen, spike_history
 from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
 from distcore.tags import pick_tag
 
@@ -34,6 +35,8 @@ LOSS_SPIKE_FACTOR: Final = 3.0  # a loss above 3× its recent median (for a posi
 LOSS_SPIKE_Z: Final = 10.0  # ... and above it by 10 robust deviations (MAD × 1.4826)
 LOSS_BACK_FACTOR: Final = 1.5  # back within 1.5× the median before the spike ...
 LOSS_BACK_Z: Final = 3.0  # ... or within 3 deviations of it: the spike recovered
+LOSS_SPIKE_RULE: Final = SpikeRule(LOSS_SPIKE_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z,
+                                   LOSS_SPIKE_FACTOR, LOSS_BACK_Z, LOSS_BACK_FACTOR)
 REMEDY: Final = (
     "use parallel map (num_parallel_calls=AUTOTUNE), prefetch, and cache the dataset if it fits"
 )
@@ -175,41 +178,64 @@ def gradient_spike(run: RunLike) -> Alert | None:
 
 
 def loss_spike(run: RunLike) -> Alert | None:
-    """The newest loss spike in the tail (alerts.spikes: above 3× its recent median and 10
-    robust deviations), named by the first point of its stretch (the points after a jump that
-    stay up are spikes too), judged by where the loss is now: back within 1.5× or 3 deviations
-    of the median before it is a warning that it recovered by itself; still up is critical; a
-    spike that is the newest point alone is a warning until the next point says which."""
+    """The loss's spikes over all its points (alerts.spikes: above 3× its recent median and 10
+    robust deviations), each stretch named by its first point. The newest is judged by where
+    the loss is now: back within 1.5× or 3 deviations of the median before it is a warning
+    that it recovered by itself; still up is critical; a spike that is the newest point alone
+    is a warning until the next point says which. The earlier ones the series remembers follow,
+    each with whether it came back: one that never did keeps the alert critical."""
     tag = loss_tag(run.scalars)
     if tag is None:
         return None
     series = run.scalars[tag]
-    values = tail_floats(series.values, TAIL_POINTS + LOSS_SPIKE_WINDOW)
-    start = len(values) - TAIL_POINTS
-    spike = newest_spike(values, start, LOSS_SPIKE_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z,
-                         LOSS_SPIKE_FACTOR)  # fmt: skip
-    if spike is None:
+    history = series_spikes(series)
+    if history is None or not history.spikes:
         return None
-    newest, last = spike.at, len(values) - 1
-    while spike.at > start and (earlier := window_spike(
-            values, spike.at - 1, LOSS_SPIKE_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z,
-            LOSS_SPIKE_FACTOR)) is not None:  # fmt: skip
-        spike = earlier
-    i, value, now = spike.at, values[spike.at], values[last]
-    ratio = f"{value / spike.median:.3g}× its" if spike.median > 0 else "far above its"
-    what = f"loss spike: {tag} {value:.4g} at step {_tail(series.steps, len(values))[i]} is " \
-           f"{ratio} recent median {spike.median:.4g}"
+    *earlier, newest = history.spikes
+    now = series.last_value
+    ratio = f"{newest.value / newest.median:.3g}× its" if newest.median > 0 else "far above its"
+    what = (f"loss spike: {tag} {newest.value:.4g} at step {newest.step} is {ratio} recent "
+            f"median {newest.median:.4g}")
     severity: Severity = "warning"
-    if i == last:
+    if history.last_spiked and newest.step == series.steps[-1]:
         message = f"{what} (if it does not come back, lower the learning rate or clip)"
-    elif newest == last or spike.above(now, LOSS_BACK_Z, LOSS_BACK_FACTOR):
+    elif history.last_spiked or not newest.came_back(now, LOSS_SPIKE_RULE):
         severity = "critical"
         message = (f"{what} and has not come back (now {now:.4g}): the model may have lost its "
                    "training; lower the learning rate, clip, or resume from a checkpoint")
     else:
         message = f"{what}; it recovered by itself (now {now:.4g})"
-    return Alert("loss_spike", severity, run.name, message, _tail(series.wall_times,
-                                                                   len(values))[i])
+    if earlier:
+        if any(s.back_step is None for s in earlier):
+            severity = "critical"
+        message += f"; earlier: {spikes_text(earlier, history.count - 1)}"
+    return Alert("loss_spike", severity, run.name, message, newest.wall_time)
+
+
+def series_spikes(series: SeriesLike) -> SpikeHistory | None:
+    """A loss series' spike history: the store's, fed every point read; for a series built
+    by hand, found over the points it holds."""
+    history = getattr(series, "spike_history", None)
+    if isinstance(history, SpikeHistory):
+        return history
+    return spike_history(series.steps, series.wall_times, series.values, LOSS_SPIKE_RULE)
+
+
+SPIKES_SHOWN: Final = 3  # earlier stretches a message spells out (the rest are counted)
+
+
+def spike_text(seen: SpikeSeen) -> str:
+    """"loss spiked at step 150 (0.52→12.3), recovered at step 153"."""
+    back = (f"recovered at step {seen.back_step}" if seen.back_step is not None
+            else "has not come back")
+    return f"loss spiked at step {seen.step} ({seen.median:.3g}→{seen.value:.3g}), {back}"
+
+
+def spikes_text(earlier: Sequence[SpikeSeen], count: int) -> str:
+    """The newest SPIKES_SHOWN of `earlier`, newest first, and how many more there were."""
+    shown = [spike_text(s) for s in reversed(earlier[-SPIKES_SHOWN:])]
+    more = count - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more > 0 else "")
 
 
 def series_alerts(run: RunLike) -> list[Alert]:

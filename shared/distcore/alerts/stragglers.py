@@ -9,15 +9,26 @@ step's wall time, plus its best `compute_seconds` so far. Two scores per worker,
 - `relative`: the fastest worker's compute time over this one's (0.5: it takes twice as long);
 - `own`: its own best compute time over its current one (it slowed since).
 
-A straggler is named when the slowest worker's compute time is STRAGGLER_RATIO or more the
-fastest's, the others wait for it STRAGGLER_WAIT_SHARE or more of each step (their time in the
-reduction beyond its own, which is the transfer every worker spends), and its extra time
-accounts for at least half of that wait (a wait that its extra time does not explain is not
-this worker's). Pure: no clock but the one passed in.
+A straggler is named on either of two grounds:
+
+- by the wait it causes: the slowest worker's compute time is STRAGGLER_RATIO or more the
+  fastest's, the others wait STRAGGLER_WAIT_SHARE or more of each step (their time in the
+  reduction beyond its own, which is the transfer every worker spends), and its extra time
+  accounts for at least half of that wait (a wait that its extra time does not explain is not
+  this worker's);
+- by its compute time alone: COMPUTE_RATIO or more the median of the others', over heartbeat
+  windows of at least MIN_WINDOW_STEPS steps each. Where a step is mostly its collectives, the
+  faster workers' wait hides in their own compute time (the gradients' all-reduce starts while
+  the backward pass runs, so a worker waiting for a peer's gradients is still "computing") and
+  the caused wait reads small although the job runs at the slow worker's pace; a synchronous
+  job always does. A window of many steps keeps one preempted interval from deciding.
+
+Pure: no clock but the one passed in.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +39,8 @@ from distcore.alerts.workers import WorkerBeat
 STRAGGLER_RATIO = 1.2
 STRAGGLER_WAIT_SHARE = 0.10
 EXPLAINED_SHARE = 0.5
+COMPUTE_RATIO = 1.3
+MIN_WINDOW_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,7 @@ class WorkerScore:
     step_seconds: float
     relative: float
     own: float | None
+    window_steps: int | None = None  # the steps its heartbeat's means are over
 
     @property
     def wait_share(self) -> float:
@@ -48,7 +62,7 @@ class WorkerScore:
         return {"worker": self.worker, "host": self.host, "compute_seconds": self.compute_seconds,
                 "reduce_wait_seconds": self.reduce_wait_seconds,
                 "step_seconds": self.step_seconds, "relative": self.relative, "own": self.own,
-                "wait_share": self.wait_share}
+                "wait_share": self.wait_share, "window_steps": self.window_steps}
 
 
 def _timed(beat: WorkerBeat) -> bool:
@@ -69,7 +83,8 @@ def score_workers(beats: Sequence[WorkerBeat]) -> tuple[WorkerScore, ...]:
         best = beat.best_compute_seconds
         own = min(1.0, best / compute) if best is not None and best > 0 else None
         out.append(WorkerScore(beat.worker, beat.host, compute, beat.reduce_wait_seconds or 0.0,
-                               beat.step_seconds or 0.0, fastest / compute, own))
+                               beat.step_seconds or 0.0, fastest / compute, own,
+                               beat.window_steps))
     return tuple(out)
 
 
@@ -98,6 +113,15 @@ def caused_wait(slow: WorkerScore, others: Sequence[WorkerScore]) -> float:
                for s in others) / len(others)
 
 
+def compute_bound_out(slow: WorkerScore, others: Sequence[WorkerScore]) -> bool:
+    """Its compute time alone names it: COMPUTE_RATIO or more the others' median, every
+    worker's figure a mean over MIN_WINDOW_STEPS steps or more."""
+    if any((s.window_steps or 0) < MIN_WINDOW_STEPS for s in (slow, *others)):
+        return False
+    return slow.compute_seconds >= COMPUTE_RATIO * statistics.median(
+        s.compute_seconds for s in others)
+
+
 def find_straggler(scores: Sequence[WorkerScore]) -> Straggler | None:
     if len(scores) < 2:
         return None
@@ -108,7 +132,9 @@ def find_straggler(scores: Sequence[WorkerScore]) -> Straggler | None:
     caused = caused_wait(slow, others)
     wait = sum(min(1.0, caused / s.step_seconds) for s in others) / len(others)
     extra = slow.compute_seconds - sum(s.compute_seconds for s in others) / len(others)
-    if ratio < STRAGGLER_RATIO or wait < STRAGGLER_WAIT_SHARE or extra < EXPLAINED_SHARE * caused:
+    by_wait = ratio >= STRAGGLER_RATIO and wait >= STRAGGLER_WAIT_SHARE and \
+        extra >= EXPLAINED_SHARE * caused
+    if not by_wait and not compute_bound_out(slow, others):
         return None
     return Straggler(slow, fast, ratio, wait)
 

@@ -43,6 +43,8 @@ class WorkerBeat:
     compute_seconds: float | None = None
     reduce_wait_seconds: float | None = None
     best_compute_seconds: float | None = None
+    window_steps: int | None = None
+    """How many steps its step, compute and reduce-wait means are over."""
     hung_since: float | None = None
     stacks: str | None = None
     """The stacks file's name in the run directory (a plain name, checked when read)."""

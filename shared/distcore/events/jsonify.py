@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from distcore.alerts.spikes import SpikeSeen
 from distcore.events.snapshots import RunSnapshot, Series
 from distcore.histograms.jsonify import histograms_to_json
 from distcore.snapshot import json_float
@@ -18,7 +19,7 @@ def _json_value(value: Any) -> Any:
 
 
 def series_to_json(series: Series) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "last_step": series.last_step,
         "last_value": json_float(series.last_value),
         "last_wall_time": json_float(series.last_wall_time),
@@ -26,6 +27,18 @@ def series_to_json(series: Series) -> dict[str, Any]:
         "min": json_float(series.min),
         "max": json_float(series.max),
     }
+    history = series.spike_history
+    if history is not None:  # a loss: every spike read, the newest kept listed (additive)
+        out["spike_count"] = history.count
+        out["spikes"] = [spike_to_json(s) for s in history.spikes]
+    return out
+
+
+def spike_to_json(seen: SpikeSeen) -> dict[str, Any]:
+    return {"step": seen.step, "wall_time": json_float(seen.wall_time),
+            "value": json_float(seen.value), "median": json_float(seen.median),
+            "back_step": seen.back_step,
+            "back_value": None if seen.back_value is None else json_float(seen.back_value)}
 
 
 def run_to_json(

@@ -6,6 +6,9 @@ points read since the previous kept point, so `count` survives decimation exactl
 that falls between two kept points of a decimated stretch has to estimate how many of that
 stretch's points it removed (pro rata by step), and min/max after such a purge are taken over
 what was kept.
+
+A loss series also feeds every point it reads, once, to a spike tracker (alerts.spikes), whose
+bounded history the snapshot carries: a spike is known whatever the decimation kept.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 import distcore.tfrecord.kernel as kernel
+from distcore.alerts.series import LOSS_SPIKE_RULE
+from distcore.alerts.spikes import BLOCK, SpikeTracker
 from distcore.decimate import keep_indices, stretch_share
 from distcore.events.snapshots import Column, Series
+from distcore.tags import tag_kind
+from distcore.tails import spike_candidates
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -65,6 +72,11 @@ def _ones(count: int) -> I64:
     return ones[:count]
 
 
+BOUNDED_BATCH = 256
+"""New points from which numpy bounds a loss's blocks for its spike tracker; fewer (a live
+run's few new points) take the tracker's one bound, cheaper than numpy's calls."""
+
+
 def _first_stats(steps: I64, values: F64) -> tuple[bool, float, float]:
     """(_increasing(steps), _fmin(values), _fmax(values)), in one kernel call where it is
     built; numpy decides wherever the kernel's answer may not be numpy's (zeros, NaN)."""
@@ -95,6 +107,20 @@ class SeriesBuffer:
         self.min = float("nan")
         self.max = float("nan")
         self._frozen: Series | None = None
+        self.spikes = SpikeTracker(LOSS_SPIKE_RULE) if tag_kind(tag) == "loss" else None
+
+    def _track(self, steps: I64, walls: F64, values: F64) -> None:
+        """Points that are the series' from here, in order, to its spike tracker."""
+        if self.spikes is None or not len(values):
+            return
+        rule = self.spikes.rule
+        candidates = None if len(values) < BOUNDED_BATCH else spike_candidates(
+            self.spikes.recent(), values, rule.window, rule.min_points, BLOCK, rule.factor)
+        self.spikes.feed(Column(steps), Column(walls), Column(values), candidates)
+
+    def _track_purge(self, step: int) -> None:
+        if self.spikes is not None:
+            self.spikes.purge_from(step, self.values[-self.spikes.rule.window:].tolist())
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -113,8 +139,10 @@ class SeriesBuffer:
         purged = len(self.steps) and first_new <= int(self.steps[-1])
         if purged:
             self._purge_from(first_new)
+            self._track_purge(first_new)
         keep = survivors(steps)
         kept_steps = steps[keep]
+        self._track(kept_steps, walls[keep], values[keep])
         # Points of the batch that a later point of it purged were never counted.
         weights = np.ones(len(kept_steps), dtype=np.int64)
         self.steps = np.concatenate([self.steps, kept_steps])
@@ -133,6 +161,7 @@ class SeriesBuffer:
     def _first(self, steps: I64, walls: F64, values: F64, low: float, high: float) -> None:
         """The batch's arrays are the series' own from here (the decoder made them for it)."""
         self.steps, self.walls, self.values = steps, walls, values
+        self._track(steps, walls, values)
         self.weights = _ones(len(steps))
         self.count = len(steps)
         self.min, self.max = low, high
@@ -142,6 +171,7 @@ class SeriesBuffer:
         if len(self.steps) and step <= int(self.steps[-1]):
             self._frozen = None
             self._purge_from(step)
+            self._track_purge(step)
             self.min, self.max = _fmin(self.values), _fmax(self.values)
 
     def _purge_from(self, step: int) -> None:
@@ -177,6 +207,7 @@ class SeriesBuffer:
                 count=self.count,
                 min=self.min,
                 max=self.max,
+                spike_history=self.spikes.history() if self.spikes is not None else None,
             )
         return self._frozen
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar, overload
 
+from distcore.alerts.spikes import SpikeHistory
 from distcore.histograms.records import HistogramSeries
 from distcore.location import RunLocation
 
@@ -81,6 +82,9 @@ class Series:
     count: int
     min: float
     max: float
+    # A loss's spikes over every point read (alerts.spikes.SpikeTracker, fed by the store);
+    # None for other tags and for a series built by hand.
+    spike_history: SpikeHistory | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ def _beat(doc: dict[str, Any]) -> WorkerBeat | None:
         compute_seconds=_number(perf.get("compute_seconds")),
         reduce_wait_seconds=_number(perf.get("reduce_wait_seconds")),
         best_compute_seconds=_number(perf.get("best_compute_seconds")),
+        window_steps=_int(perf.get("steps")),
         hung_since=_number(hung.get("since")),
         stacks=stacks if isinstance(stacks, str) and _STACKS.fullmatch(stacks) else None,
     )
