@@ -26,6 +26,7 @@ from distcore.alerts.input_advice import input_advice
 from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
 from distcore.alerts.series import input_stall
 from distcore.alerts.stragglers import straggler_alert
+from distcore.alerts.validation import validation_alerts
 from distcore.alerts.workers import hung_alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
@@ -109,9 +110,11 @@ def _facts_together(jobs: Sequence[FactsInput]) -> list[JobFacts]:
     for (name, parts, agent, version), runs_of in zip(jobs, training, strict=True):
         found = _outcome(name, parts, agent)
         advice = input_advice(agent.pipeline) if agent is not None else None
+        validation = parts.get(names.VALIDATION_DIR)
         intervals: dict[str, float | None] = {}
         for run in runs_of:
-            found += _advised(next(point), run, advice)
+            alerts = _advised(next(point), run, advice)
+            found += validation_alerts(alerts, run) if run is validation else alerts
             intervals[run.name] = next(cadence)
         first_part, first_run = next(iter(parts.items()))
         out.append(JobFacts(
