@@ -30,8 +30,8 @@ ALL_ON = {"optimize": True, "parallel_calls": "autotune", "prefetch": "autotune"
     [
         (ALL_ON, LEFT),
         ({**ALL_ON, "parallel_calls": 8, "prefetch": 2, "cache": "/scratch/cache"}, LEFT),
-        ({**ALL_ON, "optimize": False}, "turn on data.optimize (off, the map runs one example "
-                                        "at a time, and nothing is prefetched or cached)"),
+        ({**ALL_ON, "optimize": False}, "turn on data.optimize (off: the map runs one example "
+                                        "at a time, nothing is prefetched or cached)"),
         ({**ALL_ON, "cache": False}, "use a cache of the dataset where it fits (data.cache); it "
                                      "already uses parallel map and prefetch"),
         ({**ALL_ON, "parallel_calls": 1, "prefetch": 0, "cache": False},

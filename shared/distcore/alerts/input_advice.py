@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 LEFT: Final = (
-    "it already maps in parallel, prefetches and caches, so what is left is more host CPU cores "
-    "for preprocessing, lighter preprocessing or preprocessing done once offline (examples "
-    "saved decoded and resized), or the tf.data service to preprocess on other machines"
+    "it already maps in parallel, prefetches and caches: what is left is more host cores, "
+    "lighter or offline preprocessing, or the tf.data service"
 )
 
 
@@ -56,7 +55,7 @@ def input_advice(facts: PipelineFacts | None) -> str | None:
     if facts is None:
         return None
     if not facts.optimized:
-        return ("turn on data.optimize (off, the map runs one example at a time, and nothing is "
+        return ("turn on data.optimize (off: the map runs one example at a time, nothing is "
                 "prefetched or cached)")
     remedies = (
         (facts.parallel_map, "parallel map", 'parallel map (data.parallel_calls = "autotune")'),
