@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -34,6 +37,11 @@ CPU_REPLICAS = 4
 # (metadata.google.internal, 5 s timeout). Tests, and the worker processes they start, must send
 # nothing off this machine: point it at a closed loopback port, which refuses at once.
 os.environ.setdefault("GCE_METADATA_IP", "127.0.0.1:9")
+# distagent keeps a CPU's measured peak in the user's cache (distagent.cpu_peak): the tests and
+# the jobs they start share one of their own, removed at the end.
+if "DISTMON_CACHE_DIR" not in os.environ:
+    os.environ["DISTMON_CACHE_DIR"] = tempfile.mkdtemp(prefix="distmon-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["DISTMON_CACHE_DIR"], ignore_errors=True)
 # Threads that libraries start once per process and keep by design.
 _PERSISTENT_THREAD_PREFIXES = ("asyncio_", "ThreadPoolExecutor", "pydevd", "Dummy-", "fsspecIO")
 

@@ -74,3 +74,11 @@ def test_the_agent_extra_adds_what_distagent_imports() -> None:
 def test_bench_tools_are_not_dashboard_dependencies() -> None:
     assert not declared("bench") & declared()
     assert "textual-plotext" not in declared() | declared("agent")
+
+
+def test_distagent_names_every_module_of_the_agent_extra() -> None:
+    """What `distagent` tells a plain install to add covers all the extra brings it."""
+    from distagent.cli import AGENT_MODULES
+
+    extra = {m for m in imported("agent") if distributions({m}) <= declared("agent")}
+    assert extra == AGENT_MODULES

@@ -28,10 +28,16 @@ from distcore.textsafe import terminal_text
 
 Handler = Callable[[argparse.Namespace], int]
 BROKEN_PIPE_EXIT = 128 + 13  # what a shell reports for a command killed by SIGPIPE
+MISSING_EXTRA_EXIT = 2  # a user's error, as DistmonError's
 ERROR_LINE_LIMIT = 2000  # characters per error line: a 10,000-character name is elided
 
 
 VERBOSE_HELP = "show TensorFlow's start-up messages (hidden by default; errors always show)"
+# The modules of the `agent` extra (tests/test_dependencies.py holds it to pyproject.toml): a
+# plain `pip install distmon` has the dashboard and `distagent status`/`stop` only, and a command
+# that needs one of these says what to install instead of ending in a traceback.
+AGENT_MODULES = frozenset({"tensorflow", "keras", "tomli_w"})
+EXTRA_HINT = "pip install 'distmon[agent]' (or '.[agent]' in a checkout)"
 
 
 def _add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +142,13 @@ def _dispatch(argv: Sequence[str] | None) -> int:
     except DistmonError as err:
         print(error_text(err), file=sys.stderr)
         return err.exit_code
+    except ModuleNotFoundError as err:
+        missing = (err.name or "").partition(".")[0]
+        if missing not in AGENT_MODULES:
+            raise
+        print(f"distagent: {args.command} needs {missing}, which this install lacks: "
+              f"{EXTRA_HINT}", file=sys.stderr)  # fmt: skip
+        return MISSING_EXTRA_EXIT
     except KeyboardInterrupt:
         return 130
     finally:

@@ -9,17 +9,19 @@ costs twice the forward, so a step is 3 × forward × global batch, whatever the
 (recomputation, the optimizer's update and padding are not model FLOPs).
 
 A CPU has no datasheet figure that a replica on it could reach, so the agent measures one: a
-float32 (or, under mixed precision, float16) matrix multiply timed on this host at start; the
-result is named "measured" wherever it is shown.
+float32 (or, under mixed precision, float16) matrix multiply timed on this host, kept per host
+with its date (distagent.cpu_peak); the result is named "measured" wherever it is shown. CPU
+replicas share their host's cores: the job's peak counts each host once, however many of its
+workers run there (launch-local runs them all on one).
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from distagent.cpu_peak import PROBE_RUNS, CpuPeak, host_peak
 from distagent.plan import Plan, with_flops, with_peak
 from distagent.schema import JobConfig
 from distcore.telemetry.peaks import (
@@ -30,11 +32,6 @@ from distcore.telemetry.peaks import (
     measured_peak,
     si_rate,
 )
-
-PROBE_SECONDS = 0.02
-"""A probe's multiply is grown until one run takes at least this long (timer noise)."""
-PROBE_MAX_N = 2048
-PROBE_REPEATS = 3
 
 
 def forward_flops(model: Any, input_shape: Sequence[int]) -> float | None:
@@ -54,33 +51,13 @@ def forward_flops(model: Any, input_shape: Sequence[int]) -> float | None:
 
 
 @functools.lru_cache(maxsize=2)
-def measure_cpu_peak(*, mixed_precision: bool = False) -> float:
-    """FLOP/s of this host's CPU on a dense matrix multiply (the best of a few runs of the
-    largest size tried): what the CPU replicas of this process share. Measured once per
-    process and precision: the host does not change, and a probe costs a few tenths of a
-    second."""
+def measure_cpu_peak(*, mixed_precision: bool = False) -> CpuPeak:
+    """FLOP/s of this host's CPU on a dense matrix multiply (distagent.cpu_peak: warmed, the
+    median of several runs, kept per host with its date): what the CPU replicas of this
+    process share. Asked once per process and precision."""
     import tensorflow as tf
 
-    dtype = tf.float16 if mixed_precision else tf.float32
-    with tf.device("/CPU:0"):
-        n, seconds = 256, 0.0
-        while True:
-            seconds = _best_matmul_seconds(tf, n, dtype)
-            if seconds >= PROBE_SECONDS or n >= PROBE_MAX_N:
-                break
-            n *= 2
-    return 2.0 * n**3 / seconds
-
-
-def _best_matmul_seconds(tf: Any, n: int, dtype: Any) -> float:
-    a = tf.cast(tf.random.uniform((n, n), dtype=tf.float32), dtype)
-    tf.linalg.matmul(a, a).numpy()  # warmed before timing (threads, kernel choice)
-    best = float("inf")
-    for _ in range(PROBE_REPEATS):
-        start = time.perf_counter()
-        tf.linalg.matmul(a, a).numpy()
-        best = min(best, time.perf_counter() - start)
-    return max(best, 1e-9)
+    return host_peak(tf, tf.float16 if mixed_precision else tf.float32)
 
 
 def device_peak(
@@ -93,8 +70,10 @@ def device_peak(
     if peak_tflops > 0:
         return configured_peak(peak_tflops), None
     if not on_gpu:
-        what = f"{'float16' if mixed_precision else 'float32'} matmul on this CPU"
-        return measured_peak(measure_cpu_peak(mixed_precision=mixed_precision), what), None
+        host = measure_cpu_peak(mixed_precision=mixed_precision)
+        what = (f"{'float16' if mixed_precision else 'float32'} matmul on this CPU, median of "
+                f"{PROBE_RUNS} runs on {host.measured_on.isoformat()}")
+        return measured_peak(host.flops_per_second, what), None
     import tensorflow as tf
 
     name = (gpu_name or nvml_gpu_name)()
@@ -119,9 +98,10 @@ def nvml_gpu_name() -> str | None:
     return next((d.name for d in devices if d.name), None)
 
 
-def counted_plan(cfg: JobConfig, plan: Plan, forward: float | None) -> tuple[Plan, list[str]]:
+def counted_plan(cfg: JobConfig, plan: Plan, forward: float | None,
+                 hosts: int = 1) -> tuple[Plan, list[str]]:  # fmt: skip
     """The plan with the model's FLOPs and its devices' peak, and the warnings that say what
-    is unknown (no MFU then, never a made-up one)."""
+    is unknown (no MFU then, never a made-up one). `hosts`: the machines its workers run on."""
     warnings = [] if forward is not None else [
         "TensorFlow counts no FLOPs in this model's forward pass: no MFU"]
     on_gpu = any("GPU" in d.upper() for d in plan.devices)
@@ -129,8 +109,9 @@ def counted_plan(cfg: JobConfig, plan: Plan, forward: float | None) -> tuple[Pla
                             peak_tflops=cfg.telemetry.peak_tflops)
     if why is not None:
         warnings.append(why)
-    # CPU replicas are logical devices of one host's cores: the host is the device.
-    devices = plan.replicas if on_gpu else plan.workers
+    # CPU replicas are logical devices of one host's cores: the host is the device, counted
+    # once however many workers share it.
+    devices = plan.replicas if on_gpu else max(1, min(hosts, plan.workers))
     plan = with_flops(plan, forward)
     plan = with_peak(plan, peak.flops_per_second if peak else None,
                      peak.source if peak else None, devices)

@@ -23,3 +23,6 @@ class StrategySetup:
     task_index: int = 0
     warnings: tuple[str, ...] = ()
     """Fallbacks taken (e.g. NCCL asked for on CPU replicas); callers print them."""
+    hosts: int = 1
+    """Distinct machines among the workers: CPU replicas share their host's cores, so a host's
+    peak counts once however many workers run on it."""

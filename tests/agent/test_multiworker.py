@@ -158,6 +158,8 @@ def test_launch_local_two_workers_train_in_sync(tmp_path: Path) -> None:
     plan = record["plan"]
     assert isinstance(plan, dict)
     assert (plan["workers"], plan["replicas"], plan["global_batch_size"]) == (2, 2, 32)
+    # Both workers share this host's cores: its measured peak counts once, not per worker.
+    assert plan["peak_devices"] == 1 and plan["peak_source"].startswith("measured")
     # Only the chief writes training events; every worker writes its own system samples.
     assert set(names.TRAINING_TAGS) <= scalar_tags(run_dir / names.TRAIN_DIR)
     assert len(list((run_dir / names.TRAIN_DIR).glob("*tfevents*"))) == 1

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,5 +55,27 @@ def test_sample_config_loads_and_plans(tf: Any, path: Path, tmp_path: Path) -> N
                                     plan.global_batch_size, cfg.optimizer.scaling)
     assert math.isclose(plan.learning_rate, expected)
     assert plan.steps_per_epoch >= 1 and plan.validation_steps >= 1
-    # Samples are examples to copy: none of them should trip the plan's own warnings.
-    assert plan.warnings == ()
+    # Samples are examples to copy: none of them should trip the plan's own warnings, but the
+    # one that blows up on purpose (no warmup under a scaled-up rate).
+    wanted = ("no warmup",) if path.stem == "recovery" else ()
+    assert tuple(w for w in wanted if any(w in line for line in plan.warnings)) == wanted
+    assert len(plan.warnings) == len(wanted), plan.warnings
+
+
+@pytest.mark.slow
+def test_the_recovery_sample_recovers_as_the_docs_say(tmp_path: Path) -> None:
+    """`distagent start sample_configs/recovery.toml` (one epoch of it here) diverges, rolls
+    back, finishes, and `distmon --once` shows the recovery."""
+    sample = next(p for p in SAMPLES if p.stem == "recovery")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-m", "distagent", "start", str(sample), "--set",
+                           f"run.logdir={tmp_path}", "--set", "train.epochs=1"], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rolled back to step" in done.stdout + done.stderr
+    record = json.loads((tmp_path / "recovery" / "run.json").read_text())
+    assert record["status"] == "finished" and len(record["recoveries"]) >= 1
+    shown = subprocess.run([sys.executable, "-m", "distmon", "--once", "--no-gpu",
+                            str(tmp_path)], env=env, capture_output=True, text=True, timeout=120,
+                           check=True)  # fmt: skip
+    assert "recovered from divergence at step" in shown.stdout

@@ -1,6 +1,7 @@
 """distmon names the event decoder it runs: `--version` says which, and where the C kernel is
-missing (forced here with DISTMON_PURE=1) --once says so in one line on stderr and the
-dashboard's status line carries a note."""
+missing (forced here with DISTMON_PURE=1) the dashboard's help says so too. Nothing else does:
+--once's stderr and the status line stay as scripts, pipes and snapshots read them on a
+machine without a C compiler."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.tfrecord import kernel
 from distmon import view as views
+from distmon.widgets import runs
 from tests.core.conftest import compiled_kernel
 
 
@@ -41,23 +43,32 @@ def test_version_names_the_fallback_and_how_to_leave_it() -> None:
 
 
 @pytest.mark.parametrize("pure", [False, True])
-def test_once_says_once_on_stderr_that_it_runs_the_fallback(tmp_path: Path, pure: bool) -> None:
+def test_once_stderr_is_the_same_on_either_decoder(tmp_path: Path, pure: bool) -> None:
     if not pure:
         compiled_kernel()
     done = _distmon("--once", "--no-gpu", str(tmp_path), pure=pure)
     assert done.returncode == 0, done.stderr
-    notes = [line for line in done.stderr.splitlines() if "decoder" in line]
-    want = ["distmon: decoder: pure Python (fallback: DISTMON_PURE is set; unset it for the C "
-            "kernel)"] if pure else []  # fmt: skip
-    assert notes == want
-    assert "decoder" not in done.stdout
+    assert "decoder" not in done.stderr and "decoder" not in done.stdout
 
 
-def test_the_status_line_notes_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_status_line_never_notes_the_decoder(monkeypatch: pytest.MonkeyPatch) -> None:
     snap = JobsSnapshot(generated_at=0.0, logdirs=("logs",), jobs=(), hosts=(), alerts=())
     monkeypatch.setattr(kernel, "ACTIVE", None)
-    text = views.status_text(views.ViewState(), snap, ["logs"], 0, None)
-    assert text.endswith(views.PURE_PYTHON_NOTE) and text.count(views.PURE_PYTHON_NOTE) == 1
+    assert "decoder" not in views.status_text(views.ViewState(), snap, ["logs"], 0, None)
+
+
+def test_the_runs_help_names_the_fallback_and_how_to_leave_it() -> None:
+    """In a process on the fallback the runs table's help (the `?` panel) ends with it."""
+    code = "from distmon.widgets.runs import RunsTable; print(RunsTable.HELP)"
+    env = {**os.environ, "DISTMON_PURE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60, check=True)  # fmt: skip
+    assert done.stdout.rstrip().splitlines()[-1] == (
+        "The decoder: pure Python (fallback: DISTMON_PURE is set; unset it for the C kernel)."
+    )
+    assert "● live" in done.stdout
+
+
+def test_the_runs_help_is_silent_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel, "ACTIVE", compiled_kernel())
-    assert views.PURE_PYTHON_NOTE not in views.status_text(views.ViewState(), snap, ["logs"], 0,
-                                                           None)  # fmt: skip
+    assert runs.decoder_help() == ""

@@ -57,7 +57,9 @@ def test_without_a_terminal_the_jobs_finish_and_the_report_flags_input_bound(
     alerts = out[out.index("Alerts:"):].splitlines()
     flagged = [line for line in alerts if "images_input_bound/train:" in line]
     assert flagged and "highly input-bound" in flagged[0] and "prefetch" in flagged[0], out
-    assert not [line for line in alerts if "images/train:" in line], out
+    # The healthy job is never flagged, its validation part included (judged on its own
+    # history: tests/tui/test_validation_alerts.py has the demo's whole noisy series).
+    assert not [line for line in alerts if "images/" in line], out
     for job in ("images", "images_input_bound"):
         record = json.loads((logdir / job / "run.json").read_text())
         assert record["config"]["data"]["images"]["directory"] == str(images.resolve())

@@ -16,7 +16,12 @@ from typing import Any
 
 from distcore.errors import DistmonError
 from distmon.flags import build_parser
-from distmon.options import DEFAULT_HOLD_SECONDS, DEFAULT_MAX_SERIES, Options
+from distmon.options import (
+    DEFAULT_ENDED_WITHIN,
+    DEFAULT_HOLD_SECONDS,
+    DEFAULT_MAX_SERIES,
+    Options,
+)
 
 SERVE_FLAGS = ("metrics", "notify", "notify_file", "notify_level", "notify_hold", "max_series")
 
@@ -108,6 +113,8 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         parser.error("--json needs --once")
     if args.check and not args.once:
         parser.error("--check needs --once")
+    if args.ended_within is not None and not args.check:
+        parser.error("--ended-within needs --check")
     serve = _serve_options(parser, args)
     _check_table_arguments(parser, args)
     from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
@@ -134,6 +141,7 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         once=args.once,
         json=args.json,
         check=args.check,
+        ended_within=DEFAULT_ENDED_WITHIN if args.ended_within is None else args.ended_within,
         max_points=args.max_points,
         plot=args.plot,
         width=args.width,

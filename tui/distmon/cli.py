@@ -75,12 +75,7 @@ def _run(argv: Sequence[str] | None) -> int:
         undo_logging = configure("once" if options.once else "dashboard", sys.stderr)
         try:
             if options.once:
-                from distcore.tfrecord import kernel
                 from distmon.once import run_once
-
-                note = kernel.fallback_note()
-                if note is not None:  # twice the CPU, and the user can fix it
-                    print(f"distmon: {note}", file=sys.stderr)
 
                 # With no argv, main() is the program itself (the console script, `python -m
                 # distmon`), which exits when it returns; a caller passing argv may go on.

@@ -95,8 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="with --once: exit 1 when any alert is critical (a diverged or failed job, NaN "
-        "loss, a highly input-bound job), else 0; for cron, Slurm epilogues and CI",
+        help="with --once: exit 1 when an alert is critical (a diverged or failed job, NaN "
+        "loss, a highly input-bound job) about a job that goes on, or that ended within "
+        "--ended-within seconds, or about no job (a host's GPUs); else 0. For cron, Slurm "
+        "epilogues and CI",
+    )
+    parser.add_argument(
+        "--ended-within",
+        type=_bounded(float, 0, 10 * 365 * 86400),
+        default=None,
+        metavar="SECONDS",
+        help="with --check: how long after a job ended (run.json or Slurm says so, or its files "
+        "went idle) its critical alerts still fail the check (default 3600; a cron job's "
+        "interval hears of each once)",
     )
     parser.add_argument(
         "--max-points",

@@ -3,7 +3,8 @@
 The report renders the job index's snapshot (distcore.jobs), as the dashboard does: the same
 jobs, statuses, hosts and alerts, its figures read as the panels read them (distmon.formats).
 `--json` prints `distcore.jobs.jsonify.to_json` of it; the text renders the typed snapshot.
-`--check` exits 1 when any alert is critical.
+`--check` exits 1 when an alert is critical, an ended job's only for a while after it ended
+(distcore.jobs.ended).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, TextIO
 
 from distcore.alerts import Alert
 from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.ended import failing_alerts
 from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
@@ -34,8 +36,9 @@ NAME_LIMIT = 400
 _SEVERITY_MARKS = {"critical": "✖", "warning": "▲", "info": "·"}
 
 
-def has_critical(snap: JobsSnapshot) -> bool:
-    return any(a.severity == "critical" for a in snap.alerts)
+def has_critical(snap: JobsSnapshot, ended_within: float) -> bool:
+    """A critical alert that `--check` fails on: an ended job's are history after a while."""
+    return bool(failing_alerts(snap, ended_within))
 
 
 def _distinct(names: Iterable[str]) -> dict[str, str]:
@@ -181,4 +184,4 @@ def _report(options: Options, out: TextIO) -> int:
         out.write(jsonout.dumps(to_json(snap)) + "\n")
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(snap, out)
-    return CRITICAL_EXIT if options.check and has_critical(snap) else 0
+    return CRITICAL_EXIT if options.check and has_critical(snap, options.ended_within) else 0

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from distcore.webhook.hold import DEFAULT_HOLD_SECONDS, MAX_HOLD_SECONDS
 
+# Seconds after a job ended that its critical alerts still fail `--check`: a cron job that runs
+# at most this often hears of each ended job's failure once.
+DEFAULT_ENDED_WITHIN = 3600.0
+
 if TYPE_CHECKING:
     from distcore.remote.spec import SshSpec, UrlSpec
 
@@ -33,7 +37,8 @@ class Options:
     simulate_gpus: int = 0
     once: bool = False
     json: bool = False
-    check: bool = False  # --once --check: exit 1 on any critical alert
+    check: bool = False  # --once --check: exit 1 on a critical alert (distcore.jobs.ended)
+    ended_within: float = DEFAULT_ENDED_WITHIN  # --ended-within
     max_points: int = 2000
     screenshot_dir: Path | None = None  # the palette's screenshot; None: the current directory
     # Remote sources: `[user@]host:PATH` and fsspec URLs, beside the local logdirs.

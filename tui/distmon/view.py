@@ -14,15 +14,11 @@ from dataclasses import dataclass, field
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.smoothing import DEFAULT_WEIGHT, WEIGHT_STEP, adjust_weight
 from distcore.table import parse_sort
-from distcore.tfrecord import kernel
 from distmon.render.compare_view import TableView
 from distmon.render.curve import X_MODES, XMode
 from distmon.render.view_model import shown_jobs, status_line
 
 DEFAULT_SECOND = "accuracy"  # the second chart's tag: each run's own accuracy tag
-# Where the decoder runs without its C kernel (twice the CPU): `distmon --version` says why
-# and how to get it.
-PURE_PYTHON_NOTE = "pure-Python decoder: see distmon --version"
 
 
 @dataclass(frozen=True)
@@ -134,11 +130,9 @@ def status_text(
     table_error: str | None,
 ) -> str:
     """The top line: where, how many jobs, the filter and selection, then the notes (the
-    scan's, a bad table expression, the first producer error, a decoder without its kernel)."""
+    scan's, a bad table expression, the first producer error)."""
     errors = snap.errors if snap is not None else ()
     notes = [n for n in (view.note, table_error) if n]
     notes += [f"{e.producer}: {e.message}" for e in errors[:1]]
-    if kernel.fallback_note() is not None:
-        notes.append(PURE_PYTHON_NOTE)
     total = len(snap.jobs) if snap is not None else 0
     return status_line(logdirs, visible, total, view.pattern, len(view.selected), notes)

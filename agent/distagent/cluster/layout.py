@@ -73,6 +73,12 @@ class ClusterLayout:
         return len(self.tasks)
 
     @property
+    def hosts(self) -> int:
+        """Distinct machines among the tasks, by the host part of their addresses (launch-local's
+        workers all listen on 127.0.0.1: one host)."""
+        return len({t.address.rpartition(":")[0] or t.address for t in self.tasks})
+
+    @property
     def is_chief(self) -> bool:
         """TensorFlow's rule: the chief task if there is one, else worker 0."""
         return self.rank == 0

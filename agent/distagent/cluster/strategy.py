@@ -65,6 +65,7 @@ class ClusterSetup:
             replicas=int(self.strategy.num_replicas_in_sync),
             workers=self.num_workers,
             task_index=self.rank,
+            hosts=self.layout.hosts,
         )
 
 
@@ -274,7 +275,8 @@ def planned_setup(config: ClusterConfig, environ: Mapping[str, str]) -> Strategy
     workers = layout.num_workers
     note = (f"planned for {counted(workers, 'worker')} with this machine's "
             f"{counted(len(devices), 'device')} each; the plan does not join the cluster")
-    return StrategySetup(None, devices, workers * len(devices), workers, layout.rank, (note,))
+    return StrategySetup(None, devices, workers * len(devices), workers, layout.rank, (note,),
+                         hosts=layout.hosts)
 
 
 def environ_without_cluster(environ: Mapping[str, str]) -> dict[str, str]:

@@ -54,7 +54,7 @@ def resolve_plan(cfg: JobConfig) -> Plan:
                           hidden_units=cfg.model.hidden_units)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers,
                     source=source)
-    plan, unknown = counted_plan(cfg, plan, forward)
+    plan, unknown = counted_plan(cfg, plan, forward, hosts=setup.hosts)
     extra = (*setup.warnings, *unknown)
     return _with_warnings(plan, extra) if extra else plan
 

@@ -317,7 +317,8 @@ def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
     """The plan with the model's FLOPs (TensorFlow's count) and the replicas' peak, said once."""
     from distagent.flops import counted_plan, flops_text, model_forward_flops, peak_text
 
-    plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, input_shape))
+    plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, input_shape),
+                                 hosts=job.setup.hosts)
     for warning in unknown:
         job.progress.message(terminal_text(f"warning: {warning}"))
     job.progress.message(terminal_text(f"{flops_text(plan)}; peak {peak_text(plan)}"))

@@ -94,7 +94,8 @@ def _trailing_since(series: SeriesLike, holds: Any) -> float:
     return since
 
 
-def input_stall(run: RunLike) -> Alert | None:
+def input_stall(run: RunLike, advice: str = REMEDY) -> Alert | None:
+    """`advice`: what to do, where the job's pipeline is known (distcore.alerts.input_advice)."""
     series = run.scalars.get(names.INPUT_WAIT_FRACTION)
     if series is None:
         return None
@@ -104,7 +105,7 @@ def input_stall(run: RunLike) -> Alert | None:
     level = "highly" if severity == "critical" else "moderately"
     message = (
         f"Your program is {level} input-bound: {series.last_value:.0%} of the step time is spent "
-        f"waiting for input. Recommendation: {REMEDY}."
+        f"waiting for input. Recommendation: {advice}."
     )
     since = _trailing_since(series, lambda v: input_stall_severity(v) is not None)
     return Alert("input_stall", severity, run.name, message, since)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from distcore import names
+from distcore.alerts.input_advice import pipeline_facts
 from distcore.jobs.ledger import ledger_from_record
 from distcore.jobs.scheduler import scheduler_ref_from
 from distcore.jobs.snapshots import AgentRecord, RecoveryNote
@@ -116,6 +117,7 @@ def agent_record_from(doc: Any) -> AgentRecord | None:
         else None,
         workers=worker_beats_from(doc.get("workers")),
         ledger=ledger_from_record(doc),
+        pipeline=pipeline_facts(plan.get("pipeline")),
     )
 
 

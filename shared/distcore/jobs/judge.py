@@ -22,8 +22,11 @@ from distcore.alerts.cadence import (
 )
 from distcore.alerts.efficiency import busy_not_computing, mfu_dropped
 from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
+from distcore.alerts.input_advice import input_advice
 from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
+from distcore.alerts.series import input_stall
 from distcore.alerts.stragglers import straggler_alert
+from distcore.alerts.validation import validation_alerts
 from distcore.alerts.workers import hung_alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
@@ -66,6 +69,14 @@ def _outcome(name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | N
     return ([found] if found is not None else []) + recovered(name, agent.recoveries, since)
 
 
+def _advised(alerts: list[Alert], run: RunSnapshot, advice: str | None) -> list[Alert]:
+    """The run's point alerts, an input stall's recommendation read from the job's own pipeline
+    where run.json gives it (the rule runs again only for a run that raised one)."""
+    if advice is None:
+        return alerts
+    return [(input_stall(run, advice) or a) if a.kind == "input_stall" else a for a in alerts]
+
+
 def job_facts(
     name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | None, version: int
 ) -> JobFacts:
@@ -98,9 +109,12 @@ def _facts_together(jobs: Sequence[FactsInput]) -> list[JobFacts]:
     out = []
     for (name, parts, agent, version), runs_of in zip(jobs, training, strict=True):
         found = _outcome(name, parts, agent)
+        advice = input_advice(agent.pipeline) if agent is not None else None
+        validation = parts.get(names.VALIDATION_DIR)
         intervals: dict[str, float | None] = {}
         for run in runs_of:
-            found += next(point)
+            alerts = _advised(next(point), run, advice)
+            found += validation_alerts(alerts, run) if run is validation else alerts
             intervals[run.name] = next(cadence)
         first_part, first_run = next(iter(parts.items()))
         out.append(JobFacts(

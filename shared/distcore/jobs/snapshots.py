@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from distcore.alerts import Alert
+from distcore.alerts.input_advice import PipelineFacts
 from distcore.alerts.workers import WorkerBeat
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.ledger import Ledger
@@ -84,6 +85,7 @@ class AgentRecord:
     workers: tuple[WorkerBeat, ...] = ()
     """Each worker's heartbeat (run.json's `workers`, distcore.jobs.workers)."""
     ledger: Ledger | None = None  # where the job's wall time went (distcore.jobs.ledger)
+    pipeline: PipelineFacts | None = None  # its input pipeline, for the input-bound advice
 
 
 @dataclass(frozen=True)

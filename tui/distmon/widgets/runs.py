@@ -28,6 +28,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from distcore.textsafe import terminal_text
+from distcore.tfrecord import kernel
 from distmon.render.compare_view import GROUP_KEY, Arranged, Entry, Header
 from distmon.render.runs_lines import (
     NAME_LIMIT,
@@ -45,6 +46,16 @@ from distmon.render.runs_lines import (
 from distmon.render.view_model import JobRow
 
 HEADER = 1  # lines of the header, above the rows
+
+
+def decoder_help() -> str:
+    """The help's last line where the decoder runs without its C kernel (more CPU, and the
+    user can fix it): said here and by `distmon --version`, never on stderr or the status line,
+    which scripts and snapshots read. Empty on the kernel."""
+    note = kernel.fallback_note()
+    return "" if note is None else f"\nThe {note}.\n"
+
+
 LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache starts again
 
 
@@ -56,7 +67,7 @@ panel. `ctrl+p` searches every choice: a tag, a sort or group column, a column t
 
 Jobs: ● live · ○ idle · ✕ gone · ◆ selected.
 distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped.
-"""
+""" + decoder_help()  # the process's decoder is fixed when it starts
     BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
         Binding("enter", "focus_job", "focus"),
         Binding("j", "cursor_down", "down", show=False),
