@@ -24,7 +24,7 @@ from distcore.alerts.series import (
     loss_tag,
     tail_floats,
 )
-from distcore.alerts.spikes import newest_spike, window_spike
+from distcore.alerts.spikes import Spike, window_spike
 
 VALIDATION_SPIKE_FACTOR: Final = 10.0
 VALIDATION_WINDOW: Final = TAIL_POINTS  # every kept point before it makes its reference
@@ -48,7 +48,7 @@ def validation_spike(run: RunLike) -> Alert | None:
     values = tail_floats(series.values, TAIL_POINTS + VALIDATION_WINDOW)
     start = len(values) - TAIL_POINTS
     rule = (VALIDATION_WINDOW, LOSS_SPIKE_MIN_POINTS, LOSS_SPIKE_Z, VALIDATION_SPIKE_FACTOR)
-    spike = newest_spike(values, start, *rule)
+    spike = _newest_spike(values, start, rule)
     if spike is None:
         return None
     # Named by the first point of its stretch: the points after a jump that stay up spike too.
@@ -62,3 +62,14 @@ def validation_spike(run: RunLike) -> Alert | None:
                f"{spike.median:.4g} (far outside its history: check the validation data and "
                "the model's inference mode)")
     return Alert("loss_spike", "warning", run.name, message, since)
+
+
+def _newest_spike(
+    values: list[float], start: int, rule: tuple[int, int, float, float]
+) -> Spike | None:
+    """The newest point at or after `start` that spikes over the window before it (a
+    validation loss has a point an epoch: each is looked at)."""
+    for at in range(len(values) - 1, max(start, rule[1]) - 1, -1):
+        if (found := window_spike(values, at, *rule)) is not None:
+            return found
+    return None
