@@ -4,7 +4,8 @@
 A FIFO used to hang all of them (a plain `open` of a FIFO waits for a writer) and nesting deeper
 than the recursion limit was a traceback in `status --json`. Now one opener
 (`distcore.safefile`) refuses non-regular files, links, oversized and over-nested documents;
-such a run.json reads as absent, and the rest of the logdir is shown as usual.
+such a run.json reads as absent to distagent, is its job's row saying "unreadable" (and why) in
+distmon, and the rest of the logdir is shown as usual.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def _touch(path: Path) -> Path:
 
 
 UNREADABLE = object()
+NOTHING_THERE = ("link-loop", "dangling-link")  # no file to see: the job is its files' alone
 
 
 def make_run_json(path: Path, kind: str, value: Any) -> Any:
@@ -150,9 +152,12 @@ def test_any_run_json_through_distmon_and_distagent(
     assert "Traceback" not in once.stderr
     jobs = {job["name"]: job for job in json.loads(once.stdout)["jobs"]}
     assert sorted(jobs) == sorted(expected)  # every job shown, whatever its run.json
+    kinds = {f"job{i}": kind for i, (kind, _) in enumerate(entries)}
     for name, status in expected.items():
         if status in AGENT_STATUSES:
             assert jobs[name]["status"] == status
+        elif status is UNREADABLE and kinds[name] not in NOTHING_THERE:
+            assert jobs[name]["status"] == "unreadable", jobs[name]
         else:  # no agent status to go by: the files' own
             assert jobs[name]["status"] in ("live", "idle", "stale", "empty"), jobs[name]
 

@@ -14,13 +14,13 @@ past rather than an absolute bar, since a small model's good MFU is a large one'
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
 
 from distcore import names
 from distcore.alerts import Alert, RunLike
+from distcore.bounded import perf_value
 
 BUSY_UTILIZATION: Final = 90.0  # util% at or above which NVML calls a GPU busy
 LOW_SM_ACTIVITY: Final = 50.0  # % of SMs busy below which a busy GPU is not computing
@@ -81,8 +81,8 @@ def mfu_dropped(run: RunLike, now: float) -> Alert | None:
     if series is None or series.count < MFU_RECENT_POINTS + MFU_EARLIER_POINTS:
         return None
     values, steps = series.values, series.steps
-    recent_values = [v for v in values[-MFU_RECENT_POINTS:] if math.isfinite(v)]
-    earlier_values = [v for v in values[:-MFU_RECENT_POINTS] if math.isfinite(v)]
+    recent_values = [v for v in values[-MFU_RECENT_POINTS:] if _mfu(v) is not None]
+    earlier_values = [v for v in values[:-MFU_RECENT_POINTS] if _mfu(v) is not None]
     if len(recent_values) < MFU_RECENT_POINTS or len(earlier_values) < MFU_EARLIER_POINTS:
         return None
     recent, earlier = statistics.median(recent_values), statistics.median(earlier_values)
@@ -101,5 +101,11 @@ def job_mfu(parts: Mapping[str, RunLike]) -> float | None:
     for part in order:
         series = parts[part].scalars.get(names.MFU)
         if series is not None and series.count:
-            return series.last_value
+            return _mfu(series.last_value)
     return None
+
+
+def _mfu(value: float) -> float | None:
+    """A point of perf/mfu within its range (0-1), else unknown: never exported, shown or
+    compared outside it."""
+    return perf_value(names.MFU, value)

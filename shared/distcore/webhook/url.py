@@ -53,7 +53,7 @@ def check_url(url: str, source: str = "--notify") -> str:
     odd = next((i for i, c in enumerate(url) if c.isspace() or not c.isprintable()), None)
     if odd is not None:
         raise DistmonError(f"{source}: the URL holds a control character or white space "
-                           f"({ascii(url[odd])} at character {odd + 1}); percent-encode it")
+                           f"({url[odd]!a} at character {odd + 1}); percent-encode it")
     try:
         parts = urllib.parse.urlsplit(url)
         port_ok = parts.port is None or parts.port > 0

@@ -54,7 +54,8 @@ class RunsTable(ScrollView, can_focus=True):
 panel. `ctrl+p` searches every choice: a tag, a sort or group column, a column to show.
 
 Jobs: ● live · ○ idle · ✕ gone · ◆ selected.
-distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped.
+distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped ·
+? unreadable (its alert says why).
 """
     BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
         Binding("enter", "focus_job", "focus"),
