@@ -25,6 +25,8 @@ from distcore.jobs.ledger import BUCKETS
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.metrics import snapshot_families
 from distmon.once import render_text
+from distmon.render.view_model import job_rows
+from distmon.widgets.panels import render_alerts, render_details
 from tests.tui.test_serve import write_job
 
 HUGE = int("9" * 400)
@@ -146,6 +148,10 @@ def assert_every_front_end_holds(index: JobIndex, snap: JobsSnapshot) -> None:
     doc = {"runs": [], "logdirs": [], "gpus": {}, "host": None, **index_to_json(snap)}
     json.loads(json.dumps(doc, allow_nan=False))  # valid JSON, whatever the input
     render_text(snap, io.StringIO())
+    job_rows(snap.jobs)  # the dashboard's table, details (its ledger bar) and alerts
+    for job in snap.jobs:
+        render_details(job, snap.alerts)
+    render_alerts(snap.alerts, snap.errors)
     for family in snapshot_families(snap):
         for sample in family.samples:
             if sample.name.endswith("_ratio"):
