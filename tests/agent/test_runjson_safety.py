@@ -268,3 +268,19 @@ def test_detach_over_a_planted_output_log_is_one_line(tmp_path: Path, kind: str)
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"distagent: {run_dir}/output.log: cannot write the job's output (")
     assert not (run_dir / names.RUN_JSON).exists()
+
+
+def test_status_reads_numbers_as_distmon_does(tmp_path: Path) -> None:
+    """A 400-digit step, pid and total, an input wait of 1e40: unknown, as in distmon."""
+    huge = int("9" * 400)
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / names.RUN_JSON).write_text(json.dumps({
+        "status": "finished", "pid": huge, "last_step": huge, "total_steps": huge,
+        "metrics": {names.INPUT_WAIT_FRACTION: 1e40, names.MFU: -5, names.LOSS: 0.25}}))
+    table = cli("distagent", "status", str(tmp_path), "--json")
+    assert table.returncode == 0, table.stderr
+    (row,) = json.loads(table.stdout)
+    assert (row["pid"], row["last_step"], row["total_steps"]) == (None, None, None)
+    assert row["metrics"] == {names.INPUT_WAIT_FRACTION: None, names.MFU: None, names.LOSS: 0.25}
+    text = cli("distagent", "status", str(tmp_path))
+    assert text.returncode == 0 and "job  finished  -/-   0.2500" in text.stdout, text.stdout
