@@ -86,6 +86,27 @@ PERF_RANGES: Final[dict[str, tuple[float, float]]] = {
 }
 
 
+PERCENT: Final = (0.0, 100.0)
+MAX_MIB: Final = 1e12  # an exbibyte: more memory than any host or GPU has
+# What distagent's recorder writes into a job's `system/` runs (distcore.names.GPU_FIELDS,
+# GPM_FIELDS and the host tags), by field: the GPU and host figures a logdir's hosts show.
+SYSTEM_RANGES: Final[dict[str, tuple[float, float]]] = {
+    "utilization": PERCENT,
+    "memory_used_mib": (0.0, MAX_MIB),
+    "power_w": (0.0, 1e6),
+    "temperature_c": (-273.15, 1e4),
+    **dict.fromkeys(names.GPM_FIELDS, PERCENT),
+    names.HOST_CPU_PERCENT: PERCENT,
+    names.HOST_MEMORY_USED_MIB: (0.0, MAX_MIB),
+}
+
+
+def system_value(field: str, value: Any) -> float | None:
+    """A `system/` run's point of `field` (a GPU field or a host tag, SYSTEM_RANGES) within
+    its range, else None."""
+    return bounded_float(value, *SYSTEM_RANGES.get(field, (-FLOAT_LIMIT, FLOAT_LIMIT)))
+
+
 def perf_value(tag: str, value: Any) -> float | None:
     """A `perf/` point within its tag's range (PERF_RANGES), else None; a point of another tag
     as a finite float, else None."""

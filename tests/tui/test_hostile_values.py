@@ -55,6 +55,11 @@ def write_logdir(logdir: Path) -> None:
     for shift, tag in enumerate(perf):  # each tag ends on another hostile value
         hostile += points(tag, [HOSTILE[(i + shift) % 4] for i in range(24)], start)
     write_run(logdir / "hostile" / "train", sorted(hostile, key=lambda p: p.step))
+    system = [names.gpu_tag(0, f) for f in (*names.GPU_FIELDS, *names.GPM_FIELDS)]
+    system += [names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB]
+    samples = [p for shift, tag in enumerate(system)
+               for p in points(tag, [HOSTILE[(i + shift) % 4] for i in range(8)], start)]
+    write_run(logdir / "hostile" / "system", sorted(samples, key=lambda p: p.step))
     (logdir / "hostile" / "run.json").write_text(json.dumps(hostile_run_json()))
     normal = points("loss", [1.0 - 0.01 * i for i in range(24)], start)
     normal += points(names.INPUT_WAIT_FRACTION, [0.5] * 24, start)
@@ -134,6 +139,10 @@ def test_serve_exports_the_normal_job_and_nothing_out_of_range(tmp_path: Path) -
             assert low <= s.value <= high, s
         if s.name == "distmon_scalar" and s.labels["tag"].startswith("perf/"):
             assert 0 <= s.value <= 1, s  # both jobs' perf/ tags here are fractions or dropped
+        if s.name.endswith("_ratio"):  # a GPU's, a host's, a job's: 0-1 as documented
+            assert 0 <= s.value <= 1, s
+        if s.labels.get("job") == "hostile" and s.name != "distmon_scalar":
+            assert math.isfinite(s.value), s
     mfu = {s.labels["job"]: s.value for s in samples if s.name == "distmon_mfu_ratio"}
     assert mfu == {"normal": 0.4}
     states = {(s.labels["job"], s.labels["distmon_job_status"]) for s in samples
