@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from distcore import bounded, names
 from distcore.events import LogdirWatcher, RunStore
+from distcore.jobs import index as index_module
 from distcore.jobs import judge
 from distcore.jobs.index import JobIndex
 from distcore.jobs.jsonify import index_to_json
@@ -218,6 +219,25 @@ def test_a_job_that_judging_raises_for_is_its_own_row_and_the_others_are_judged(
                                                         ("normal", "failed")]
     said = [a.message for a in snap.alerts if a.run == "hostile"]
     assert said == ["could not be understood: OverflowError: int too large to convert to float"]
+    assert_every_front_end_holds(index, snap)
+
+
+def test_a_clock_rule_that_raises_for_one_job_leaves_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_job(tmp_path, "hostile", [1.0, 0.9])
+    write_job(tmp_path, "normal", [1.0, 0.9], status="failed")
+    rule = index_module.clock_free
+
+    def fails_for_hostile(facts: Any, now: float) -> bool:
+        if facts.name == "hostile":
+            raise OverflowError("int too large to convert to float")
+        return rule(facts, now)
+
+    monkeypatch.setattr(index_module, "clock_free", fails_for_hostile)
+    index, snap = index_of(tmp_path)
+    assert [(j.name, j.status) for j in snap.jobs] == [("hostile", "unreadable"),
+                                                        ("normal", "failed")]
     assert_every_front_end_holds(index, snap)
 
 

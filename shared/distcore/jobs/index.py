@@ -250,11 +250,11 @@ class JobIndex:
             return kept[1]
         try:
             job = judge_job(facts, now, local.gpus, states)
+            # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
+            static = job_id is None and clock_free(facts, now)
         except Exception as err:  # this job's data: its row says so, the others are judged
             log.debug("judging job %r failed", facts.name, exc_info=True)
-            job = unreadable_job(facts, err)
-        # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
-        static = job_id is None and clock_free(facts, now)
+            job, static = unreadable_job(facts, err), False
         self._judged[facts.name] = (facts, job, static)
         if static:
             self._dynamic.discard(facts.name)
