@@ -1,9 +1,11 @@
 """distagent's run.json, read into an `AgentRecord` — on the job index's thread, cached by mtime,
 and which jobs' run.json a refresh looks at (`due_checks`).
 
-run.json is untrusted (anyone may write a logdir): every field is checked for its type and a
-field of the wrong type is unknown (None), never an exception. Strings stay as written; the
-front ends escape them (distcore.textsafe) when they show them.
+run.json is untrusted (anyone may write a logdir): every field is checked for its type, and every
+number for its range once, here (distcore.bounded); a field of the wrong type or out of range is
+unknown (None), never an exception. A run.json that cannot be read or understood is a record
+that says why (`unreadable`): its job's row says so. Strings stay as written; the front ends
+escape them (distcore.textsafe) when they show them.
 """
 
 from __future__ import annotations
@@ -46,7 +48,6 @@ EXTRA_FIELDS: Final[dict[str, Callable[[Any], Any]]] = {
     "total_steps": _count,
     "message": _str,
 }
-EXTRA_KEYS: Final = tuple(EXTRA_FIELDS)
 _int = bounded.bounded_int
 _number = bounded.bounded_float
 
