@@ -14,7 +14,7 @@ from typing import Any
 from distagent.config_convert import Problem, show
 from distagent.model_names import MODEL_CHOICES, is_known_model
 from distagent.schema import JobConfig
-from distcore.telemetry.peaks import MAX_PEAK_TFLOPS
+from distcore.telemetry.peaks import MAX_PEAK_TFLOPS, MIN_PEAK_TFLOPS
 
 MAX_SIMULATED_GPUS = 64
 # Recovery must end: each rollback is a restore and a rerun of the window since the checkpoint,
@@ -112,9 +112,9 @@ RULES: tuple[Rule, ...] = (
     Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
     Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
          f"an integer from 0 to {MAX_SIMULATED_GPUS}"),
-    Rule("telemetry.peak_tflops", lambda v: 0 <= v <= MAX_PEAK_TFLOPS,
-         f"TFLOP/s per device from 0 to {MAX_PEAK_TFLOPS:g} (0 = the datasheet's, or measured "
-         "on CPUs)"),
+    Rule("telemetry.peak_tflops", lambda v: v == 0 or MIN_PEAK_TFLOPS <= v <= MAX_PEAK_TFLOPS,
+         f"0 or TFLOP/s per device from {MIN_PEAK_TFLOPS:g} to {MAX_PEAK_TFLOPS:g} (0 = the "
+         "datasheet's, or measured on CPUs)"),
 )
 
 # Upper bounds: values no machine can run, refused before TensorFlow loads (where they would

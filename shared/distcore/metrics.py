@@ -37,6 +37,7 @@ from prometheus_client.samples import Sample
 
 from distcore import __version__, names
 from distcore.alerts.efficiency import job_mfu
+from distcore.bounded import PERF_RANGES, perf_value
 from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot, JobStatus
 from distcore.metrics_hosts import add_gpus, add_hosts
@@ -270,7 +271,9 @@ class _Families:
                     continue
                 for tag, series in run.scalars.items():
                     key = [job.name, run.name, tag]
-                    value.add(key, series.last_value)
+                    last = series.last_value
+                    # A perf/ tag only within its documented range (distcore.bounded).
+                    value.add(key, perf_value(tag, last) if tag in PERF_RANGES else last)
                     step.add(key, series.last_step)
                     wall.add(key, series.last_wall_time)
                     if series.spike_history is not None:
@@ -293,7 +296,7 @@ def _info_labels(job: Job) -> list[object]:
 def _end_time(job: Job) -> float | None:
     if job.status in ENDED_STATUSES:
         end = job.agent.extra.get("end_time") if job.agent is not None else None
-        if isinstance(end, int | float) and not isinstance(end, bool):
+        if end is not None:  # bounded where run.json was read (distcore.bounded.timestamp)
             return float(end)
         return _last_update(job)
     state = job.scheduler_state

@@ -24,6 +24,8 @@ from distagent.schema import JobConfig
 from distcore.errors import ConfigErrors
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_configs"
+PEAK_EXPECTED = ("sample.toml: telemetry.peak_tflops: expected 0 or TFLOP/s per device from "
+                 "0.001 to 100000 (0 = the datasheet's, or measured on CPUs), got")
 
 
 def _errors(raw: dict[str, Any], overrides: tuple[str, ...] = ()) -> list[str]:
@@ -116,14 +118,15 @@ def test_values_are_typed_by_the_schema() -> None:
         ({"strategy": {"devices": ["TPU:0"]}},
          'sample.toml: strategy.devices: expected names like "GPU:0", got "TPU:0"'),
         ({"telemetry": {"peak_tflops": -1.0}},
-         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
-         "(0 = the datasheet's, or measured on CPUs), got -1.0"),
+         PEAK_EXPECTED + " -1.0"),
         ({"telemetry": {"peak_tflops": float("inf")}},
-         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
-         "(0 = the datasheet's, or measured on CPUs), got Infinity"),
+         PEAK_EXPECTED + " Infinity"),
         ({"telemetry": {"peak_tflops": float("nan")}},
-         "sample.toml: telemetry.peak_tflops: expected TFLOP/s per device from 0 to 100000 "
-         "(0 = the datasheet's, or measured on CPUs), got NaN"),
+         PEAK_EXPECTED + " NaN"),
+        ({"telemetry": {"peak_tflops": 1e-320}}, PEAK_EXPECTED + " 1e-320"),
+        ({"telemetry": {"peak_tflops": 5e-324}}, PEAK_EXPECTED + " 5e-324"),
+        ({"telemetry": {"peak_tflops": 0.0009}}, PEAK_EXPECTED + " 0.0009"),
+        ({"telemetry": {"peak_tflops": 1e6}}, PEAK_EXPECTED + " 1000000.0"),
     ],
 )
 def test_each_kind_of_error_is_one_line_naming_file_key_and_allowed(
@@ -225,6 +228,20 @@ def _same(a: object, b: object) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     return a == b
+
+
+@pytest.mark.parametrize("peak", ["1e-320", "5e-324", "-0.5", "nan", "inf", "1e6"])
+def test_a_peak_no_device_has_is_refused_at_start_in_one_line(tmp_path: Path, peak: str) -> None:
+    """MFU divides by the peak: a denormal one made every MFU infinite."""
+    config = tmp_path / "sample.toml"
+    config.write_text("[train]\nepochs = 1\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "distagent", "plan", str(config), "--set",
+         f"telemetry.peak_tflops={peak}"], capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "sample.toml (--set): telemetry.peak_tflops: expected 0 or TFLOP/s" in line
 
 
 def test_cli_prints_one_line_per_problem_and_exits_2(tmp_path: Path) -> None:

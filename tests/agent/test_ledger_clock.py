@@ -162,7 +162,8 @@ def test_the_file_rewritten_in_place_stays_one_document(tmp_path: Path) -> None:
 
 
 hostile = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(),
-                    st.integers(-10**20, 10**20), st.lists(st.integers(), max_size=2))
+                    st.integers(-10**20, 10**20), st.lists(st.integers(), max_size=2),
+                    st.sampled_from([10**400, -10**400, 2**63, 1e308]))  # float() overflows
 
 
 @given(st.dictionaries(st.sampled_from([*BUCKETS, "x"]), hostile, max_size=12), hostile, hostile,

@@ -4,7 +4,8 @@
 A FIFO used to hang all of them (a plain `open` of a FIFO waits for a writer) and nesting deeper
 than the recursion limit was a traceback in `status --json`. Now one opener
 (`distcore.safefile`) refuses non-regular files, links, oversized and over-nested documents;
-such a run.json reads as absent, and the rest of the logdir is shown as usual.
+such a run.json reads as absent to distagent, is its job's row saying "unreadable" (and why) in
+distmon, and the rest of the logdir is shown as usual.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def _touch(path: Path) -> Path:
 
 
 UNREADABLE = object()
+NOTHING_THERE = ("link-loop", "dangling-link")  # no file to see: the job is its files' alone
 
 
 def make_run_json(path: Path, kind: str, value: Any) -> Any:
@@ -150,9 +152,12 @@ def test_any_run_json_through_distmon_and_distagent(
     assert "Traceback" not in once.stderr
     jobs = {job["name"]: job for job in json.loads(once.stdout)["jobs"]}
     assert sorted(jobs) == sorted(expected)  # every job shown, whatever its run.json
+    kinds = {f"job{i}": kind for i, (kind, _) in enumerate(entries)}
     for name, status in expected.items():
         if status in AGENT_STATUSES:
             assert jobs[name]["status"] == status
+        elif status is UNREADABLE and kinds[name] not in NOTHING_THERE:
+            assert jobs[name]["status"] == "unreadable", jobs[name]
         else:  # no agent status to go by: the files' own
             assert jobs[name]["status"] in ("live", "idle", "stale", "empty"), jobs[name]
 
@@ -263,3 +268,19 @@ def test_detach_over_a_planted_output_log_is_one_line(tmp_path: Path, kind: str)
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"distagent: {run_dir}/output.log: cannot write the job's output (")
     assert not (run_dir / names.RUN_JSON).exists()
+
+
+def test_status_reads_numbers_as_distmon_does(tmp_path: Path) -> None:
+    """A 400-digit step, pid and total, an input wait of 1e40: unknown, as in distmon."""
+    huge = int("9" * 400)
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / names.RUN_JSON).write_text(json.dumps({
+        "status": "finished", "pid": huge, "last_step": huge, "total_steps": huge,
+        "metrics": {names.INPUT_WAIT_FRACTION: 1e40, names.MFU: -5, names.LOSS: 0.25}}))
+    table = cli("distagent", "status", str(tmp_path), "--json")
+    assert table.returncode == 0, table.stderr
+    (row,) = json.loads(table.stdout)
+    assert (row["pid"], row["last_step"], row["total_steps"]) == (None, None, None)
+    assert row["metrics"] == {names.INPUT_WAIT_FRACTION: None, names.MFU: None, names.LOSS: 0.25}
+    text = cli("distagent", "status", str(tmp_path))
+    assert text.returncode == 0 and "job  finished  -/-   0.2500" in text.stdout, text.stdout

@@ -89,11 +89,16 @@ def _trailing_since(series: SeriesLike, holds: Any) -> float:
     return since
 
 
+def _fraction(value: float) -> float | None:
+    """perf/input_wait_fraction's documented range: a point outside 0-1 is unknown."""
+    return value if 0.0 <= value <= 1.0 else None
+
+
 def input_stall(run: RunLike) -> Alert | None:
     series = run.scalars.get(names.INPUT_WAIT_FRACTION)
     if series is None:
         return None
-    severity = input_stall_severity(series.last_value)
+    severity = input_stall_severity(_fraction(series.last_value))
     if severity is None:
         return None
     level = "highly" if severity == "critical" else "moderately"
@@ -101,7 +106,7 @@ def input_stall(run: RunLike) -> Alert | None:
         f"Your program is {level} input-bound: {series.last_value:.0%} of the step time is spent "
         f"waiting for input. Recommendation: {REMEDY}."
     )
-    since = _trailing_since(series, lambda v: input_stall_severity(v) is not None)
+    since = _trailing_since(series, lambda v: input_stall_severity(_fraction(v)) is not None)
     return Alert("input_stall", severity, run.name, message, since)
 
 

@@ -21,6 +21,7 @@ from distcore.jobs.agent import agent_record_from
 from distcore.jobs.judge import job_facts, judge_job
 from distcore.jobs.slurm_text import parse_squeue
 from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.metrics import JOB_STATES
 from tests.core.slurm_outputs import SQUEUE
 from tests.core.test_metrics import _control_bytes, exposition, named, samples, snapshot
 from tests.tui.fixed import keras_job, run, series, system_run
@@ -150,9 +151,9 @@ def test_max_series_is_exact_with_the_dropped_counter_counted(bound: int) -> Non
         assert len(found) == ALL and dropped[2] == 0
     else:
         assert dropped[2] > 0
-    # The family of nine states is whole or absent, never cut.
+    # The family of the states is whole or absent, never cut.
     states = named(found, "distmon_job_status")
-    assert len(states) in (0, 9)
+    assert len(states) in (0, len(JOB_STATES))
 
 
 def test_before_the_first_snapshot_a_bound_of_one_is_kept() -> None:

@@ -109,6 +109,35 @@ def test_a_bad_url_in_the_environment_is_named_in_one_line(
     assert SECRET not in err
 
 
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (f"http://h/{SECRET}\x00x", "'\\x00' at character 34"),
+        (f"http://h/{SECRET}\tx", "'\\t' at character 34"),
+        (f"http://h/{SECRET}\rx", "'\\r' at character 34"),
+        (f"http://h/{SECRET}\nx", "'\\n' at character 34"),
+        (f"http://h/{SECRET} x", "' ' at character 34"),
+        (f"http://h /{SECRET}", "' ' at character 9"),
+        (f"http://h/{SECRET}\x7f", "'\\x7f' at character 34"),
+        (f"http://h/{SECRET}\u2028", "'\\u2028' at character 34"),
+        (f"http://h/{SECRET}\u202e", "'\\u202e' at character 34"),
+    ],
+)
+def test_a_url_with_a_control_character_or_space_is_refused_at_start(
+    tmp_path: Path, url: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """urllib drops a tab, CR or LF from a URL: accepted, every post then failed and was
+    retried for ever. Refused at start instead, in one line, the URL unprinted."""
+    argv = ["--serve", "--metrics", "0", "--notify", url, str(tmp_path)]
+    with pytest.raises(SystemExit):  # before anything starts (a serve that ran would not end)
+        parse_options(argv)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--notify: the URL holds a control character or white space" in err, err
+    assert said in err and err.count("\n") == 1 and SECRET not in err
+
+
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # one file, rewritten
 @given(content=st.tuples(st.sampled_from([b"", b"http://h/", b"https://u:p@hooks.example.com/"]),

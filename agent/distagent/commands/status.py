@@ -22,6 +22,7 @@ from typing import Any
 
 from distagent.train.rundir import find_runs, is_same_process
 from distcore import names
+from distcore.bounded import PERF_RANGES, bounded_int, perf_value, step
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json_or_why
 from distcore.textsafe import json_text, terminal_text
@@ -60,14 +61,20 @@ def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
         "run_dir": str(run_dir),
         "status": status,
         "alive": alive,
-        "pid": record.get("pid"),
-        "last_step": record.get("last_step"),
-        "total_steps": record.get("total_steps"),
-        "metrics": metrics if isinstance(metrics, dict) else {},
+        # Numbers as distmon reads them (distcore.bounded): a 400-digit step is unknown.
+        "pid": bounded_int(record.get("pid"), 0),
+        "last_step": step(record.get("last_step")),
+        "total_steps": bounded_int(record.get("total_steps"), 0),
+        "metrics": _metrics(metrics) if isinstance(metrics, dict) else {},
         "error": record.get("error"),
         "message": record.get("message"),
         "problem": None if found is not None else f"run.json unreadable: {why}",
     }
+
+
+def _metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """run.json's last metrics, a `perf/` one only within its documented range."""
+    return {k: perf_value(k, v) if k in PERF_RANGES else v for k, v in metrics.items()}
 
 
 def _json_ready(value: Any) -> Any:

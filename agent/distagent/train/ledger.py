@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
+from distcore.bounded import bounded_float
 from distcore.jobs.ledger import BUCKETS, TIME_PREFIX
 from distcore.safefile import load_json, open_write
 
@@ -46,9 +47,8 @@ SCONTROL_TIMEOUT_S: Final = 5.0
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if value == value and abs(value) != float("inf") else None
+    """A number from the files an earlier attempt left (anyone may have written them)."""
+    return bounded_float(value)
 
 
 def carried(previous: Mapping[str, Any]) -> dict[str, float]:

@@ -17,7 +17,6 @@ of the step spent waiting for input rose with the fall; otherwise the step's oth
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Final, Protocol
@@ -25,6 +24,7 @@ from typing import Final, Protocol
 from distcore import names
 from distcore.alerts import Alert, RunLike
 from distcore.alerts.series import REMEDY, TAIL_POINTS, tail_floats
+from distcore.bounded import perf_value
 
 BUSY_UTILIZATION: Final = 90.0  # util% at or above which NVML calls a GPU busy
 LOW_SM_ACTIVITY: Final = 50.0  # % of SMs busy below which a busy GPU is not computing
@@ -88,8 +88,8 @@ def mfu_dropped(run: RunLike, now: float) -> Alert | None:
     if series is None or series.count < MFU_RECENT_POINTS + MFU_EARLIER_POINTS:
         return None
     values, steps = series.values, series.steps
-    recent_values = [v for v in values[-MFU_RECENT_POINTS:] if math.isfinite(v)]
-    earlier_values = [v for v in values[:-MFU_RECENT_POINTS] if math.isfinite(v)]
+    recent_values = [v for v in values[-MFU_RECENT_POINTS:] if _mfu(v) is not None]
+    earlier_values = [v for v in values[:-MFU_RECENT_POINTS] if _mfu(v) is not None]
     if len(recent_values) < MFU_RECENT_POINTS or len(earlier_values) < MFU_EARLIER_POINTS:
         return None
     recent, earlier = statistics.median(recent_values), statistics.median(earlier_values)
@@ -113,8 +113,9 @@ def input_wait_rise(run: RunLike, since_step: int) -> tuple[float, float] | None
     steps = tail_floats(series.steps, TAIL_POINTS)
     values = tail_floats(series.values, len(steps))
     for step, value in zip(steps, values, strict=True):
-        if math.isfinite(value):
-            (after if step >= since_step else before).append(value)
+        share = perf_value(names.INPUT_WAIT_FRACTION, value)  # 0-1, else unknown
+        if share is not None:
+            (after if step >= since_step else before).append(share)
     if not before or not after:
         return None
     return statistics.median(before), statistics.median(after)
@@ -138,5 +139,11 @@ def job_mfu(parts: Mapping[str, RunLike]) -> float | None:
     for part in order:
         series = parts[part].scalars.get(names.MFU)
         if series is not None and series.count:
-            return series.last_value
+            return _mfu(series.last_value)
     return None
+
+
+def _mfu(value: float) -> float | None:
+    """A point of perf/mfu within its range (0-1), else unknown: never exported, shown or
+    compared outside it."""
+    return perf_value(names.MFU, value)

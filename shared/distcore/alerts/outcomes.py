@@ -24,6 +24,12 @@ def recovered(job: str, recoveries: Iterable[Any], since: float | None) -> list[
     return found
 
 
+def unreadable(job: str, why: str, since: float | None) -> Alert:
+    """A job whose run.json, or whose files as the rules read them, could not be understood:
+    said on its own row, while every other job is judged as ever."""
+    return Alert("unreadable", "warning", job, f"could not be understood: {why}", since)
+
+
 def agent_outcome(
     job: str, status: str | None, step: int | None, error: str | None, since: float | None
 ) -> Alert | None:

@@ -18,6 +18,7 @@ from typing import Any, Final
 from distcore import names
 from distcore.alerts import Alert, RunLike, SeriesLike, Severity
 from distcore.alerts.spikes import SpikeHistory, SpikeRule, SpikeSeen, spike_history
+from distcore.bounded import perf_value
 from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
 from distcore.tags import pick_tag
 
@@ -42,9 +43,10 @@ REMEDY: Final = (
 )
 
 
-def input_stall_severity(fraction: float) -> Severity | None:
-    """The TF profiler's bands: under 5% fine, 5-20% moderately, 20% or more highly input-bound."""
-    if not math.isfinite(fraction) or fraction < names.INPUT_WAIT_MODERATE:
+def input_stall_severity(fraction: float | None) -> Severity | None:
+    """The TF profiler's bands: under 5% fine, 5-20% moderately, 20% or more highly input-bound.
+    None (unknown, or outside 0-1: see `input_wait`) raises nothing."""
+    if fraction is None or fraction < names.INPUT_WAIT_MODERATE:
         return None
     return "critical" if fraction >= names.INPUT_WAIT_HIGH else "warning"
 
@@ -94,20 +96,26 @@ def _trailing_since(series: SeriesLike, holds: Any) -> float:
     return since
 
 
+def input_wait(value: float) -> float | None:
+    """A point of perf/input_wait_fraction within its range (0-1), else unknown."""
+    return perf_value(names.INPUT_WAIT_FRACTION, value)
+
+
 def input_stall(run: RunLike, advice: str = REMEDY) -> Alert | None:
     """`advice`: what to do, where the job's pipeline is known (distcore.alerts.input_advice)."""
     series = run.scalars.get(names.INPUT_WAIT_FRACTION)
     if series is None:
         return None
-    severity = input_stall_severity(series.last_value)
+    fraction = input_wait(series.last_value)
+    severity = input_stall_severity(fraction)
     if severity is None:
         return None
     level = "highly" if severity == "critical" else "moderately"
     message = (
-        f"Your program is {level} input-bound: {series.last_value:.0%} of the step time is spent "
+        f"Your program is {level} input-bound: {fraction:.0%} of the step time is spent "
         f"waiting for input. Recommendation: {advice}."
     )
-    since = _trailing_since(series, lambda v: input_stall_severity(v) is not None)
+    since = _trailing_since(series, lambda v: input_stall_severity(input_wait(v)) is not None)
     return Alert("input_stall", severity, run.name, message, since)
 
 

@@ -1,21 +1,23 @@
 """distagent's run.json, read into an `AgentRecord` — on the job index's thread, cached by mtime,
 and which jobs' run.json a refresh looks at (`due_checks`).
 
-run.json is untrusted (anyone may write a logdir): every field is checked for its type and a
-field of the wrong type is unknown (None), never an exception. Strings stay as written; the
-front ends escape them (distcore.textsafe) when they show them.
+run.json is untrusted (anyone may write a logdir): every field is checked for its type, and every
+number for its range once, here (distcore.bounded); a field of the wrong type or out of range is
+unknown (None), never an exception. A run.json that cannot be read or understood is a record
+that says why (`unreadable`): its job's row says so. Strings stay as written; the front ends
+escape them (distcore.textsafe) when they show them.
 """
 
 from __future__ import annotations
 
-import math
+import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from distcore import names
+from distcore import bounded, names
 from distcore.alerts.input_advice import pipeline_facts
 from distcore.jobs.ledger import ledger_from_record
 from distcore.jobs.scheduler import scheduler_ref_from
@@ -26,21 +28,29 @@ from distcore.safefile import load_json
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
 AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 refreshes
 AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
-EXTRA_KEYS: Final = ("host", "pid", "start_time", "end_time", "total_steps", "message")
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+log = logging.getLogger(__name__)
+NO_SUCH_FILE: Final = "no such file"
 
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _count(value: Any) -> int | None:
+    return bounded.bounded_int(value, 0)
+
+
+# run.json's other fields the front ends show, each read through its bound (distcore.bounded).
+EXTRA_FIELDS: Final[dict[str, Callable[[Any], Any]]] = {
+    "host": _str,
+    "pid": _count,
+    "start_time": bounded.timestamp,
+    "end_time": bounded.timestamp,
+    "total_steps": _count,
+    "message": _str,
+}
+_int = bounded.bounded_int
+_number = bounded.bounded_float
 
 
 def provenance(plan: Mapping[str, Any]) -> str | None:
@@ -53,7 +63,7 @@ def provenance(plan: Mapping[str, Any]) -> str | None:
         return None
     if base is None:
         return f"{lr:g}"
-    batch, replicas = _int(plan.get("per_replica_batch_size")), _int(plan.get("replicas"))
+    batch, replicas = _count(plan.get("per_replica_batch_size")), _count(plan.get("replicas"))
     rule = _str(plan.get("scaling_rule")) or "?"
     return f"{base:g} @ batch {batch} × {replicas} replicas ({rule}) = {lr:.4g}"
 
@@ -96,18 +106,34 @@ def agent_hparams(doc: Mapping[str, Any]) -> dict[str, float | int | str]:
 
 
 def agent_record_from(doc: Any) -> AgentRecord | None:
-    """An AgentRecord from a parsed run.json, or None when it is not an object."""
+    """An AgentRecord from a parsed run.json, or None when it is not an object. Never raises:
+    a field that no reader here foresaw makes a record that says why it is unreadable."""
     if not isinstance(doc, dict):
         return None
+    try:
+        return _record(doc)
+    except Exception as err:  # the data's fault: this job's row says so, the others go on
+        log.debug("run.json not understood", exc_info=True)
+        return unreadable_record(err)
+
+
+def unreadable_record(why: Exception | str) -> AgentRecord:
+    """The record of a run.json that could not be understood, and why (in a few words)."""
+    text = why if isinstance(why, str) else f"run.json: {type(why).__name__}: {why}"
+    return AgentRecord(unreadable=text[:200])
+
+
+def _record(doc: dict[str, Any]) -> AgentRecord:
     nested = doc.get("plan")
     plan: Mapping[str, Any] = nested if isinstance(nested, dict) else doc
-    extra = {k: doc[k] for k in EXTRA_KEYS if isinstance(doc.get(k), str | int | float)}
+    found = {k: read(doc.get(k)) for k, read in EXTRA_FIELDS.items()}
+    extra = {k: v for k, v in found.items() if v is not None}
     return AgentRecord(
         status=_str(doc.get("status")),
-        replicas=_int(plan.get("replicas")),
-        global_batch_size=_int(plan.get("global_batch_size")),
+        replicas=_count(plan.get("replicas")),
+        global_batch_size=_count(plan.get("global_batch_size")),
         learning_rate=provenance(plan),
-        last_step=_int(doc.get("last_step")),
+        last_step=bounded.step(doc.get("last_step")),
         error=_str(doc.get("error")),
         extra=extra,
         scheduler=scheduler_ref_from(doc.get("scheduler")),
@@ -130,11 +156,12 @@ def recoveries_from(value: Any) -> tuple[RecoveryNote, ...]:
         return ()
     notes = []
     for item in value[-MAX_RECOVERIES_SHOWN:]:
-        if isinstance(item, dict) and _int(item.get("step")) is not None:
+        step = bounded.step(item.get("step")) if isinstance(item, dict) else None
+        if step is not None:
             notes.append(RecoveryNote(
-                step=item["step"], lr_before=_number(item.get("lr_before")),
+                step=step, lr_before=_number(item.get("lr_before")),
                 lr_after=_number(item.get("lr_after")),
-                restored_step=_int(item.get("restored_step"))))
+                restored_step=bounded.step(item.get("restored_step"))))
     return tuple(notes)
 
 
@@ -153,7 +180,7 @@ def read_run_json_or_why(job_dir: Path) -> tuple[dict[str, Any] | None, str]:
     try:
         doc = load_json(Path(job_dir) / names.RUN_JSON, MAX_RUN_JSON_BYTES)
     except FileNotFoundError:
-        return None, "no such file"
+        return None, NO_SUCH_FILE
     except OSError as err:
         return None, err.strerror or type(err).__name__
     except ValueError as err:
@@ -164,8 +191,12 @@ def read_run_json_or_why(job_dir: Path) -> tuple[dict[str, Any] | None, str]:
 
 
 def read_agent_record(job_dir: Path) -> AgentRecord | None:
-    """The job's run.json, or None when it has none (not written by distagent) or is unreadable."""
-    return agent_record_from(read_run_json(job_dir))
+    """The job's run.json; None when it has none (not written by distagent); a record that
+    says why when it is there but cannot be read or understood."""
+    doc, why = read_run_json_or_why(job_dir)
+    if doc is None:
+        return None if why == NO_SUCH_FILE else unreadable_record(f"run.json: {why}")
+    return agent_record_from(doc)
 
 
 class AgentRecords:

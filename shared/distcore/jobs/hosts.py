@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from distcore import names
+from distcore.bounded import system_value
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.parts import worker_of
 from distcore.jobs.snapshots import Host
@@ -33,7 +34,7 @@ DEFAULT_INTERVAL: Final = 5.0  # the recorder's default, for a host with too few
 LOCAL_KEY: Final = "local"
 
 
-def _device(index: int, values: Mapping[str, float]) -> GpuDevice:
+def _device(index: int, values: Mapping[str, float | None]) -> GpuDevice:
     fields: dict[str, Any] = dict.fromkeys(_GPU_ATTRS.values())
     fields.update(values)
     return GpuDevice(
@@ -72,13 +73,18 @@ def _cadence(run: RunSnapshot) -> float | None:
     return span / (len(best.wall_times) - 1) if span > 0 else None
 
 
+def _last(tag: str, series: Any) -> float | None:
+    return system_value(tag, series.last_value) if series is not None else None
+
+
 def host_from_system_run(job: str, part: str, run: RunSnapshot) -> Host:
     """One worker's (or the job's single) host, from the newest point of each tag."""
-    gpus: dict[int, dict[str, float]] = {}
+    gpus: dict[int, dict[str, float | None]] = {}
     for tag, series in run.scalars.items():
         match = _GPU_TAG.fullmatch(tag)
         if match and match.group(2) in _GPU_ATTRS:
-            gpus.setdefault(int(match.group(1)), {})[_GPU_ATTRS[match.group(2)]] = series.last_value
+            field, value = match.group(2), series.last_value
+            gpus.setdefault(int(match.group(1)), {})[_GPU_ATTRS[field]] = system_value(field, value)
     cpu = run.scalars.get(names.HOST_CPU_PERCENT)
     mem = run.scalars.get(names.HOST_MEMORY_USED_MIB)
     worker = _int_hparam(run.hparams, "worker")
@@ -95,8 +101,8 @@ def host_from_system_run(job: str, part: str, run: RunSnapshot) -> Host:
         gpus=tuple(_device(i, gpus[i]) for i in sorted(gpus)),
         # The recorder writes how many GPUs it simulated (absent for real ones).
         simulated=bool(run.hparams.get("simulated_gpus")),
-        cpu_percent=cpu.last_value if cpu is not None else None,
-        memory_used_mib=mem.last_value if mem is not None else None,
+        cpu_percent=_last(names.HOST_CPU_PERCENT, cpu),
+        memory_used_mib=_last(names.HOST_MEMORY_USED_MIB, mem),
         interval_seconds=_cadence(run),
         machine=host_name if isinstance(host_name, str) and host_name else None,
     )

@@ -51,8 +51,9 @@ from distcore.jobs.judge import (
     clock_free,
     facts_key,
     host_alerts,
-    job_facts_many,
+    job_facts_each,
     judge_job,
+    unreadable_job,
 )
 from distcore.jobs.parts import Grouping, job_dir_of, regroup
 from distcore.jobs.scheduler import SchedulerState
@@ -247,9 +248,13 @@ class JobIndex:
         kept = self._judged.get(facts.name)
         if kept is not None and kept[0] is facts and kept[2]:
             return kept[1]
-        job = judge_job(facts, now, local.gpus, states)
-        # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
-        static = job_id is None and clock_free(facts, now)
+        try:
+            job = judge_job(facts, now, local.gpus, states)
+            # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
+            static = job_id is None and clock_free(facts, now)
+        except Exception as err:  # this job's data: its row says so, the others are judged
+            log.debug("judging job %r failed", facts.name, exc_info=True)
+            job, static = unreadable_job(facts, err), False
         self._judged[facts.name] = (facts, job, static)
         if static:
             self._dynamic.discard(facts.name)
@@ -265,7 +270,7 @@ class JobIndex:
         names = grouped.keys() if due is None else due & grouped.keys()
         renewed = set()
         found = [(name, self._facts_for(name, grouped[name])) for name in names]
-        built = iter(job_facts_many([f for _, f in found if not isinstance(f, JobFacts)]))
+        built = iter(job_facts_each([f for _, f in found if not isinstance(f, JobFacts)]))
         for name, facts_or_input in found:
             facts = facts_or_input if isinstance(facts_or_input, JobFacts) else next(built)
             if facts is self._facts.get(name):

@@ -7,6 +7,7 @@ age, GPUs idle while steps advance) is cheap and runs in `judge_job` on the cach
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,13 @@ from distcore.alerts.cadence import (
 from distcore.alerts.efficiency import busy_not_computing, mfu_dropped
 from distcore.alerts.gpus import gpu_alerts, input_bound_suspected
 from distcore.alerts.input_advice import input_advice
-from distcore.alerts.outcomes import agent_died, agent_outcome, agent_step_gone, recovered
+from distcore.alerts.outcomes import (
+    agent_died,
+    agent_outcome,
+    agent_step_gone,
+    recovered,
+    unreadable,
+)
 from distcore.alerts.series import input_stall
 from distcore.alerts.stragglers import straggler_alert
 from distcore.alerts.validation import validation_alerts
@@ -37,6 +44,7 @@ from distcore.location import RunLocation
 from distcore.telemetry.samples import GpuDevice
 
 FactsKey = tuple[Any, ...]
+log = logging.getLogger(__name__)
 
 
 def facts_key(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> FactsKey:
@@ -64,6 +72,8 @@ def _outcome(name: str, parts: Mapping[str, RunSnapshot], agent: AgentRecord | N
         return []
     end = agent.extra.get("end_time")
     newest = max((r.last_update for r in parts.values() if r.last_update is not None), default=None)
+    if agent.unreadable is not None:
+        return [unreadable(name, agent.unreadable, newest)]
     since = float(end) if isinstance(end, int | float) else newest
     found = agent_outcome(name, agent.status, agent.last_step, agent.error, since)
     return ([found] if found is not None else []) + recovered(name, agent.recoveries, since)
@@ -97,6 +107,45 @@ def job_facts_many(jobs: Sequence[FactsInput]) -> list[JobFacts]:
     for start in range(0, len(jobs), FACTS_CHUNK):
         out += _facts_together(jobs[start:start + FACTS_CHUNK])
     return out
+
+
+def job_facts_each(jobs: Sequence[FactsInput]) -> list[JobFacts]:
+    """`job_facts_many`, where a job whose data no rule foresaw (an exception) gets facts that
+    say so, its status "unreadable", and every other job's facts are as ever."""
+    try:
+        return job_facts_many(jobs)
+    except Exception:
+        log.debug("facts of %d jobs together failed; each alone", len(jobs), exc_info=True)
+    return [_facts_alone(job) for job in jobs]
+
+
+def _facts_alone(job: FactsInput) -> JobFacts:
+    name, parts, agent, version = job
+    try:
+        return job_facts_many([job])[0]
+    except Exception as err:  # the data's fault: this job's row says so
+        log.debug("facts of job %r failed", name, exc_info=True)
+        first_part, first_run = next(iter(parts.items()))
+        why = why_text(err)
+        return JobFacts(
+            key=facts_key(parts, agent), name=name,
+            directory=job_dir_of(first_run.path, first_part), parts=parts,
+            agent=AgentRecord(unreadable=why), point_alerts=(unreadable(name, why, None),),
+            intervals={}, hosts=(), version=version,
+        )
+
+
+def why_text(err: Exception) -> str:
+    """An exception in a few words, for the row of the job whose data raised it."""
+    return f"{type(err).__name__}: {err}"[:200]
+
+
+def unreadable_job(facts: JobFacts, err: Exception) -> Job:
+    """The row of a job that judging raised for: "unreadable", and why, in its alert."""
+    why = why_text(err)
+    return Job(name=facts.name, directory=facts.directory, parts=facts.parts,
+               status="unreadable", agent=facts.agent, hosts=(),
+               alerts=(unreadable(facts.name, why, None),), version=facts.version)
 
 
 def _facts_together(jobs: Sequence[FactsInput]) -> list[JobFacts]:

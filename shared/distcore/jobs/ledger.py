@@ -10,17 +10,17 @@ hold (a remote logdir whose run.json was not read), else only what any event fil
 span of the points and the gaps between them that no step cadence explains (a resumed run, a
 stall). A bucket nobody measured is None (shown as `–`), never a zero.
 
-run.json is untrusted: a bucket of the wrong type, negative or non-finite is unknown.
+run.json and the scalars are untrusted: a bucket or a wall of the wrong type, negative, non-finite
+or longer than any job (distcore.bounded.seconds) is unknown.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from distcore import names
+from distcore import bounded, names
 
 if TYPE_CHECKING:
     from distcore.events.snapshots import RunSnapshot
@@ -77,30 +77,24 @@ class Ledger:
         return seconds / self.wall_seconds
 
 
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
-
-
 def ledger_from_record(doc: Mapping[str, Any]) -> Ledger | None:
     """run.json's `ledger`, `ledger_wall` and `ledger_time`, or None when it has no readable
     bucket. The wall is `ledger_wall`, else the buckets' sum when every one is known."""
     raw = doc.get("ledger")
     if not isinstance(raw, dict):
         return None
-    buckets = {b: _seconds(raw.get(b)) for b in BUCKETS}
+    buckets = {b: bounded.seconds(raw.get(b)) for b in BUCKETS}
     if all(v is None for v in buckets.values()):
         return None
-    wall = _seconds(doc.get("ledger_wall"))
+    wall = bounded.seconds(doc.get("ledger_wall"))
     if wall is None and all(v is not None for v in buckets.values()):
         wall = sum(v for v in buckets.values() if v is not None)
-    return Ledger("agent", buckets, wall, measured_at=_seconds(doc.get("ledger_time")))
+    return Ledger("agent", buckets, wall, measured_at=bounded.timestamp(doc.get("ledger_time")))
 
 
 def ledger_from_scalars(last_values: Mapping[str, float]) -> Ledger | None:
     """The `time/<bucket>` scalars' last values (one part's), or None when there are none."""
-    buckets = {b: _seconds(last_values.get(TIME_PREFIX + b)) for b in BUCKETS}
+    buckets = {b: bounded.seconds(last_values.get(TIME_PREFIX + b)) for b in BUCKETS}
     if all(v is None for v in buckets.values()):
         return None
     known = [v for v in buckets.values() if v is not None]
@@ -112,8 +106,7 @@ def gaps_between(wall_times: Sequence[float] | Any) -> tuple[int, float]:
     times the median, at least GAP_MIN_SECONDS): how many, and their seconds beyond that median."""
     import numpy as np  # only with a logdir's points: the model stays light
 
-    times = np.asarray(wall_times, dtype=np.float64)
-    times = times[np.isfinite(times)]
+    times = _clock_times(wall_times)
     intervals = np.diff(times)
     intervals = intervals[intervals >= 0]
     if len(intervals) < 2:
@@ -123,13 +116,19 @@ def gaps_between(wall_times: Sequence[float] | Any) -> tuple[int, float]:
     return len(long), float(long.sum())
 
 
-def ledger_from_events(wall_times: Sequence[float]) -> Ledger | None:
-    """What points alone prove: the wall time they span and the gaps in it; every bucket
-    unknown. None with fewer than two points."""
+def _clock_times(wall_times: Sequence[float] | Any) -> Any:
+    """The points' wall times that a clock could have given (distcore.bounded.timestamp's
+    range): an event file may hold any float, and one of 1e300 would make a wall of it."""
     import numpy as np
 
     times = np.asarray(wall_times, dtype=np.float64)
-    times = times[np.isfinite(times)]
+    return times[(times >= 0) & (times <= bounded.MAX_TIMESTAMP)]
+
+
+def ledger_from_events(wall_times: Sequence[float]) -> Ledger | None:
+    """What points alone prove: the wall time they span and the gaps in it; every bucket
+    unknown. None with fewer than two points."""
+    times = _clock_times(wall_times)
     if len(times) < 2:
         return None
     gaps, gap_seconds = gaps_between(times)

@@ -118,7 +118,9 @@ def regroup(grouping: Grouping, runs: tuple[RunSnapshot, ...]) -> set[str]:
 def job_status(parts: Mapping[str, RunSnapshot], agent: AgentRecord | None) -> JobStatus:
     """The agent's own status where run.json has one; else the files' freshest (live > idle >
     gone), judged on the training parts when there are any (system samples keep coming while a
-    job's training may hang)."""
+    job's training may hang). "unreadable" where run.json could not be understood."""
+    if agent is not None and agent.unreadable is not None:
+        return "unreadable"
     if agent is not None and agent.status in names.RUN_STATUSES:
         return agent.status  # type: ignore[return-value]  # checked against the literal values
     training = [r for p, r in parts.items() if not is_system_part(p)] or list(parts.values())

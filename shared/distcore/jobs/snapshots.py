@@ -22,8 +22,11 @@ from distcore.producer import ProducerError
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
+# "unreadable": its run.json, or its files as the rules read them, could not be understood (the
+# job's alert says why); every other job is judged as ever.
 JobStatus = Literal[
-    "running", "finished", "failed", "diverged", "stopped", "hung", "live", "idle", "gone"
+    "running", "finished", "failed", "diverged", "stopped", "hung", "live", "idle", "gone",
+    "unreadable",
 ]
 # Where a host's figures come from: this machine's NVML/psutil sampler, a `system/` sub-run in a
 # watched logdir, or a remote host's `nvidia-smi` over SSH.
@@ -86,6 +89,9 @@ class AgentRecord:
     """Each worker's heartbeat (run.json's `workers`, distcore.jobs.workers)."""
     ledger: Ledger | None = None  # where the job's wall time went (distcore.jobs.ledger)
     pipeline: PipelineFacts | None = None  # its input pipeline, for the input-bound advice
+    unreadable: str | None = None
+    """Why run.json could not be understood (every other field is then unknown); None when it
+    was."""
 
 
 @dataclass(frozen=True)

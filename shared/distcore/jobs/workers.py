@@ -7,29 +7,20 @@ run.json point the dashboard anywhere).
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Final
 
+from distcore import bounded
 from distcore.alerts.workers import WorkerBeat
 
 MAX_WORKERS: Final = 4096
+MAX_WORKER_INDEX: Final = 999_999  # as many digits as a stacks file's name may hold
 _STACKS = re.compile(r"stacks-worker-[0-9]{1,6}\.txt")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _beat(doc: dict[str, Any]) -> WorkerBeat | None:
-    worker = _int(doc.get("worker"))
-    if worker is None or worker < 0:
+    worker = bounded.bounded_int(doc.get("worker"), 0, MAX_WORKER_INDEX)
+    if worker is None:
         return None
     perf = _table(doc.get("perf"))
     hung = _table(doc.get("hung"))
@@ -39,29 +30,24 @@ def _beat(doc: dict[str, Any]) -> WorkerBeat | None:
     return WorkerBeat(
         worker=worker,
         host=host if isinstance(host, str) else None,
-        time=_number(doc.get("time")),
-        beat_seconds=_positive(doc.get("beat_seconds")),
-        step=_int(doc.get("step")),
-        step_time=_number(doc.get("step_time")),
-        hang_seconds=_positive(doc.get("hang_seconds")),
+        time=bounded.timestamp(doc.get("time")),
+        beat_seconds=bounded.positive_seconds(doc.get("beat_seconds")),
+        step=bounded.step(doc.get("step")),
+        step_time=bounded.timestamp(doc.get("step_time")),
+        hang_seconds=bounded.positive_seconds(doc.get("hang_seconds")),
         phase=phase if phase in ("computing", "reducing") else None,
-        step_seconds=_number(perf.get("step_seconds")),
-        compute_seconds=_number(perf.get("compute_seconds")),
-        reduce_wait_seconds=_number(perf.get("reduce_wait_seconds")),
-        best_compute_seconds=_number(perf.get("best_compute_seconds")),
-        window_steps=_int(perf.get("steps")),
-        hung_since=_number(hung.get("since")),
+        step_seconds=bounded.seconds(perf.get("step_seconds")),
+        compute_seconds=bounded.seconds(perf.get("compute_seconds")),
+        reduce_wait_seconds=bounded.seconds(perf.get("reduce_wait_seconds")),
+        best_compute_seconds=bounded.seconds(perf.get("best_compute_seconds")),
+        window_steps=bounded.bounded_int(perf.get("steps"), 0),
+        hung_since=bounded.timestamp(hung.get("since")),
         stacks=stacks if isinstance(stacks, str) and _STACKS.fullmatch(stacks) else None,
     )
 
 
 def _table(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def _positive(value: Any) -> float | None:
-    number = _number(value)
-    return number if number is not None and number > 0 else None
 
 
 def worker_beats_from(value: Any) -> tuple[WorkerBeat, ...]:

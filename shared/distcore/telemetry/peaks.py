@@ -22,6 +22,9 @@ MEASURED: Final = "measured"
 CONFIGURED: Final = "telemetry.peak_tflops"
 MAX_PEAK_TFLOPS: Final = 100_000.0
 """The largest telemetry.peak_tflops accepted (per device): above any chip's peak."""
+MIN_PEAK_TFLOPS: Final = 0.001
+"""The smallest telemetry.peak_tflops other than 0 (per device): a GFLOP/s, below any CPU's.
+MFU divides by it: a denormal (1e-320) would make every MFU infinite."""
 
 
 @dataclass(frozen=True)

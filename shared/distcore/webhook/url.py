@@ -46,7 +46,14 @@ def redact_url(url: str) -> str:
 
 
 def check_url(url: str, source: str = "--notify") -> str:
-    """A webhook URL, or a DistmonError (one line naming its source, the URL redacted)."""
+    """A webhook URL, or a DistmonError (one line naming its source, the URL redacted).
+
+    A control character or white space anywhere is refused: urllib's parser drops a tab, CR or
+    LF where it finds one, and the request line then fails at every post, retried for ever."""
+    odd = next((i for i, c in enumerate(url) if c.isspace() or not c.isprintable()), None)
+    if odd is not None:
+        raise DistmonError(f"{source}: the URL holds a control character or white space "
+                           f"({url[odd]!a} at character {odd + 1}); percent-encode it")
     try:
         parts = urllib.parse.urlsplit(url)
         port_ok = parts.port is None or parts.port > 0

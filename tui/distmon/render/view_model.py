@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distcore import names
+from distcore.bounded import perf_value
 from distcore.events.snapshots import Column, RunSnapshot, Series
 from distcore.jobs.parts import split_run
 from distcore.jobs.snapshots import Job
@@ -24,7 +25,7 @@ from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves, histogram
 
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
-    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖",
+    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖", "unreadable": "?",
 }  # fmt: skip
 NAME_LIMIT = 60  # characters of a job name in the table (elided in the middle)
 
@@ -67,6 +68,11 @@ def _last(run: RunSnapshot | None, tag: str | None) -> float | None:
     return series.last_value if series else None
 
 
+def _perf(run: RunSnapshot | None, tag: str) -> float | None:
+    """A `perf/` tag's last value within its documented range, else unknown."""
+    return perf_value(tag, _last(run, tag))
+
+
 @dataclass(frozen=True)
 class JobRow:
     key: str
@@ -106,8 +112,8 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
     """`name`: the job's shown name when made distinct among others (job_rows)."""
     main = main_run(job)
     steps = [s.last_step for s in main.scalars.values()] if main is not None else []
-    wait = _last(main, names.INPUT_WAIT_FRACTION)
-    speed = _last(main, names.EXAMPLES_PER_SECOND)
+    wait = _perf(main, names.INPUT_WAIT_FRACTION)
+    speed = _perf(main, names.EXAMPLES_PER_SECOND)
     tags = main.scalars if main is not None else {}
     return JobRow(
         key=job.name,
@@ -119,7 +125,7 @@ def job_row(job: Job, name: str | None = None) -> JobRow:
         accuracy=number(_last(main, pick_tag(tags, "accuracy")), 3),
         examples_per_second=number(speed, 4),
         input_wait=share(wait),
-        mfu=mfu_text(_last(main, names.MFU)),
+        mfu=mfu_text(_perf(main, names.MFU)),
     )
 
 

@@ -66,7 +66,8 @@ class RunsTable(ScrollView, can_focus=True):
 panel. `ctrl+p` searches every choice: a tag, a sort or group column, a column to show.
 
 Jobs: ● live · ○ idle · ✕ gone · ◆ selected.
-distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped.
+distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped ·
+? unreadable (its alert says why).
 """ + decoder_help()  # the process's decoder is fixed when it starts
     BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
         Binding("enter", "focus_job", "focus"),
