@@ -106,7 +106,7 @@ def test_each_profile_is_read_once_and_again_only_when_it_changes(tmp_path: Path
     reader = ProfileReader(summarizer=counting)
     first = _profile(tmp_path / "a")
     (tmp_path / "b").mkdir()  # a job with no profile
-    reader.watch([tmp_path / "a", tmp_path / "b"])
+    reader.watch({tmp_path / "a": [tmp_path / "a" / "train"], tmp_path / "b": []})
     reader.read_once()
     found = reader.latest()
     assert set(found) == {tmp_path / "a"} and isinstance(found[tmp_path / "a"], ProfileSummary)
@@ -120,7 +120,7 @@ def test_each_profile_is_read_once_and_again_only_when_it_changes(tmp_path: Path
     assert counting.calls == [first, newer, newer]
     answer = reader.latest()[tmp_path / "a"]
     assert isinstance(answer, ProfileError) and answer.message.startswith("profile unreadable")
-    reader.watch([tmp_path / "b"])  # a job gone: its profile is forgotten
+    reader.watch({}, keep={tmp_path / "b"})  # a job gone: its profile is forgotten
     assert dict(reader.latest()) == {}
 
 
@@ -128,7 +128,7 @@ def test_once_names_the_profiles_it_had_no_time_to_read(tmp_path: Path) -> None:
     counting = Counting()
     reader = ProfileReader(summarizer=counting)
     path = _profile(tmp_path / "a")
-    reader.watch([tmp_path / "a"])
+    reader.watch({tmp_path / "a": [tmp_path / "a" / "train"]})
     reader.read_once(timeout_s=0.0)
     answer = reader.latest()[tmp_path / "a"]
     assert counting.calls == [] and isinstance(answer, ProfileError)
@@ -142,7 +142,7 @@ def test_the_thread_reads_new_profiles_and_says_so(tmp_path: Path) -> None:
     reader.start()
     try:
         _profile(tmp_path / "a")
-        reader.watch([tmp_path / "a"])
+        reader.watch({tmp_path / "a": [tmp_path / "a" / "train"]})
         assert told.wait(120), "no summary"
         assert isinstance(reader.latest()[tmp_path / "a"], ProfileSummary)
         assert reader.errors() == ()
@@ -150,11 +150,14 @@ def test_the_thread_reads_new_profiles_and_says_so(tmp_path: Path) -> None:
         reader.close()
 
 
-def test_the_latest_profile_is_the_newest_session(tmp_path: Path) -> None:
-    assert latest_profile(tmp_path) is None
+def test_the_latest_profile_is_the_newest_session_of_the_jobs_folders(tmp_path: Path) -> None:
+    folders = [tmp_path, tmp_path / "train"]
+    assert latest_profile(folders) is None
     _profile(tmp_path, "2026_01_02_00_00_00")
     newest = _profile(tmp_path, "2026_01_03_00_00_00")
     _profile(tmp_path, "2026_01_01_00_00_00")
-    found = latest_profile(tmp_path)
+    (tmp_path / "plugins" / "profile" / "2026_01_02_00_00_01").mkdir(parents=True)  # empty
+    assert latest_profile([tmp_path]) is None  # the job's own folder holds none
+    found = latest_profile(folders)
     assert found is not None and found[0] == newest
     assert found[1:] == (newest.stat().st_size, os.stat(newest).st_mtime_ns)

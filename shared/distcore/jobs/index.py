@@ -56,7 +56,7 @@ from distcore.jobs.judge import (
     judge_job,
 )
 from distcore.jobs.parts import Grouping, job_dir_of, regroup
-from distcore.jobs.profiles import Profile, ProfileReader, with_profile
+from distcore.jobs.profiles import Profile, ProfileReader, profile_folders, with_profile
 from distcore.jobs.scheduler import SchedulerState
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
@@ -91,6 +91,7 @@ class JobIndex:
         self._profiles = profiles
         self._seen_profiles: Mapping[Path, Profile] | None = None
         self._profiled: dict[str, tuple[Job, Profile, Job]] = {}  # judged, profile, merged
+        self._profile_jobs: set[str] = set()  # the jobs the profile reader was last told of
         self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._record_sources = tuple(records)
@@ -312,8 +313,7 @@ class JobIndex:
         touched = regroup(self._grouping, self._store.snapshot())
         renewed = self._update_facts(touched)
         if touched and self._profiles is not None:
-            self._profiles.watch(f.directory.local for f in self._facts.values()
-                                 if f.directory is not None and f.directory.local is not None)
+            self._watch_profiles(self._profiles, touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
         agents = (f.agent for f in self._facts.values() if f.agent)
@@ -349,6 +349,16 @@ class JobIndex:
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
             local_telemetry=telemetry,
         )
+
+    def _watch_profiles(self, profiles: ProfileReader, touched: set[str]) -> None:
+        """The jobs whose runs changed are where a new profile is likely: looked at next; the
+        profile reader forgets the jobs gone."""
+        keep = None
+        if self._facts.keys() != self._profile_jobs:
+            self._profile_jobs = set(self._facts)
+            keep = set(profile_folders(self._facts.values()))
+        changed = (self._facts[name] for name in touched if name in self._facts)
+        profiles.watch(profile_folders(changed), keep=keep)
 
     def _with_profiles(self, judged: Iterable[Job], profiles: Mapping[Path, Profile],
                        now: float) -> tuple[Job, ...]:

@@ -1,12 +1,14 @@
 """ProfileReader: each job's latest TensorFlow profile, read once, off every UI thread.
 
-The job index tells it the job directories it knows (`watch`, on this machine only: a remote
-job's profile would have to be copied here first, which no remote reader does yet). On its own
-thread it looks for profiles in a rotating share of those directories per pass (the new ones
-first), never walking a whole logdir: `find_profiles` lists only `<job>/plugins/profile` and
-`<job>/<part>/plugins/profile`. A job's latest profile is summarised by `distcore.profile.
-summarize` (its own subprocess, under memory, CPU and time limits), one at a time, once per
-(path, size, mtime): a file still being written is read again when it stops changing. `latest()`
+The job index tells it the jobs it knows (`watch`: each job directory with its runs' folders,
+on this machine only: a remote job's profile would have to be copied here first, which no
+remote reader does yet). On its own thread it looks for profiles in a rotating share of those
+jobs per pass (the new ones first), never walking a whole logdir: it lists only
+`<job>/plugins/profile` and each run's `<run>/plugins/profile` (where `tf.profiler` and Keras'
+TensorBoard callback write them), and nothing more where there is no such folder. A job's
+latest profile is summarised by `distcore.profile.summarize` (its own subprocess, under memory,
+CPU and time limits), one at a time, once per (path, size, mtime): a file caught half-written
+reads as unreadable and is read again once it changed. `latest()`
 maps each job directory to its summary or the one-line `ProfileError` that stands for it.
 
 `read_once(timeout_s)` is `--once`'s pass on the calling thread: every watched directory looked
@@ -20,17 +22,18 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
 
 from distcore.alerts import sort_alerts
 from distcore.alerts.profile import profile_input_bound
+from distcore.jobs.judge import JobFacts
 from distcore.jobs.snapshots import Job
 from distcore.listeners import Listeners
 from distcore.producer import Failing, Loop, ProducerError
-from distcore.profile import ProfileError, ProfileSummary, find_profiles, summarize
+from distcore.profile import ProfileError, ProfileSummary, profiles_at, summarize
 from distcore.textsafe import terminal_text
 
 Profile = ProfileSummary | ProfileError
@@ -46,17 +49,19 @@ def _summarize(path: Path, timeout_s: float) -> Profile:
     return summarize(path, timeout_s=timeout_s, max_memory=MAX_MEMORY)
 
 
-def latest_profile(directory: Path) -> FileKey | None:
-    """The job's newest profile (the last session's, see find_profiles) and its size and
-    mtime; None where it has none (or it went away between the listing and the stat)."""
-    found = find_profiles(directory)
+def latest_profile(folders: Iterable[Path]) -> FileKey | None:
+    """The newest profile in the folders' `plugins/profile/` (the last session by name, as
+    find_profiles orders them) and its size and mtime; None where there is none (or it went
+    away between the listing and the stat)."""
+    found = [p for folder in folders for p in profiles_at(folder)]
     if not found:
         return None
+    newest = max(found, key=lambda p: (p.parent.name, str(p)))
     try:
-        stat = os.stat(found[-1])
+        stat = os.stat(newest)
     except OSError:
         return None
-    return found[-1], stat.st_size, stat.st_mtime_ns
+    return newest, stat.st_size, stat.st_mtime_ns
 
 
 class ProfileReader:
@@ -73,6 +78,7 @@ class ProfileReader:
         self._summarizer, self._timeout, self._per_pass = summarizer, timeout_s, per_pass
         self._lock = threading.Lock()  # guards the fields below it
         self._dirs: tuple[Path, ...] = ()
+        self._folders: dict[Path, tuple[Path, ...]] = {}  # where each job's profiles are
         self._new: list[Path] = []  # watched but never looked at: first in the next pass
         self._cursor = 0
         self._keys: dict[Path, FileKey] = {}  # each directory's newest profile, as last seen
@@ -105,25 +111,33 @@ class ProfileReader:
 
     # --- input and output --------------------------------------------------------------------
 
-    def watch(self, directories: Iterable[Path]) -> None:
-        """The job directories to look in now (others are forgotten); wakes the thread when
-        some are new."""
-        dirs = tuple(dict.fromkeys(directories))
+    def watch(self, jobs: Mapping[Path, Iterable[Path]], *,
+              keep: Collection[Path] | None = None) -> None:
+        """Look at `jobs` (each job directory with its runs' folders: new jobs, and jobs whose
+        runs changed, where a new profile is likely) first in the next pass; with `keep`, the
+        jobs not in it are forgotten. Wakes the thread."""
         with self._lock:
-            known = set(self._dirs)
-            self._dirs = dirs
-            self._new = [d for d in (*self._new, *dirs) if d not in known]
-            kept = set(dirs)
-            gone = [d for d in self._keys if d not in kept]
-            for d in gone:
-                del self._keys[d]
-            if any(d not in kept for d in self._latest):
-                self._read = {d: k for d, k in self._read.items() if d in kept}
-                self._latest = MappingProxyType(
-                    {d: p for d, p in self._latest.items() if d in kept})
-            fresh = bool(self._new)
-        if fresh:
+            folders = dict(self._folders)
+            if keep is not None:
+                folders = {d: f for d, f in folders.items() if d in keep}
+            for job, runs in jobs.items():
+                folders[job] = tuple(dict.fromkeys((job, *runs)))
+            self._folders = folders
+            if keep is not None or len(folders) != len(self._dirs):
+                self._dirs = tuple(folders)
+                self._forget()
+            self._new = list(dict.fromkeys((*self._new, *jobs)))
+        if jobs:
             self._loop.wake()
+
+    def _forget(self) -> None:
+        """Drop what was found in the jobs no longer watched (under the lock)."""
+        kept = self._folders
+        for d in [d for d in self._keys if d not in kept]:
+            del self._keys[d]
+        if any(d not in kept for d in self._latest):
+            self._read = {d: k for d, k in self._read.items() if d in kept}
+            self._latest = MappingProxyType({d: p for d, p in self._latest.items() if d in kept})
 
     def watching(self) -> bool:
         """Whether it was told any directory to look in."""
@@ -153,7 +167,9 @@ class ProfileReader:
         """The directories whose newest profile is not the one last read."""
         pending = []
         for directory in directories:
-            key = latest_profile(directory)
+            with self._lock:
+                folders = self._folders.get(directory, ())
+            key = latest_profile(folders)
             with self._lock:
                 if key is None:
                     self._keys.pop(directory, None)
@@ -165,7 +181,7 @@ class ProfileReader:
 
     def _store(self, directory: Path, key: FileKey, profile: Profile) -> None:
         with self._lock:
-            if directory not in self._dirs:
+            if directory not in self._folders:
                 return  # forgotten while it was read
             self._read[directory] = key
             self._latest = MappingProxyType({**self._latest, directory: profile})
@@ -198,6 +214,21 @@ class ProfileReader:
                 profile = self._summarizer(key[0], left)
             self._store(directory, key, profile)
 
+
+
+def profile_folders(jobs: Iterable[JobFacts]) -> dict[Path, tuple[Path, ...]]:
+    """Each job on this machine: its directory, and its runs' folders where a profile may be
+    (the `system/` runs the recorder writes hold none)."""
+    found: dict[Path, tuple[Path, ...]] = {}
+    for job in jobs:
+        local = job.directory.local if job.directory is not None else None
+        if local is None:
+            continue
+        found[local] = tuple(
+            run.path.local for part, run in job.parts.items()
+            if run.path.local is not None and part != "system" and not part.startswith("system/")
+        )
+    return found
 
 
 def profile_run(job: Job, profile: ProfileSummary) -> str:
