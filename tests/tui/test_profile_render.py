@@ -73,7 +73,13 @@ def test_stages_ops_and_an_unreadable_profile() -> None:
     assert text.plain == profile_lines(error)[0] and str(text.style) == "red"
 
 
-def test_the_panel_puts_the_bar_under_the_profiles_file() -> None:
-    texts = profile_texts(summary(75.0), width=20)
-    assert texts[0].plain.startswith("profile: ")
-    assert texts[1].plain == "step " + "▓" * 20  # input alone: the rest of the step is 0 ms
+def test_the_panel_starts_with_the_bar_and_the_bottleneck() -> None:
+    texts = profile_texts(dataclasses.replace(summary(75.0), input_verdict="highly input-bound"),
+                          width=20)
+    assert texts[0].plain == "profile " + "▓" * 20 + " 100.0 ms a step, 75% input (highly " \
+        "input-bound)"  # input alone: the rest of the step is 0 ms
+    assert texts[1].plain.startswith("bottleneck: MapAndBatch (Iterator::Root::MapAndBatch): ")
+    assert texts[2].plain.startswith("step 100.0 ms: input 75.0 ms (75%)")
+    assert texts[-1].plain == "from /logs/j/train/plugins/profile/t/h.xplane.pb"
+    no_steps = profile_texts(summary(75.0, steps=0))
+    assert no_steps[0].plain == "profile no steps found in 10 events"

@@ -171,6 +171,8 @@ async def test_the_dashboard_shows_the_focused_jobs_step_split(
         await until(pilot, lambda: "bottleneck: MapAndBatch" in str(details.render()),
                     "the profile in the details")
         text = str(details.render())
-        bar = next(line for line in text.splitlines() if line.startswith("step ▓"))
-        assert len(bar) == len("step ") + 40  # the mean step, input first, the bar's width
-        assert "num_parallel_calls" in text and "top ops" in text
+        bar = next(line for line in text.splitlines() if line.startswith("profile ▓"))
+        cells = bar.removeprefix("profile ").split(" ")[0]
+        assert len(cells) == 40 and cells.startswith("▓" * 20)  # mostly input, input first
+        assert "% input (highly input-bound)" in bar
+        assert "num_parallel_calls" in text and "op " in text and "tf.data " in text

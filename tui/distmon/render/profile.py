@@ -117,6 +117,27 @@ def op_lines(profile: ProfileSummary, count: int = SHOWN_OPS) -> list[str]:
             for o in profile.top_ops[:count]]
 
 
+def headline(profile: ProfileSummary) -> str:
+    """What follows the bar: `52.3 ms a step, 95% input (highly input-bound)`."""
+    if not profile.step_count:
+        return breakdown_line(profile)
+    verdict = terminal_text(profile.input_verdict, 40)
+    return (f"{milliseconds(step_ms(profile))} a step, "
+            f"{_percent(profile.input_percent, 100.0)} input ({verdict})")
+
+
+def panel_lines(profile: ProfileSummary) -> list[str]:
+    """The details panel's lines under the bar, the most telling first (the panel shows what
+    fits): the bottleneck, the step in words, the stages, the top ops, the file."""
+    bottleneck = bottleneck_line(profile)
+    lines = [bottleneck] if bottleneck is not None else []
+    lines.append(breakdown_line(profile))
+    lines += [f"tf.data {line}" for line in stage_lines(profile)]
+    lines += [f"op {line}" for line in op_lines(profile)]
+    lines.append(f"from {terminal_text(profile.path, 200)}")
+    return lines
+
+
 def profile_lines(profile: ProfileSummary | ProfileError) -> list[str]:
     """The profile for `--once`: its file, the step line, the bottleneck, the stages and the
     top ops; an unreadable profile is its one line."""

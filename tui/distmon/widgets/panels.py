@@ -26,7 +26,7 @@ from distcore.textsafe import terminal_text
 from distcore.wording import counted
 from distmon.render.hosts import gpus_title, render_hosts
 from distmon.render.ledger import BUCKET_MARKS, BUCKET_STYLES, bar_segments, ledger_line
-from distmon.render.profile import PART_MARKS, PART_STYLES, profile_lines
+from distmon.render.profile import PART_MARKS, PART_STYLES, headline, panel_lines, profile_lines
 from distmon.render.profile import bar_segments as profile_bar
 from distmon.render.view_model import main_run
 
@@ -117,17 +117,16 @@ def ledger_lines(ledger: Ledger, width: int = LEDGER_BAR) -> list[Text]:
 
 
 def profile_texts(profile: ProfileSummary | ProfileError, width: int = LEDGER_BAR) -> list[Text]:
-    """The job's latest profile: its mean step as one bar (a colour per part), then the
-    lines `--once` prints; an unreadable profile is its one line, in red."""
+    """The job's latest profile: its mean step as one bar (a colour per part) and its figures,
+    then the bottleneck and the rest (profile.panel_lines); an unreadable profile is its one
+    line, in red."""
     if isinstance(profile, ProfileError):
         return [Text(line, style="red") for line in profile_lines(profile)]
     bar = Text()
     for part, cells in profile_bar(profile, width):
         bar.append(PART_MARKS[part] * cells, style=PART_STYLES[part])
-    lines = [Text(line) for line in profile_lines(profile)]
-    if bar:
-        lines.insert(1, Text.assemble(("step ", "bold"), bar))
-    return lines
+    first = Text.assemble(("profile ", "bold"), bar, " " if bar else "", headline(profile))
+    return [first, *(Text(line) for line in panel_lines(profile))]
 
 
 class Panel(Widget):
