@@ -4,10 +4,13 @@ ops, an unreadable profile as one line; hostile names escaped."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from distcore.profile import OpTime, ProfileError, Stage
+from distcore.profile import OpTime, ProfileError, Stage, StepTime
 from distmon.render.profile import (
     bar_segments,
     bar_text,
@@ -83,3 +86,20 @@ def test_the_panel_starts_with_the_bar_and_the_bottleneck() -> None:
     assert texts[-1].plain == "from /logs/j/train/plugins/profile/t/h.xplane.pb"
     no_steps = profile_texts(summary(75.0, steps=0))
     assert no_steps[0].plain == "profile no steps found in 10 events"
+
+
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=6, max_size=6),
+       st.integers(min_value=0, max_value=(1 << 53) - 1), st.integers(min_value=0, max_value=200))
+@example([math.inf, 1.0, math.nan, -1.0, 1e308, 50.0], 4, 40)
+@example([1.0, 1e308, 1e308, math.inf, 0.0, 50.0], 1, 40)
+def test_any_figures_render_without_raising(
+    figures: list[float], steps: int, width: int
+) -> None:
+    """A summary comes from a subprocess's JSON: the renderer takes whatever numbers it holds."""
+    profile = dataclasses.replace(
+        summary(figures[5] if figures[5] == figures[5] else 0.0, steps=steps),
+        total=StepTime(steps, figures[0], figures[1], figures[2], figures[3], figures[4], 0.0))
+    segments = bar_segments(profile, width)
+    assert sum(cells for _, cells in segments) in (0, width)
+    for line in (breakdown_line(profile), *profile_lines(profile)):
+        assert "\x1b" not in line and "\n" not in line
