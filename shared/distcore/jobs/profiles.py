@@ -81,7 +81,6 @@ class ProfileReader:
         self._folders: dict[Path, tuple[Path, ...]] = {}  # where each job's profiles are
         self._new: list[Path] = []  # watched but never looked at: first in the next pass
         self._cursor = 0
-        self._keys: dict[Path, FileKey] = {}  # each directory's newest profile, as last seen
         self._read: dict[Path, FileKey] = {}  # the file each result in `_latest` is of
         self._latest: Mapping[Path, Profile] = MappingProxyType({})
         self._listeners: Listeners[None] = Listeners()
@@ -133,8 +132,6 @@ class ProfileReader:
     def _forget(self) -> None:
         """Drop what was found in the jobs no longer watched (under the lock)."""
         kept = self._folders
-        for d in [d for d in self._keys if d not in kept]:
-            del self._keys[d]
         if any(d not in kept for d in self._latest):
             self._read = {d: k for d, k in self._read.items() if d in kept}
             self._latest = MappingProxyType({d: p for d, p in self._latest.items() if d in kept})
@@ -169,13 +166,9 @@ class ProfileReader:
         for directory in directories:
             with self._lock:
                 folders = self._folders.get(directory, ())
-            key = latest_profile(folders)
+            key = latest_profile(folders)  # a profile gone: its summary stays the latest
             with self._lock:
-                if key is None:
-                    self._keys.pop(directory, None)
-                    continue
-                self._keys[directory] = key
-                if self._read.get(directory) != key:
+                if key is not None and self._read.get(directory) != key:
                     pending.append((directory, key))
         return pending
 
