@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "watching.md"
-DATA_KEYED = frozenset({"scalars", "histograms", "hparams", "percentiles", "seconds"})
+DATA_KEYED = frozenset({"scalars", "histograms", "hparams", "percentiles", "seconds", "stats"})
 ABBREVIATED = frozenset({"gpus.devices", "host", "hosts[].gpus"})  # written `...` there
 
 

@@ -16,8 +16,9 @@ prometheus_client escapes quotes and backslashes once more for the exposition. T
 equal once elided keep the first series only. A label with no value (a host of no job) is left
 out of its series, never sent empty. The number of series is bounded (`max_series`, with
 `distmon_series_dropped` counted in): families are filled in a fixed order of importance (the
-snapshot, jobs, alerts, hosts, GPUs, errors, ledgers, then scalars) and what does not fit is
-counted in `distmon_series_dropped`, never sent. `distmon_job_info` joins each job to its scheduler.
+snapshot, jobs, alerts, hosts, GPUs, errors, ledgers, profiles, then scalars) and what does
+not fit is counted in `distmon_series_dropped`, never sent. `distmon_job_info` joins each job
+to its scheduler.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from distcore.bounded import PERF_RANGES, perf_value
 from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot, JobStatus
 from distcore.metrics_hosts import add_gpus, add_hosts
+from distcore.profile import ProfileSummary
 from distcore.textsafe import elide, escaped_text
 
 LABEL_LIMIT = 256  # characters of one label value; Prometheus keeps every byte of every one
@@ -126,6 +128,7 @@ class _Families:
         add_gpus(self.family, self.snap.hosts)
         self._errors()
         self._ledgers()
+        self._profiles()
         self._scalars()
         dropped = GaugeMetricFamily(
             "distmon_series_dropped",
@@ -255,6 +258,25 @@ class _Families:
             goodput.add([job.name], ledger.goodput)
             for bucket, value in ledger.buckets.items():
                 seconds.add([job.name, bucket], value)
+
+    def _profiles(self) -> None:
+        """The mean step of each job's latest TensorFlow profile, split by part."""
+        family = self.family(
+            "distmon_profile_step_seconds",
+            "Seconds of the mean step in the job's latest profile per part: input, "
+            "device_compute, host_compute, communication, other",
+            ["job", "part"],
+        )
+        for job in self.snap.jobs:
+            profile = job.profile
+            if isinstance(profile, ProfileSummary) and profile.step_count:
+                total, count = profile.total, profile.step_count
+                for part, ms in (("input", total.input_ms),
+                                 ("device_compute", total.device_compute_ms),
+                                 ("host_compute", total.host_compute_ms),
+                                 ("communication", total.communication_ms),
+                                 ("other", total.other_ms)):
+                    family.add([job.name, part], ms / count / 1000.0)
 
     def _scalars(self) -> None:
         labels = ["job", "run", "tag"]

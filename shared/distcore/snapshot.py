@@ -1,8 +1,9 @@
-"""The JSON snapshot that `distmon --once --json` prints (version 1) and later issues extend.
+"""The JSON snapshot that `distmon --once --json` prints (version 2: each job's `profile` added
+to version 1, whose keys it keeps as they were).
 distcore.jobs.jsonify.to_json builds the whole document from one JobsSnapshot.
 
 Shape:
-    {"version": 1, "generated_at": <unix s>, "logdirs": [...], "runs": [...],
+    {"version": 2, "generated_at": <unix s>, "logdirs": [...], "runs": [...],
      "gpus": {...}, "host": {...} | null, "alerts": [...]}
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 def json_float(value: float | None) -> float | str | None:

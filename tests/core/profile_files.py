@@ -113,3 +113,28 @@ def training_steps(count: int, *, step_ms: int = 10, input_ms: int = 6, marker: 
     return [LineSpec("python", python), LineSpec("tf_Compute/1", compute),
             LineSpec("tf_data_iterator_resource/2", pipeline),
             LineSpec("collective_ops/3", collective)]
+
+
+def hostile_space() -> Any:
+    """A profile whose times are the int64 extremes and whose names hold escape sequences,
+    undecodable bytes and control characters: it parses, and must read as clamped and escaped."""
+    huge = (1 << 63) - 1
+    hostile = b"\x1b]0;pwned\x07"
+    lines = [
+        LineSpec(b"python\x1b[2J", [
+            Ev(b"train\x1b[31m", -huge, huge, {"step_num": huge, "_r": 1}),
+            Ev(b"train", huge, huge, {"step_num": -5}),
+            Ev("IteratorGetNextOp::DoCompute", 0, huge),
+        ], timestamp_ns=huge),
+        LineSpec(b"tf_data_iterator_resource/1", [
+            Ev(b"Iterator::Root::Map" + hostile, 0, huge,
+               {"id": 1, "parent_id": 0, "name": hostile, "parallelism": -huge,
+                b"autotune\xff": b"\xff\xfe", "batch_size": float("nan")}),
+        ]),
+        LineSpec(b"tf_Compute/1", [Ev(b"x/" + hostile + b":Evil\x1b", 5, huge),
+                                   Ev(b"op/a:MatMul", -1, -huge)]),
+    ]
+    gpu = [LineSpec(b"Stream #1(\x1b[31mCompute)", [Ev(hostile, huge, huge),
+                                                   Ev("MemcpyH2D", 0, huge)])]
+    return space({"/host:CPU": lines, "/device:GPU:0" : gpu, hostile: []},
+                 hostnames=[hostile.decode()])

@@ -15,6 +15,7 @@ from distcore.events.jsonify import run_to_json
 from distcore.events.snapshots import RunSnapshot, Series
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.location import RunLocation
+from distcore.snapshot import SNAPSHOT_VERSION
 from distcore.telemetry.samples import GpuStatus, TelemetrySnapshot
 from distmon.once import render_text
 
@@ -40,7 +41,7 @@ def test_once_json_document(tmp_path: Path) -> None:
     result = _distmon("--once", "--json", "--poll", "--no-gpu", str(tmp_path))
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["version"] == 1 and doc["logdirs"] == [str(tmp_path.resolve())]
+    assert doc["version"] == SNAPSHOT_VERSION and doc["logdirs"] == [str(tmp_path.resolve())]
     assert isinstance(doc["generated_at"], float) and isinstance(doc["alerts"], list)
     (run,) = doc["runs"]
     assert set(run) >= {"name", "path", "status", "files", "problems", "hparams", "scalars"}

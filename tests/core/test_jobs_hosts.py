@@ -15,6 +15,7 @@ from distcore import names
 from distcore.events import load_once
 from distcore.jobs.hosts import host_context, host_from_system_run, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
+from distcore.snapshot import SNAPSHOT_VERSION
 from distcore.telemetry import TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.simulated import SimulatedGpuSource
@@ -63,7 +64,7 @@ def test_each_worker_is_a_host_with_its_gpus(tf: Any, tmp_path: Path) -> None:
     options = Options(logdirs=(tmp_path,), once=True, json=True, simulate_gpus=1)
     assert run_once(options, out) == 0
     doc = json.loads(out.getvalue())
-    assert doc["version"] == 1
+    assert doc["version"] == SNAPSHOT_VERSION
     assert [h["source"] for h in doc["hosts"]] == ["local", "logdir", "logdir"]
     local, *workers = doc["hosts"]
     assert local["worker"] is None and local["simulated"] and len(local["gpus"]) == 1

@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 from distcore.profile import ProfileError, ProfileSummary, summarize
 from distcore.profile.analyze import MAX_STEP, summarize_bytes
 from distcore.profile.decode import MAX_PS, ProfileUnreadable
-from tests.core.profile_files import MS, Ev, LineSpec, space, training_steps, write
+from tests.core.profile_files import (
+    MS,
+    Ev,
+    LineSpec,
+    hostile_space,
+    space,
+    training_steps,
+    write,
+)
 from tests.untrusted import HOSTILE_NAMES
 
 ESCAPES = [b"\x1b[31mred\x1b[0m", b"\x1b]0;pwned\x07", b"a\nb\tc\r", b"\xff\xfe", b"\xe2\x80\xae"]
@@ -30,31 +38,8 @@ def _strings(doc: object) -> list[str]:
     return []
 
 
-def _hostile_space() -> object:
-    huge = (1 << 63) - 1
-    hostile = b"\x1b]0;pwned\x07"
-    lines = [
-        LineSpec(b"python\x1b[2J", [
-            Ev(b"train\x1b[31m", -huge, huge, {"step_num": huge, "_r": 1}),
-            Ev(b"train", huge, huge, {"step_num": -5}),
-            Ev("IteratorGetNextOp::DoCompute", 0, huge),
-        ], timestamp_ns=huge),
-        LineSpec(b"tf_data_iterator_resource/1", [
-            Ev(b"Iterator::Root::Map" + hostile, 0, huge,
-               {"id": 1, "parent_id": 0, "name": hostile, "parallelism": -huge,
-                b"autotune\xff": b"\xff\xfe", "batch_size": float("nan")}),
-        ]),
-        LineSpec(b"tf_Compute/1", [Ev(b"x/" + hostile + b":Evil\x1b", 5, huge),
-                                   Ev(b"op/a:MatMul", -1, -huge)]),
-    ]
-    gpu = [LineSpec(b"Stream #1(\x1b[31mCompute)", [Ev(hostile, huge, huge),
-                                                   Ev("MemcpyH2D", 0, huge)])]
-    return space({"/host:CPU": lines, "/device:GPU:0" : gpu, hostile: []},
-                 hostnames=[hostile.decode()])
-
-
 def test_huge_durations_and_escape_sequences_are_clamped_and_escaped(tmp_path: Path) -> None:
-    answer = summarize(write(tmp_path / "hostile.xplane.pb", _hostile_space()))
+    answer = summarize(write(tmp_path / "hostile.xplane.pb", hostile_space()))
     assert isinstance(answer, ProfileSummary), answer
     doc = answer.to_json()
     json.dumps(doc, allow_nan=False)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from distcore.snapshot import SNAPSHOT_VERSION
 from tests.tui.sweep_writers import JOBS, write_sweep
 
 TIMEOUT = 120
@@ -224,10 +225,10 @@ def test_keras_hparams_callback_and_tensorboard_callback_are_one_job(sweep: Path
     assert int(row["step"]) >= 1  # two epochs (Keras also logs per-iteration tags)
 
 
-def test_json_stays_version_1(sweep: Path) -> None:
+def test_json_is_the_snapshot_document(sweep: Path) -> None:
     done = distmon("--json", sweep)
     doc = json.loads(done.stdout)
-    assert doc["version"] == 1 and [j["name"] for j in doc["jobs"]] == JOBS
+    assert doc["version"] == SNAPSHOT_VERSION and [j["name"] for j in doc["jobs"]] == JOBS
     assert all(
         not math.isnan(r["scalars"].get("loss", {}).get("last_value", 0)) for r in doc["runs"]
     )

@@ -27,6 +27,7 @@ from distmon.formats import number, step_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
 from distmon.render.ledger import ledger_line
+from distmon.render.profile import profile_lines
 from distmon.report import collect
 
 CRITICAL_EXIT = 1
@@ -71,7 +72,9 @@ def _job_line(job: Job, name: str) -> str:
     step = f", step {step_text(last)}" if last is not None else ""
     ledger = job_ledger(job)
     time = f"  time: {ledger_line(ledger)}\n" if ledger is not None else ""
-    return f"job {t(name, 120)}: {job.status}{step}{_scheduler_text(job)}\n{time}"
+    profile = "".join(f"  {line}\n" for line in profile_lines(job.profile)) \
+        if job.profile is not None else ""
+    return f"job {t(name, 120)}: {job.status}{step}{_scheduler_text(job)}\n{time}{profile}"
 
 
 def _render_run(run: RunSnapshot, name: str, out: TextIO) -> None:

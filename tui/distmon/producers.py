@@ -24,6 +24,7 @@ __all__ = ["Producer", "ProducerSet", "Producers", "RunSource", "Telemetry", "Wa
 
 if TYPE_CHECKING:  # heavy packages (numpy, NVML): imported by make_producers, off the UI thread
     from distcore.jobs.index import JobIndex
+    from distcore.jobs.profiles import ProfileReader
     from distcore.remote import RemoteProducers
 
 
@@ -57,6 +58,8 @@ class Producers:
     # with the extras).
     remote: RemoteProducers | None = None
     slurm: SlurmStates | None = None
+    # The jobs' TensorFlow profiles (local job directories), read once each on its own thread.
+    profiles: ProfileReader | None = None
 
 
 def make_producers(options: Options, *, first_drawn: threading.Event | None = None) -> Producers:
@@ -65,6 +68,7 @@ def make_producers(options: Options, *, first_drawn: threading.Event | None = No
     lets it draw them before reading the rest)."""
     from distcore.events.store import RunStore
     from distcore.events.watch import LogdirWatcher
+    from distcore.jobs.profiles import ProfileReader
     from distcore.telemetry import make_source
     from distcore.telemetry.sampler import TelemetrySampler
 
@@ -75,8 +79,9 @@ def make_producers(options: Options, *, first_drawn: threading.Event | None = No
     sampler = TelemetrySampler(source, interval=options.refresh)
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
+    profiles = ProfileReader()
     if not options.remotes:
-        return Producers(store, watcher, sampler, slurm=slurm)
+        return Producers(store, watcher, sampler, slurm=slurm, profiles=profiles)
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -85,7 +90,7 @@ def make_producers(options: Options, *, first_drawn: threading.Event | None = No
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
     return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,),
-                     remote=remote, slurm=slurm)
+                     remote=remote, slurm=slurm, profiles=profiles)
 
 
 class ProducerSet:
@@ -127,6 +132,7 @@ class ProducerSet:
             scheduler=made.slurm,
             records=() if made.remote is None else (made.remote,),
             producers=[p for p in (made.watcher, *made.extra) if p is not None],
+            profiles=made.profiles,
             interval=self._options.refresh,
             clock=self._clock,
         )
@@ -172,7 +178,8 @@ class ProducerSet:
         index = self.build()
         made = self.made
         assert made is not None
-        for producer in (made.telemetry, *made.hosts, *made.extra, made.slurm, index):
+        for producer in (made.telemetry, *made.hosts, *made.extra, made.slurm, made.profiles,
+                         index):
             if producer is not None and not self._start(producer):
                 return False
         return True
@@ -224,8 +231,9 @@ class ProducerSet:
 
     def read_once(self) -> JobsSnapshot:
         """`--once`: every source read once on the calling thread (the remote ones in
-        parallel), one GPU sample, the index's snapshot; then the jobs' Slurm states and the
-        snapshot again. Starts no thread; closes what holds a source open."""
+        parallel), one GPU sample, the index's snapshot; then the jobs' profiles (each
+        summarised in its own subprocess) and the jobs' Slurm states, and the snapshot again.
+        Starts no thread; closes what holds a source open."""
         index = self.build()
         made = self.made
         assert made is not None
@@ -239,6 +247,9 @@ class ProducerSet:
             if made.telemetry is not None:
                 made.telemetry.sample_once()
             snap = index.refresh()
+            if snap is not None and made.profiles is not None and made.profiles.watching():
+                made.profiles.read_once()  # bounded: those not read in time say so
+                snap = index.refresh()
             if snap is not None and made.slurm is not None and made.slurm.query_once():
                 snap = index.refresh()
         finally:

@@ -27,7 +27,8 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.errors import descriptor_shortage
@@ -56,6 +57,7 @@ from distcore.jobs.judge import (
     unreadable_job,
 )
 from distcore.jobs.parts import Grouping, job_dir_of, regroup
+from distcore.jobs.profiles import Profile, ProfileReader, profile_folders, with_profile
 from distcore.jobs.scheduler import SchedulerState
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
@@ -78,13 +80,19 @@ class JobIndex:
         scheduler: SchedulerSource | None = None,
         records: Sequence[AgentRecordSource] = (),
         producers: Sequence[Producer] = (),
+        profiles: ProfileReader | None = None,
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`scheduler`: its states reach the jobs, its errors the snapshot (not also among
         `producers`); `records`: producers that read run.json themselves (the remote readers,
         also among `producers`); `producers`: those whose errors and problems the snapshot
-        carries."""
+        carries; `profiles`: reads the jobs' TensorFlow profiles, told the job directories
+        here (started and closed by its owner, its errors gathered as the producers')."""
+        self._profiles = profiles
+        self._seen_profiles: Mapping[Path, Profile] | None = None
+        self._profiled: dict[str, tuple[Job, Profile, Job]] = {}  # judged, profile, merged
+        self._profile_jobs: set[str] = set()  # the jobs the profile reader was last told of
         self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._record_sources = tuple(records)
@@ -125,6 +133,8 @@ class JobIndex:
         if self._loop.started:
             raise RuntimeError("job index already started")
         self._unsubscribe = self._store.subscribe(lambda changed: self._loop.wake())
+        if self._profiles is not None:
+            self._profiles.subscribe(self._loop.wake)
         self._loop.start()
 
     def close(self) -> None:
@@ -307,6 +317,8 @@ class JobIndex:
         self._remote_records = remote_records(self._record_sources)
         touched = regroup(self._grouping, self._store.snapshot())
         renewed = self._update_facts(touched)
+        if touched and self._profiles is not None:
+            self._watch_profiles(self._profiles, touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
         agents = (f.agent for f in self._facts.values() if f.agent)
@@ -318,8 +330,12 @@ class JobIndex:
             changed |= self._judge(self._facts[name], now, local, states) is not (
                 kept[1] if kept is not None else None
             )
+        profiles = self._profiles.latest() if self._profiles is not None else None
+        if profiles is not self._seen_profiles:
+            changed, self._seen_profiles = True, profiles
         if changed:
-            jobs = tuple(self._judged[name][1] for name in self._facts)
+            jobs = self._with_profiles(
+                (self._judged[name][1] for name in self._facts), profiles or {}, now)
             self._jobs = jobs
             self._job_hosts = tuple(h for j in jobs for h in j.hosts)
             self._job_alerts = tuple(a for j in jobs for a in j.alerts)
@@ -339,6 +355,35 @@ class JobIndex:
             local_telemetry=telemetry,
         )
 
+    def _watch_profiles(self, profiles: ProfileReader, touched: set[str]) -> None:
+        """The jobs whose runs changed are where a new profile is likely: looked at next; the
+        profile reader forgets the jobs gone."""
+        keep = None
+        if self._facts.keys() != self._profile_jobs:
+            self._profile_jobs = set(self._facts)
+            keep = set(profile_folders(self._facts.values()))
+        changed = (self._facts[name] for name in touched if name in self._facts)
+        profiles.watch(profile_folders(changed), keep=keep)
+
+    def _with_profiles(self, judged: Iterable[Job], profiles: Mapping[Path, Profile],
+                       now: float) -> tuple[Job, ...]:
+        """The jobs with their profiles merged (again only where the job or its profile
+        changed)."""
+        jobs, kept = [], self._profiled
+        self._profiled = {}
+        for job in judged:
+            local = job.directory.local if job.directory is not None else None
+            profile = profiles.get(local) if local is not None else None
+            if profile is None:
+                jobs.append(job)
+                continue
+            before = kept.get(job.name)
+            merged = before[2] if before is not None and before[0] is job and \
+                before[1] is profile else with_profile(job, profile, now)
+            self._profiled[job.name] = (job, profile, merged)
+            jobs.append(merged)
+        return tuple(jobs)
+
     def _gather_errors(self) -> tuple[ProducerError, ...]:
         """The index's own errors, then the sampler's, then the other producers'."""
         others = self._others()
@@ -348,4 +393,5 @@ class JobIndex:
     def _others(self) -> tuple[Producer, ...]:
         """The producers whose errors and problems the snapshot carries, in order."""
         scheduler = () if self._scheduler is None else (self._scheduler,)
-        return (*self._producers, *scheduler)
+        profiles = () if self._profiles is None else (self._profiles,)
+        return (*self._producers, *scheduler, *profiles)

@@ -1,8 +1,10 @@
-"""`distmon --once --json`'s document (snapshot version 1), built by `to_json` from one
+"""`distmon --once --json`'s document (snapshot version 2), built by `to_json` from one
 `JobsSnapshot`: the base keys of distcore.snapshot (runs through distcore.events.jsonify, this
 machine's `gpus` and `host` through distcore.telemetry.jsonify), then, additive to version 1:
 `hosts` (every host seen: this machine first, then each worker's `system/` samples, then remote
-hosts), `jobs` (each with its `ledger`: where its wall time went), `errors` and `problems`.
+hosts), `jobs` (each with its `ledger`: where its wall time went), `errors` and `problems`;
+version 2 adds each job's `profile` (its latest TensorFlow profile's summary, or why it could
+not be read).
 Names from outside go through `json_text` (undecodable bytes as `\\xNN`); numbers through
 `json_float`.
 """
@@ -16,9 +18,10 @@ from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.ledger import Ledger, job_ledger
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot
 from distcore.producer import ProducerError
+from distcore.profile import ProfileError, ProfileSummary
 from distcore.snapshot import SNAPSHOT_VERSION, json_float
 from distcore.telemetry.jsonify import device_to_json, telemetry_to_json
-from distcore.textsafe import json_names, json_text
+from distcore.textsafe import json_names, json_safe, json_text
 
 
 def host_to_json(host: Host, now: float) -> dict[str, Any]:
@@ -79,7 +82,22 @@ def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
         "scheduler": scheduler_to_json(job),
         "workers": workers_to_json(job),
         "ledger": ledger_to_json(job_ledger(job)),
+        "profile": profile_to_json(job.profile),
     }
+
+
+def profile_to_json(profile: ProfileSummary | ProfileError | None) -> dict[str, Any] | None:
+    """The job's latest profile: `kind` "summary" (the step split in ms, all steps together in
+    `total`, the tf.data stages, the bottleneck and its remedy, the top ops, the GPU streams;
+    not each step) or "error" (`message`: the one line shown for it)."""
+    if profile is None:
+        return None
+    doc = profile.to_json()
+    if isinstance(profile, ProfileError):
+        doc["message"] = profile.message
+    else:
+        doc.pop("steps", None)
+    return dict(json_safe(doc))
 
 
 def ledger_to_json(ledger: Ledger | None) -> dict[str, Any] | None:
@@ -142,7 +160,7 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
 
 
 def to_json(snap: JobsSnapshot) -> dict[str, Any]:
-    """The whole version-1 document, keys in their published order."""
+    """The whole document, keys in their published order."""
     from distcore.events.jsonify import runs_to_json  # the reader's protos: only when printing
 
     telemetry = snap.local_telemetry

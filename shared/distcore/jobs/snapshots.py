@@ -19,6 +19,7 @@ from distcore.jobs.ledger import Ledger
 from distcore.jobs.scheduler import SchedulerRef, SchedulerState
 from distcore.location import RunLocation
 from distcore.producer import ProducerError
+from distcore.profile import ProfileError, ProfileSummary
 from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
@@ -121,6 +122,8 @@ class Job:
     alerts: tuple[Alert, ...]
     version: int = 0
     scheduler_state: SchedulerState | None = None  # what Slurm says of the job, where it answers
+    # Its latest TensorFlow profile (distcore.jobs.profiles), or why it could not be read.
+    profile: ProfileSummary | ProfileError | None = None
 
 
 @dataclass(frozen=True)

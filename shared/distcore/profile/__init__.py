@@ -5,12 +5,13 @@ without TensorFlow, for the terminal.
 one file in a resource-limited subprocess and says, per step, how the time split between
 input, compute and communication, which tf.data stage holds the input back and what to change
 about it, the top ops by self time, and the GPU streams' kernels and copies where the profile
-has a GPU. `find_profiles(run_dir)` lists a run's profiles. Nothing here imports TensorFlow.
+has a GPU. `find_profiles(run_dir)` lists a run's profiles (`profiles_at(dir)`: those of one
+folder, not of its children). Nothing here imports TensorFlow.
 """
 
 from __future__ import annotations
 
-from distcore.profile.discover import find_profiles
+from distcore.profile.discover import find_profiles, profiles_at
 from distcore.profile.runner import MAX_BYTES, MAX_MEMORY, TIMEOUT_S, summarize
 from distcore.profile.summary import (
     Bottleneck,
@@ -34,5 +35,6 @@ __all__ = [
     "StepTime",
     "StreamTime",
     "find_profiles",
+    "profiles_at",
     "summarize",
 ]

@@ -7,6 +7,7 @@ nobody measured reads `–`; a ledger from the events alone says what the points
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final
 
@@ -57,14 +58,20 @@ def ledger_line(ledger: Ledger) -> str:
 
 def bar_segments(ledger: Ledger, width: int) -> list[tuple[str, int]]:
     """(bucket, cells) left to right, `width` cells in all, each bucket's cells its share of
-    the wall (largest remainders get the cells rounding left over); empty when the wall or
-    every bucket is unknown."""
-    known = [(b, ledger.buckets.get(b)) for b in BUCKETS]
-    parts = [(b, s) for b, s in known if s is not None and s > 0]
-    total = sum(s for _, s in parts)
-    if width <= 0 or total <= 0:
+    the wall; empty when the wall or every bucket is unknown."""
+    return share_cells([(b, ledger.buckets.get(b)) for b in BUCKETS], width)
+
+
+def share_cells(amounts: Sequence[tuple[str, float | None]], width: int) -> list[tuple[str, int]]:
+    """(name, cells) left to right for the positive finite amounts, `width` cells in all, each
+    its share of their sum (largest remainders get the cells rounding left over); empty when
+    there is nothing to share."""
+    parts = [(b, s) for b, s in amounts if s is not None and 0 < s < math.inf]
+    if width <= 0 or not parts:
         return []
-    exact = [(b, s / total * width) for b, s in parts]
+    biggest = max(s for _, s in parts)  # shares of the biggest: no sum overflows to inf
+    total = sum(s / biggest for _, s in parts)
+    exact = [(b, s / biggest / total * width) for b, s in parts]
     cells = {b: int(x) for b, x in exact}
     left = width - sum(cells.values())
     for b, _ in sorted(exact, key=lambda bx: bx[1] - int(bx[1]), reverse=True)[:left]:

@@ -21,10 +21,13 @@ from distcore.alerts import Alert
 from distcore.jobs.ledger import Ledger, job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.producer import ProducerError
+from distcore.profile import ProfileError, ProfileSummary
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
 from distmon.render.hosts import gpus_title, render_hosts
 from distmon.render.ledger import BUCKET_MARKS, BUCKET_STYLES, bar_segments, ledger_line
+from distmon.render.profile import PART_MARKS, PART_STYLES, headline, panel_lines, profile_lines
+from distmon.render.profile import bar_segments as profile_bar
 from distmon.render.view_model import main_run
 
 _NOTHING = object()  # what a panel showed before its first draw: equal to no key
@@ -81,6 +84,8 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
     ledger = job_ledger(job)
     if ledger is not None:
         lines += ledger_lines(ledger)
+    if job.profile is not None:
+        lines += profile_texts(job.profile)
     agent = job.agent
     if agent is None:
         lines.append(Text("no run.json (not written by distagent)", style="dim"))
@@ -109,6 +114,19 @@ def ledger_lines(ledger: Ledger, width: int = LEDGER_BAR) -> list[Text]:
         bar.append(BUCKET_MARKS[bucket] * cells, style=BUCKET_STYLES[bucket])
     words = Text.assemble(("time ", "bold"), ledger_line(ledger))
     return [Text.assemble(("time ", "bold"), bar), words] if bar else [words]
+
+
+def profile_texts(profile: ProfileSummary | ProfileError, width: int = LEDGER_BAR) -> list[Text]:
+    """The job's latest profile: its mean step as one bar (a colour per part) and its figures,
+    then the bottleneck and the rest (profile.panel_lines); an unreadable profile is its one
+    line, in red."""
+    if isinstance(profile, ProfileError):
+        return [Text(line, style="red") for line in profile_lines(profile)]
+    bar = Text()
+    for part, cells in profile_bar(profile, width):
+        bar.append(PART_MARKS[part] * cells, style=PART_STYLES[part])
+    first = Text.assemble(("profile ", "bold"), bar, " " if bar else "", headline(profile))
+    return [first, *(Text(line) for line in panel_lines(profile))]
 
 
 class Panel(Widget):
