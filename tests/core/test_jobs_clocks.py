@@ -9,7 +9,6 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,26 +20,17 @@ from distcore.alerts.workers import WorkerBeat, hung_alert
 from distcore.jobs.clocks import Sightings, clock_note, first_beat_ages, rebase_beat
 from distmon.once import run_once
 from distmon.options import Options
+from tests.core.test_jobs_incremental import Clock
 from tests.core.test_jobs_index import index_over, snapshot, write_loss
 
 WALL = 1_800_000_000.0
 HANG = 60.0
 
 
-class Ticks:
-    """An injected monotonic clock."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _first_hung(skew: float, stops_at: float | None, until: float = 200.0) -> float | None:
     """When (seconds on distmon's clock) a one-worker job first reads hung: its heartbeat,
     written every 2 s on a clock `skew` seconds off distmon's, stops changing at `stops_at`."""
-    ticks = Ticks()
+    ticks = Clock(0.0)
     sightings = Sightings(ticks)
     t = 0.0
     while t <= until:
@@ -157,7 +147,7 @@ def test_once_a_clock_ahead_does_not_hide_a_stopped_job(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("skew", [-90.0, 3600.0])
 def test_the_index_judges_by_what_it_saw_change(tmp_path: Path, skew: float) -> None:
-    ticks = Ticks()
+    ticks = Clock(0.0)
     index, watcher = index_over(tmp_path, monotonic=ticks)
     step = 40
     for _ in range(6):  # stepping for 150 s of distmon's clock: never hung
@@ -167,7 +157,10 @@ def test_the_index_judges_by_what_it_saw_change(tmp_path: Path, skew: float) -> 
         ticks.now += 30.0
         step += 10
     # Then it stops: hung once distmon has seen no change for the hang limit.
-    stopped: Callable[[], list[Any]] = lambda: alerts_of("hung", snapshot(index).alerts)
+
+    def stopped() -> list[Any]:
+        return alerts_of("hung", snapshot(index).alerts)
+
     ticks.now += HANG - 30.0 - 1.0
     assert stopped() == []
     ticks.now += 2.0

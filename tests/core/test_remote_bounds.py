@@ -17,6 +17,7 @@ from distcore.remote import RemoteProducers, make_remote_producers
 from distcore.remote.bounds import MAX_GPUS, MAX_LINE_BYTES, Allowance, Refused
 from distcore.remote.spec import SshSpec
 from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
+from tests.core.test_jobs_incremental import Clock
 from tests.core.test_remote_ssh import NO_SSHD, STAND_IN, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sshd_available(), reason=NO_SSHD)]
@@ -143,14 +144,6 @@ def test_once_refuses_the_host_over_a_cap(two_hosts: tuple[str, Path], tmp_path:
         remote.close()
 
 
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize(
     ("interval", "sends", "refused"),
     [
@@ -166,7 +159,7 @@ class Ticks:
 )
 def test_allowance(interval: float | None, sends: list[tuple[int, int] | str],
                    refused: str | None) -> None:
-    clock = Ticks()
+    clock = Clock(0.0)
     allowance = Allowance(interval, clock)
     try:
         for send in sends:
