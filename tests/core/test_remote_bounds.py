@@ -16,6 +16,7 @@ from distcore.jobs.snapshots import Host
 from distcore.remote import RemoteProducers, make_remote_producers
 from distcore.remote.bounds import MAX_GPUS, MAX_LINE_BYTES, Allowance, Refused
 from distcore.remote.spec import SshSpec
+from distcore.remote.ssh import MAX_ANSWER_BYTES
 from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
 from tests.core.test_jobs_incremental import Clock
 from tests.core.test_remote_ssh import NO_SSHD, STAND_IN, wait_for
@@ -126,6 +127,27 @@ def test_a_host_over_a_cap_is_refused_while_its_neighbour_samples(
         finally:
             remote.close()
     assert rss.peak - rss.start < RSS_BOUND
+
+
+def test_a_logdir_listing_over_its_cap_is_refused(tmp_path: Path) -> None:
+    """A host whose `find` prints 200 MB: the answer is cut at its cap, the host is refused
+    (its session dropped, the command ended) and distmon holds no more than the cap."""
+    root = tmp_path / "flood"
+    server = _server(root, f"#!/bin/sh\nhead -c {FLOOD_BYTES} /dev/zero | tr '\\0' x\n", "")
+    (root / "bin" / "nvidia-smi").rename(root / "bin" / "find")
+    remote = make_remote_producers([SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(),
+                                   ssh_config=server.config, gpus=False)
+    try:
+        with PeakRss() as rss:
+            remote.scan_once()
+        (host,) = remote.hosts()
+        assert host.error is not None
+        assert host.error.endswith(f"(refused: an answer over {MAX_ANSWER_BYTES >> 20} MiB)")
+        assert rss.peak - rss.start < RSS_BOUND
+        wait_for(_no_flood_left)
+    finally:
+        remote.close()
+        server.stop()
 
 
 def test_once_refuses_the_host_over_a_cap(two_hosts: tuple[str, Path], tmp_path: Path) -> None:
