@@ -118,7 +118,8 @@ def test_a_host_over_a_cap_is_refused_while_its_neighbour_samples(
             sampled = _hosts(remote)["normal"].sampled_at
             wait_for(lambda: _hosts(remote)["normal"].sampled_at != sampled)  # it goes on
             hostile = _hosts(remote)["hostile"]
-            assert hostile.gpus == () and hostile.sampled_at is None
+            assert hostile.gpus == () and hostile.sampled_at is None and hostile.refused
+            assert not _hosts(remote)["normal"].refused
             # It costs nothing more: its sampling threads ended, its remote command too.
             samplers = ("distmon-ssh-gpus-hostile", "distmon-ssh-gpm-hostile")
             wait_for(lambda: not any(t.name in samplers for t in threading.enumerate()))

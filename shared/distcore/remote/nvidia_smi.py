@@ -103,6 +103,7 @@ class SshGpuSource:
         with self._lock:
             gpus = tuple(with_gpm(self._gpus[i], self._gpm.get(i)) for i in sorted(self._gpus))
             sampled_at, reason, gpm_reason = self._sampled_at, self._reason, self._gpm_reason
+            refused = self._refused
         return (
             Host(
                 key=f"ssh:{self._label}",
@@ -113,6 +114,7 @@ class SshGpuSource:
                 gpu_reason=reason,
                 error=self._conn.error_line(),
                 gpm_reason=gpm_reason,
+                refused=refused,
             ),
         )
 
