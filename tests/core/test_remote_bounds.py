@@ -4,17 +4,20 @@ than a sample's caps, has its commands stopped, and the normal host beside it st
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from distcore.events.store import RunStore
 from distcore.jobs.snapshots import Host
 from distcore.remote import RemoteProducers, make_remote_producers
-from distcore.remote.bounds import MAX_GPUS, MAX_LINE_BYTES, Allowance, Refused
+from distcore.remote.bounds import MAX_GPUS, MAX_LINE_BYTES, Allowance, BoundedLines, Refused
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import MAX_ANSWER_BYTES
 from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
@@ -195,3 +198,50 @@ def test_allowance(interval: float | None, sends: list[tuple[int, int] | str],
         assert str(err) == refused
     else:
         assert refused is None
+
+
+def read_through_a_pipe(chunks: list[bytes]) -> list[str]:
+    """What BoundedLines makes of `chunks` written into a real pipe, one write each."""
+    read_end, write_end = os.pipe()
+
+    def write() -> None:
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(write_end, view):]
+        except BrokenPipeError:
+            pass  # the reader refused the stream and closed its end
+        finally:
+            os.close(write_end)
+
+    writer = threading.Thread(target=write, name="test-pipe-writer")
+    writer.start()
+    try:
+        return list(BoundedLines(read_end, Allowance(None)))
+    finally:
+        os.close(read_end)  # a writer blocked on a refused stream gets EPIPE, and ends
+        writer.join()
+
+
+@given(st.lists(st.binary(max_size=300), max_size=12))
+def test_bounded_lines_are_the_lines_of_what_was_sent(chunks: list[bytes]) -> None:
+    data = b"".join(chunks)
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the newline ends the last line; none after it
+    assert read_through_a_pipe(chunks) == [ln.decode("utf-8", "replace") for ln in lines]
+
+
+@pytest.mark.parametrize(("chunks", "refused"), [
+    ([b"x" * MAX_LINE_BYTES + b"\n"], False),  # at the cap: taken
+    ([b"x" * (MAX_LINE_BYTES + 1) + b"\n"], True),
+    ([b"x" * 1000] * 70, True),  # over the cap before any newline came: never kept whole
+    ([b"0\n" * 257], True),  # more lines than one sample's worth
+])
+def test_bounded_lines_refuse_over_a_cap(chunks: list[bytes], refused: bool) -> None:
+    if refused:
+        with pytest.raises(Refused):
+            read_through_a_pipe(chunks)
+    else:
+        assert len(read_through_a_pipe(chunks)) == 1
