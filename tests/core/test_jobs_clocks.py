@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import time
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from distcore import names
 from distcore.alerts import Alert
@@ -71,6 +74,8 @@ def beat(worker: int, at: float | None, step: int = 40) -> WorkerBeat:
     ([beat(0, WALL), beat(1, WALL + 3600)], {}, None, {0: 3600.0, 1: 0.0}),
     ([beat(0, None), beat(1, WALL)], {1: 2.0}, 7.0, {0: 7.0, 1: 2.0}),
     ([beat(0, WALL)], {0: -4.0}, None, {0: 0.0}),  # a file "from the future": now
+    # Untrusted times far apart: an age is at most a year, never inf.
+    ([beat(0, 1e308), beat(1, -1e308)], {}, None, {0: 0.0, 1: 366 * 86400.0}),
 ])
 def test_first_beat_ages(beats: list[WorkerBeat], files: dict[int, float],
                          record: float | None, ages: dict[int, float]) -> None:
@@ -166,3 +171,26 @@ def test_the_index_judges_by_what_it_saw_change(tmp_path: Path, skew: float) -> 
     ticks.now += 2.0
     (hung,) = stopped()
     assert "heartbeats of workers 0 and 1 stopped 61 s ago" in hung.message
+
+
+TIMES = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@given(st.lists(st.tuples(TIMES, TIMES, TIMES), max_size=4),
+       st.dictionaries(st.integers(0, 3), st.floats(allow_nan=False, allow_infinity=False)),
+       st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False)))
+def test_untrusted_heartbeat_times_stay_finite(
+    times: list[tuple[float | None, float | None, float | None]],
+    files: dict[int, float], record: float | None,
+) -> None:
+    """run.json's times are any finite numbers: moved onto distmon's clock, every one stays
+    finite (the JSON stays valid), and the rules judge them without an exception."""
+    beats = [WorkerBeat(worker=i, time=t, step_time=s, hung_since=h, hang_seconds=60.0)
+             for i, (t, s, h) in enumerate(times)]  # fmt: skip
+    ages = first_beat_ages(beats, files, record)
+    moved = [rebase_beat(b, ages[b.worker], WALL) for b in beats]
+    for beat_ in moved:
+        for value in (beat_.time, beat_.step_time, beat_.hung_since):
+            assert value is None or math.isfinite(value)
+    hung_alert("j", moved, WALL)
+    clock_note("j", beats, moved)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -30,6 +31,9 @@ from distcore.jobs.judge import JobFacts
 from distcore.jobs.parts import is_system_part
 from distcore.jobs.snapshots import Host
 
+MAX_FIRST_AGE: Final = 366 * 86400.0
+"""The oldest a first look makes a heartbeat (times in run.json are untrusted: any finite
+number, and their differences could overflow)."""
 CLOCK_SKEW_SECONDS: Final = 30.0
 """Beyond this, a worker's clock and distmon's are said to disagree (a heartbeat reaches
 distmon a beat or two after it is written: that much is no disagreement)."""
@@ -70,22 +74,24 @@ def first_beat_ages(beats: Sequence[WorkerBeat], file_ages: Mapping[int, float],
     ages = {}
     for beat in beats:
         if beat.worker in file_ages:
-            ages[beat.worker] = max(0.0, file_ages[beat.worker])
-            continue
-        behind = newest - beat.time if newest is not None and beat.time is not None else 0.0
-        ages[beat.worker] = max(0.0, record_age or 0.0) + max(0.0, behind)
+            age = file_ages[beat.worker]
+        else:
+            behind = newest - beat.time if newest is not None and beat.time is not None else 0.0
+            age = max(0.0, record_age or 0.0) + max(0.0, behind)
+        ages[beat.worker] = min(max(0.0, age), MAX_FIRST_AGE)  # inf too
     return ages
 
 
 def rebase_beat(beat: WorkerBeat, age: float, now: float) -> WorkerBeat:
     """The heartbeat with its times on distmon's clock: written `age` seconds before `now`,
     its step's end and its hang's start moved by as much."""
-    if beat.time is None:
+    offset = None if beat.time is None else (now - age) - beat.time
+    if offset is None or not math.isfinite(offset):
         return beat
-    offset = (now - age) - beat.time
 
     def moved(value: float | None) -> float | None:
-        return None if value is None else value + offset
+        shifted = None if value is None else value + offset
+        return shifted if shifted is not None and math.isfinite(shifted) else None
 
     return dataclasses.replace(beat, time=now - age, step_time=moved(beat.step_time),
                                hung_since=moved(beat.hung_since))
