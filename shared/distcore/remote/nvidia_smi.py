@@ -178,9 +178,10 @@ class SshGpuSource:
             self._refuse(err)
             self._finish(proc, 0.0)
             return
-        code, stderr = self._finish(proc, STDERR_WAIT)
-        if self._loop.stopping:
+        if self._loop.stopping:  # closed: its stderr is no one's news
+            self._finish(proc, 0.0)
             return
+        code, stderr = self._finish(proc, STDERR_WAIT)
         reason = self._exit_reason(code, stderr)
         self._failing.ok()
         if streamed:  # it ran, then ended (a driver reload): again in an interval, no backoff
@@ -287,7 +288,7 @@ class SshGpuSource:
             self._refuse(err)
             self._finish(proc, 0.0)
             return
-        code, stderr = self._finish(proc, STDERR_WAIT)
+        code, stderr = self._finish(proc, 0.0 if self._gpm_loop.stopping else STDERR_WAIT)
         with self._lock:
             if self._refused:
                 return
