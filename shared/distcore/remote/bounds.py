@@ -12,13 +12,15 @@ it costs nothing more. The caps are far above what any real host prints (a query
   the average per sample interval, with BURST_SAMPLES samples' worth at once (a reader that
   fell behind on a loaded machine finds several samples waiting in the pipe).
 
-`BoundedLines` reads a pipe with bounded reads (never a readline without a limit).
+`BoundedLines` reads a pipe with bounded reads (never a readline without a limit); `finish`
+ends a command keeping only the tail of its stderr, read for a bounded time.
 """
 
 from __future__ import annotations
 
 import os
 import select
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Final
@@ -126,3 +128,19 @@ def read_tail(fd: int, deadline: float, keep: int = 4096) -> bytes:
             break
         tail = (tail + chunk)[-keep:]
     return tail
+
+
+def finish(proc: subprocess.Popen[bytes], wait: float) -> tuple[int, str]:
+    """A command's exit status and the tail of its stderr, read for at most `wait` seconds
+    (it is killed if it runs on); its pipes closed."""
+    assert proc.stdout is not None and proc.stderr is not None
+    deadline = time.monotonic() + wait
+    stderr = read_tail(proc.stderr.fileno(), deadline).decode("utf-8", "replace")
+    try:
+        code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    return code, stderr

@@ -22,6 +22,7 @@ from distcore.remote.bounds import (
     Allowance,
     BoundedLines,
     Refused,
+    finish,
     gpu_cap,
     read_tail,
     refused_reason,
@@ -153,10 +154,10 @@ class SshGpuSource:
                 self._take(line)
         except Refused as err:
             self._refuse(err)
-            self._finish(proc, 0.0)
+            finish(proc, 0.0)
             return True
         late = time.monotonic() >= deadline
-        code, stderr = self._finish(proc, max(0.0, deadline - time.monotonic()))
+        code, stderr = finish(proc, max(0.0, deadline - time.monotonic()))
         if late:
             self._set_reason(f"nvidia-smi on {self._label} gave no answer within {timeout:.0f} s")
         elif code != 0:
@@ -176,12 +177,12 @@ class SshGpuSource:
             streamed = self._read(proc.stdout.fileno())
         except Refused as err:
             self._refuse(err)
-            self._finish(proc, 0.0)
+            finish(proc, 0.0)
             return
         if self._loop.stopping:  # closed: its stderr is no one's news
-            self._finish(proc, 0.0)
+            finish(proc, 0.0)
             return
-        code, stderr = self._finish(proc, STDERR_WAIT)
+        code, stderr = finish(proc, STDERR_WAIT)
         reason = self._exit_reason(code, stderr)
         self._failing.ok()
         if streamed:  # it ran, then ended (a driver reload): again in an interval, no backoff
@@ -251,22 +252,6 @@ class SshGpuSource:
         self._kill(self._gpm_proc)
 
     @staticmethod
-    def _finish(proc: subprocess.Popen[bytes], wait: float) -> tuple[int, str]:
-        """Its exit status and the tail of its stderr, read for at most `wait` seconds (it is
-        stopped if it runs on); its pipes closed."""
-        assert proc.stdout is not None and proc.stderr is not None
-        deadline = time.monotonic() + wait
-        stderr = read_tail(proc.stderr.fileno(), deadline).decode("utf-8", "replace")
-        try:
-            code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-        return code, stderr
-
-    @staticmethod
     def _kill(proc: subprocess.Popen[bytes] | None) -> None:
         if proc is not None and proc.poll() is None:
             proc.terminate()
@@ -286,9 +271,9 @@ class SshGpuSource:
             streamed = self._read_gpm(proc, lines)
         except Refused as err:
             self._refuse(err)
-            self._finish(proc, 0.0)
+            finish(proc, 0.0)
             return
-        code, stderr = self._finish(proc, 0.0 if self._gpm_loop.stopping else STDERR_WAIT)
+        code, stderr = finish(proc, 0.0 if self._gpm_loop.stopping else STDERR_WAIT)
         with self._lock:
             if self._refused:
                 return
