@@ -116,13 +116,13 @@ once_json "$WORK/empty" "$FIGS/once_idle.json" || note "distmon --once --json ex
 SMI_FIELDS=index,uuid,name,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw,power.limit,clocks.sm
 nvidia-smi --query-gpu=$SMI_FIELDS --format=csv,noheader,nounits >"$WORK/smi.csv" 2>>"$LOG"
 # What distcore.remote.nvidia_smi runs on an ssh host, for ~1.5 s (its -lms loop), here.
-REMOTE_CMD=$("$PY" -c 'from distcore.remote.nvidia_smi import command; print(command(500))')
+REMOTE_CMD=$("$PY" -c 'from distcore.remote.smi_query import command; print(command(500))')
 timeout 1.6 bash -c "$REMOTE_CMD" >"$WORK/remote.csv" 2>>"$LOG"
 cp "$WORK/smi.csv" "$FIGS/nvidia_smi.csv"
 "$PY" - "$FIGS/once_idle.json" "$WORK/smi.csv" "$WORK/remote.csv" "$FIGS/gpu_fields.json" \
     >>"$WORK/checks.txt" 2>>"$LOG" <<'EOF'
 import json, sys
-from distcore.remote.nvidia_smi import parse_line
+from distcore.remote.smi_query import parse_line
 
 once, smi_csv, remote_csv, figures = sys.argv[1:5]
 

@@ -206,7 +206,8 @@ def bench_bytes(
     # The anchor: re-reading every file whole, over the same connection / server.
     before = conn.bytes_received
     t0 = time.perf_counter()
-    conn.run(f"cat {root}/run*/*tfevents*", timeout=300)
+    whole = sum(p.stat().st_size for p in root.rglob("*tfevents*"))
+    conn.run(f"cat {root}/run*/*tfevents*", timeout=300, limit=whole + 4096)  # all it asks
     t_cat = time.perf_counter() - t0
     whole_ssh = conn.bytes_received - before
     before = proxy.downstream

@@ -56,6 +56,11 @@ def add_hosts(family: MakeFamily, hosts: Sequence[Host]) -> None:
     total = f("distmon_host_memory_total_bytes", "Memory installed", HOST_LABELS)
     load = f("distmon_host_load1", "One-minute load average", HOST_LABELS)
     gpus = f("distmon_host_gpus", "GPUs seen on the host", HOST_LABELS)
+    refused = f(
+        "distmon_host_refused",
+        "1 where the host sent more than distmon's caps allow and is no longer sampled",
+        HOST_LABELS,
+    )
     for host in hosts:
         labels = host_labels(host)
         sampled.add(labels, host.sampled_at)
@@ -66,6 +71,7 @@ def add_hosts(family: MakeFamily, hosts: Sequence[Host]) -> None:
         total.add(labels, _times(host.memory_total_mib, MIB))
         load.add(labels, host.load_avg_1m)
         gpus.add(labels, len(host.gpus))
+        refused.add(labels, 1 if host.refused else 0)
 
 
 # (name after distmon_gpu_, help, the figure of one GPU), in the exposition's order.

@@ -21,6 +21,7 @@ from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.simulated import SimulatedGpuSource
 from distmon.once import run_once
 from distmon.options import Options
+from tests.core.test_jobs_incremental import Clock
 from tests.tui import fixed
 
 
@@ -166,3 +167,56 @@ def test_one_machine_is_listed_once(hosts: list[Host], shown: list[str], folded:
 ])
 def test_what_a_host_heading_says_beside_its_name(host: Host, context: tuple[str, ...]) -> None:
     assert host_context(host) == context
+
+
+@pytest.mark.slow
+def test_once_names_this_machines_workers_under_it_not_among_other_hosts(
+    tf: Any, tmp_path: Path
+) -> None:
+    """Workers the real recorder wrote on this machine are this machine: `--once` says so under
+    its own lines, as the dashboard does, rather than listing it again as another host."""
+    record(tmp_path / "job", workers=2, gpus=1)
+    out = io.StringIO()
+    assert run_once(Options(logdirs=(tmp_path,), once=True, no_gpu=True), out) == 0
+    text = out.getvalue()
+    assert "also here: job job worker 0, job job worker 1" in text
+    assert "Other hosts" not in text and "STALE" not in text
+
+
+def write_system(job: Path, walls: list[float]) -> None:
+    """A worker's system/ samples as the recorder writes them, on the writing host's clock."""
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(job / "system"))
+    for step, wall in enumerate(walls):
+        writer.add_scalar(names.HOST_CPU_PERCENT, 50.0, step, walltime=wall)
+    writer.flush()
+    writer.close()
+
+
+@pytest.mark.parametrize("skew", [-3600.0, 0.0, 3600.0])
+def test_a_recorded_host_is_stale_by_what_distmon_saw_change(tmp_path: Path, skew: float) -> None:
+    """A host's samples written on a clock an hour off: fresh while they change, stale once
+    distmon has seen none for a few intervals, whatever the writer's clock says."""
+    from tests.core.test_jobs_index import index_over, snapshot
+
+    start = time.time() + skew
+    write_system(tmp_path / "job", [start, start + 5.0])
+    ticks = Clock(0.0)
+    now = time.time()
+    index, watcher = index_over(tmp_path, monotonic=ticks, clock=lambda: now + ticks.now)
+
+    def stale() -> bool:
+        snap = snapshot(index)
+        (found,) = [h for h in snap.hosts if h.source == "logdir"]
+        return is_stale(found, snap.generated_at)
+
+    assert not stale()
+    ticks.now += 14.0
+    write_system(tmp_path / "job", [start + 10.0])  # a new sample: seen changing
+    watcher.scan_once()
+    assert not stale()
+    ticks.now += 14.0
+    assert not stale()
+    ticks.now += 2.0  # 16 s without a change: past three 5 s intervals (15 s)
+    assert stale()

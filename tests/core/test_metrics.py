@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.index import JobIndex
-from distcore.jobs.snapshots import JobsSnapshot
+from distcore.jobs.snapshots import Host, JobsSnapshot
 from distcore.metrics import LABEL_LIMIT, SnapshotCollector, label_text
 from tests.tui.fixed import (
     NOW,
@@ -101,6 +101,24 @@ def test_each_workers_system_run_is_a_host_with_its_job_and_gpus() -> None:
     assert not any("system" in s[1]["run"] for s in named(found, "distmon_scalar"))
     sampled = named(found, "distmon_host_last_sample_timestamp_seconds")
     assert {s[1]["host"] for s in sampled} >= {"node-a", "b"}
+
+
+class RefusedHost:
+    """A host source whose one host went over a cap (remote/bounds.py)."""
+
+    def start(self) -> None: ...
+    def close(self) -> None: ...
+
+    def hosts(self) -> tuple[Host, ...]:
+        return (Host("ssh:gpu9", "gpu9", "ssh", gpu_reason="refused: more than 64 GPUs on one "
+                     "host", refused=True),)  # fmt: skip
+
+
+def test_a_refused_host_is_exported_as_refused() -> None:
+    snap = JobIndex(FixedRuns(keras_job("j")), hosts=[RefusedHost()], clock=lambda: NOW).refresh()
+    assert snap is not None
+    refused = {s[1]["host"]: s[2] for s in named(samples(exposition(snap)), "distmon_host_refused")}
+    assert refused["gpu9"] == 1.0 and set(refused.values()) == {0.0, 1.0}  # this machine: 0
 
 
 def test_unknown_values_are_absent_never_zero() -> None:

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distcore.errors import DistmonError
-from distcore.remote.nvidia_smi import parse_line
+from distcore.remote.smi_query import parse_line
 from distcore.remote.spec import (
     LocalSpec,
     SshSpec,

@@ -25,7 +25,6 @@ from distcore.remote.dmon import (
     parse_row,
 )
 from distcore.remote.nvidia_smi import GPM_RETRY, ONCE_GPM_TICKS, SshGpuSource
-from distcore.remote.ssh import Result
 
 # dmon's default columns, then the four GPM metrics asked (their names vary by driver: the parser
 # takes them by position), a units line, then one row per GPU; "-" where a figure is missing.
@@ -157,12 +156,6 @@ class LocalShell:
         self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
         self.started: list[str] = []
 
-    def run(self, command: str, timeout: float = 60.0) -> Result:
-        self.started.append(command)
-        done = subprocess.run(["sh", "-c", command], stdin=subprocess.DEVNULL,
-                              capture_output=True, env=self.env, timeout=timeout)  # fmt: skip
-        return Result(done.returncode, done.stdout, done.stderr.decode("utf-8", "replace"))
-
     def popen(self, command: str) -> subprocess.Popen[bytes]:
         self.started.append(command)
         pipe = subprocess.PIPE
@@ -249,9 +242,10 @@ SILENT = f"""  echo '{HEADER}'
   while :; do sleep 0.2; done"""
 
 
-def once_stand_in(tmp_path: Path, dmon: str) -> LocalShell:
-    """An nvidia-smi whose query prints the two GPUs once, and whose dmon runs `dmon`."""
-    query = "\n".join(f"echo '{r}'" for r in QUERY_ROWS)
+def once_stand_in(tmp_path: Path, dmon: str, query: str | None = None) -> LocalShell:
+    """An nvidia-smi whose query prints the two GPUs once (or runs `query`), and whose dmon
+    runs `dmon`."""
+    query = query or "\n".join(f"echo '{r}'" for r in QUERY_ROWS)
     script = tmp_path / "nvidia-smi"
     script.write_text(f"#!/bin/sh\nif [ \"$1\" = dmon ]; then\n{dmon}\n  exit 0\nfi\n{query}\n")
     script.chmod(0o755)
@@ -287,3 +281,13 @@ def test_once_stops_a_dmon_that_prints_no_row(
     (host,) = gpus.hosts()
     assert len(host.gpus) == 2 and host.gpus[0].sm_activity is None
     assert host.gpm_reason == "nvidia-smi dmon on gpu7 printed no row within 1 s"
+
+
+def test_once_a_query_that_never_answers_is_stopped_at_its_timeout(tmp_path: Path) -> None:
+    shell = once_stand_in(tmp_path, HOPPER, query="exec sleep 60")
+    gpus = SshGpuSource(shell, "gpu7")  # type: ignore[arg-type]
+    started = time.monotonic()
+    gpus.sample_once(timeout=1.0)
+    (host,) = gpus.hosts()
+    assert host.gpus == () and host.gpu_reason == "nvidia-smi on gpu7 gave no answer within 1 s"
+    assert time.monotonic() - started < 60  # stopped, not waited for (it sleeps 60 s)

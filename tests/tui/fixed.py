@@ -61,6 +61,8 @@ def run(name: str, *many: Series, status: str = "live", root: Path = Path("/logs
         hparams={},
         scalars={s.tag: s for s in many},
         last_update=max((s.last_wall_time for s in many), default=None),
+        # As the store reads it: the file last written with its newest point.
+        last_modified=max((s.last_wall_time for s in many), default=None),
     )
 
 

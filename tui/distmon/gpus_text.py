@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TextIO
 
-from distcore.jobs.hosts import host_age, host_context, is_stale
+from distcore.jobs.hosts import also_here, host_age, host_context, is_stale, on_this_machine
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice, HostSample, TelemetrySnapshot
 from distcore.textsafe import terminal_text
@@ -89,8 +89,13 @@ def _age(host: Host, now: float) -> str:
 
 
 def render_hosts_text(hosts: Sequence[Host], now: float, out: TextIO) -> None:
-    """Every host other than this one (each worker's system/ samples, remote hosts)."""
-    others = [h for h in hosts if h.source != "local"]
+    """Every host other than this one (each worker's system/ samples, remote hosts). A job's
+    worker that ran on this machine is named under it instead, as the dashboard does
+    (on_this_machine): this machine's own GPUs and host lines above are its."""
+    shown, here = on_this_machine(hosts)
+    if here:
+        out.write(f"  {also_here(here)}\n")
+    others = [h for h in shown if h.source != "local"]
     if not others:
         return
     out.write(f"\nOther hosts: {len(others)}\n")

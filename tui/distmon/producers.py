@@ -113,6 +113,8 @@ class ProducerSet:
         self._factory = made if callable(made) else None
         self._logdirs = [str(p) for p in options.logdirs] if logdirs is None else list(logdirs)
         self._options, self._clock = options, clock or time.time
+        # An injected clock (a test's frozen one) is also how time passes for the index.
+        self._monotonic = time.monotonic if clock is None else clock
         self._made: Producers | None = None
         self._index: JobIndex | None = None
         self._lock = threading.Lock()
@@ -135,6 +137,7 @@ class ProducerSet:
             profiles=made.profiles,
             interval=self._options.refresh,
             clock=self._clock,
+            monotonic=self._monotonic,
         )
         self._made, self._index = made, index
         return index

@@ -111,6 +111,7 @@ class RunState:
                 hparams=MappingProxyType(dict(self.hparams)),
                 scalars=MappingProxyType(scalars),
                 last_update=self.last_update,
+                last_modified=self.last_modified,
                 version=self.version,
                 histograms=self.histograms.snapshot(),
             )

@@ -98,5 +98,6 @@ class RunSnapshot:
     scalars: Mapping[str, Series]
     last_update: float | None  # wall time of the newest point read
     version: int = 0  # counts the store's updates of this run: unchanged version, unchanged data
+    last_modified: float | None = None  # newest modification time among its files
     histograms: Mapping[str, HistogramSeries] = field(
         default_factory=lambda: MappingProxyType({}))  # distcore.histograms, bounded per tag

@@ -164,6 +164,16 @@ def on_this_machine(hosts: Sequence[Host]) -> tuple[tuple[Host, ...], tuple[Host
     return tuple(h for h in hosts if h.key not in keys), folded
 
 
+def also_here(workers: Sequence[Host]) -> str:
+    """`also here: job a worker 0, job b`: the jobs' workers folded into this machine's entry
+    (on_this_machine), escaped: its GPUs are theirs."""
+    names = []
+    for host in workers:
+        label = f"job {terminal_text(host.job or '?', 30)}"
+        names.append(f"{label} worker {host.worker}" if host.worker is not None else label)
+    return "also here: " + ", ".join(names)
+
+
 def host_context(host: Host) -> tuple[str, ...]:
     """What a host's heading says beside its name, escaped: its worker and its job. A worker
     that recorded no host name is already called "<job> worker <i>" (or "<job> <part>"), so

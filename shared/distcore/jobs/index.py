@@ -34,6 +34,7 @@ from distcore.alerts import Alert, keep_since, sort_alerts
 from distcore.errors import descriptor_shortage
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.agent import AgentRecords, due_checks
+from distcore.jobs.clocks import Sightings, on_our_clock
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.inputs import (
     AgentRecordSource,
@@ -83,8 +84,11 @@ class JobIndex:
         profiles: ProfileReader | None = None,
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`scheduler`: its states reach the jobs, its errors the snapshot (not also among
+        """`clock`: the time alerts and snapshots carry; `monotonic`: what judges how long a
+        heartbeat or a recorded sample has not changed (another host's clock never does).
+        `scheduler`: its states reach the jobs, its errors the snapshot (not also among
         `producers`); `records`: producers that read run.json themselves (the remote readers,
         also among `producers`); `producers`: those whose errors and problems the snapshot
         carries; `profiles`: reads the jobs' TensorFlow profiles, told the job directories
@@ -98,6 +102,7 @@ class JobIndex:
         self._record_sources = tuple(records)
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
+        self._sightings = Sightings(monotonic)
         self._remote_records: dict[RunLocation, AgentRecord | None] = {}
         self._facts: dict[str, JobFacts] = {}
         self._version = 0
@@ -259,9 +264,12 @@ class JobIndex:
         if kept is not None and kept[0] is facts and kept[2]:
             return kept[1]
         try:
-            job = judge_job(facts, now, local.gpus, states)
+            seen, note = on_our_clock(self._sightings, facts, now)
+            job = judge_job(seen, now, local.gpus, states)
+            if note is not None:
+                job = dataclasses.replace(job, alerts=sort_alerts((*job.alerts, note)))
             # A job Slurm runs is judged every time: its state comes and goes with the scheduler.
-            static = job_id is None and clock_free(facts, now)
+            static = job_id is None and clock_free(seen, now)
         except Exception as err:  # this job's data: its row says so, the others are judged
             log.debug("judging job %r failed", facts.name, exc_info=True)
             job, static = unreadable_job(facts, err), False
@@ -296,6 +304,7 @@ class JobIndex:
                 else:
                     kind.discard(name)
         if touched:
+            self._sightings.keep(set(grouped))
             for name in self._facts.keys() - grouped.keys():
                 del self._facts[name]
                 self._judged.pop(name, None)

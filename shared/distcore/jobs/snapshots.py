@@ -43,7 +43,9 @@ class Host:
     source: HostSourceKind
     worker: int | None = None  # a multi-worker job's task index
     job: str | None = None  # the job whose system/ run it came from (source "logdir")
-    sampled_at: float | None = None  # wall time of the latest sample; age = now - sampled_at
+    # Wall time of the latest sample on distmon's clock (a recorded sample's own time is moved
+    # there by when distmon saw it change: jobs/clocks.py); age = now - sampled_at.
+    sampled_at: float | None = None
     gpus: tuple[GpuDevice, ...] = ()
     gpu_reason: str | None = None  # why there are no GPUs / what is partly wrong
     simulated: bool = False
@@ -56,6 +58,7 @@ class Host:
     load_avg_1m: float | None = None
     machine: str | None = None  # the machine's host name where known (sampled or recorded)
     gpm_reason: str | None = None  # why some GPUs have no GPM activity counters (said once)
+    refused: bool = False  # it sent more than the caps allow (gpu_reason says which): unsampled
 
 
 class HostSource(Protocol):

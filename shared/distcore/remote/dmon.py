@@ -8,17 +8,13 @@ not available. The GPM metrics requested (NVML's nvmlGpmMetricId_t: 2 SM_UTIL, 3
 default groups; they are taken by that position, so a driver that names them differently
 still parses. A line whose width is not the header's is skipped (a MIG instance's row, a
 banner). Hopper and newer only: before them every GPM cell is "-", or dmon refuses the flag
-(nvidia-smi prints such errors on stdout: `DmonLines.other` keeps the last one). `--once`
-reads a short dmon through `lines_until`, which stops at a deadline.
+(nvidia-smi prints such errors on stdout: `DmonLines.other` keeps the last one). Its output
+is read through remote/bounds.py's caps, as the query's is.
 """
 
 from __future__ import annotations
 
-import os
-import select
-import time
-from collections.abc import Callable, Iterator
-from typing import IO, Final
+from typing import Final
 
 from distcore.telemetry.gpm import NEEDS, GpmValues
 
@@ -29,7 +25,6 @@ NO_GPM: Final = f"nvidia-smi dmon gives no GPM figures ({NEEDS})"
 
 
 OTHER_LIMIT: Final = 1000  # characters kept of a line that is no row (it is shown elided)
-READ_LIMIT: Final = 1 << 20  # bytes `lines_until` reads (--once's two ticks: a few KiB)
 
 
 def dmon_command(interval_s: float, count: int | None = None) -> str:
@@ -89,24 +84,3 @@ class DmonLines:
         if row is None and cells and not cells[0].startswith("#") and not cells[0].isdigit():
             self.other = line.strip()[:OTHER_LIMIT]
         return row
-
-
-def lines_until(stream: IO[bytes], deadline: float, done: Callable[[], bool]) -> Iterator[str]:
-    """The pipe's lines as they come, until it ends, `done()` after a line, or the monotonic
-    `deadline`; at most READ_LIMIT bytes."""
-    fd, pending, total = stream.fileno(), b"", 0
-    while not done() and total < READ_LIMIT:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            if pending:
-                yield pending.decode("utf-8", "replace")
-            return
-        total += len(chunk)
-        *whole, pending = (pending + chunk).split(b"\n")
-        for line in whole:
-            yield line.decode("utf-8", "replace")
-            if done():
-                return

@@ -1,10 +1,11 @@
 """A remote host's GPUs: ONE long-running `nvidia-smi --query-gpu=... -lms <ms>` over the host's
 shared SSH connection, its CSV lines parsed into the same `GpuDevice`s as local GPUs; beside it
 one `nvidia-smi dmon --gpm-metrics` (remote/dmon.py) for the GPM figures the query cannot give.
+The query's lines are parsed in smi_query.py.
 
 nvidia-smi prints one line per GPU per tick; each line replaces that GPU's figures, so no
-grouping into ticks is needed. "[N/A]", "[Not Supported]" and friends are None, never 0. Fields
-nvidia-smi's query cannot give (PCIe throughput, per-process command lines) are None / empty.
+grouping into ticks is needed. What it sends is capped (remote/bounds.py): a host over a cap
+reads "refused: <why>", its commands are stopped and it is not sampled again.
 """
 
 from __future__ import annotations
@@ -13,21 +14,26 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
-from typing import IO, Final
+from typing import Final
 
 from distcore.jobs.snapshots import Host
 from distcore.producer import Failing, Loop, ProducerError
-from distcore.remote.dmon import NO_GPM, DmonLines, dmon_command, has_figures, lines_until
+from distcore.remote.bounds import (
+    Allowance,
+    BoundedLines,
+    Refused,
+    finish,
+    gpu_cap,
+    read_tail,
+    refused_reason,
+)
+from distcore.remote.dmon import NO_GPM, DmonLines, dmon_command, has_figures
+from distcore.remote.smi_query import command, parse_line, with_gpm
 from distcore.remote.ssh import SshConnection, SshUnreachable
 from distcore.telemetry.gpm import GpmValues
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
 
-QUERY: Final = (
-    "index", "name", "uuid", "utilization.gpu", "utilization.memory", "memory.used",
-    "memory.total", "temperature.gpu", "power.draw", "power.limit", "clocks.sm", "fan.speed",
-)  # fmt: skip
 NOT_FOUND_EXIT: Final = 127
 NOT_FOUND_RETRY: Final = 60.0  # no nvidia-smi there: asked again only after a while
 MAX_BACKOFF: Final = 30.0
@@ -37,53 +43,11 @@ GPM_RETRY: Final = 600.0  # a host whose dmon gives no GPM (before Hopper) is as
 ONCE_GPM_TICKS: Final = 2
 ONCE_GPM_GRACE: Final = 2.0
 ONCE_GPM_WAIT: Final = ONCE_GPM_TICKS * 1.0 + ONCE_GPM_GRACE
+STDERR_WAIT: Final = 5.0  # seconds a command's stderr is read for after its stdout ended
 
 
 class SmiStopped(Exception):
     """nvidia-smi's stream ended (it should run until closed); the host's GPU reason."""
-
-
-def command(interval_ms: int) -> str:
-    return (
-        f"exec nvidia-smi --query-gpu={','.join(QUERY)} --format=csv,noheader,nounits"
-        f" -lms {max(100, int(interval_ms))}"
-    )
-
-
-def _number(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None  # [N/A], [Not Supported], [Unknown Error], [GPU is lost], ...
-    return value if value == value and abs(value) != float("inf") else None
-
-
-def _text(text: str) -> str | None:
-    return None if not text or text.startswith("[") else text
-
-
-def parse_line(line: str) -> GpuDevice | None:
-    """One CSV line of the query above; None for anything else (a banner, an error line)."""
-    cells = [c.strip() for c in line.split(",")]
-    if len(cells) != len(QUERY) or not cells[0].isdigit():
-        return None
-    util, util_mem, mem_used, mem_total, temp, power, limit, clock, fan = map(_number, cells[3:])
-    return GpuDevice(
-        index=int(cells[0]), name=_text(cells[1]), uuid=_text(cells[2]),
-        utilization_gpu=util, utilization_memory=util_mem,
-        memory_used_mib=mem_used, memory_total_mib=mem_total,
-        temperature_c=temp, power_w=power, power_limit_w=limit, sm_clock_mhz=clock,
-        fan_percent=fan, pcie_rx_kib_s=None, pcie_tx_kib_s=None, processes=(),
-    )  # fmt: skip
-
-
-def _with_gpm(device: GpuDevice, values: GpmValues | None) -> GpuDevice:
-    if values is None:
-        return device
-    return replace(device, sm_activity=values["sm_activity"],
-                   sm_occupancy=values["sm_occupancy"],
-                   tensor_activity=values["tensor_activity"],
-                   dram_bandwidth=values["dram_bandwidth"])  # fmt: skip
 
 
 class SshGpuSource:
@@ -120,6 +84,7 @@ class SshGpuSource:
         self._gpm_loop = Loop(f"distmon-ssh-gpm-{label}", self._gpm_stream, interval=interval,
                               on_error=self._gpm_failed, max_backoff=MAX_BACKOFF)
         self._gpm_proc: subprocess.Popen[bytes] | None = None
+        self._refused = False  # over a cap once: never sampled again
 
     def start(self) -> None:
         if not self._loop.started and self._sample:
@@ -137,8 +102,9 @@ class SshGpuSource:
 
     def hosts(self) -> tuple[Host, ...]:
         with self._lock:
-            gpus = tuple(_with_gpm(self._gpus[i], self._gpm.get(i)) for i in sorted(self._gpus))
+            gpus = tuple(with_gpm(self._gpus[i], self._gpm.get(i)) for i in sorted(self._gpus))
             sampled_at, reason, gpm_reason = self._sampled_at, self._reason, self._gpm_reason
+            refused = self._refused
         return (
             Host(
                 key=f"ssh:{self._label}",
@@ -149,6 +115,7 @@ class SshGpuSource:
                 gpu_reason=reason,
                 error=self._conn.error_line(),
                 gpm_reason=gpm_reason,
+                refused=refused,
             ),
         )
 
@@ -170,19 +137,31 @@ class SshGpuSource:
             queried = self._query_once(timeout)
         finally:
             if dmon is not None:
-                self._once_gpm(dmon, deadline if queried else None)
+                self._once_gpm(dmon, deadline if queried and not self._refused else None)
 
     def _query_once(self, timeout: float) -> bool:
-        """The query without -lms; whether the host answered it."""
+        """The query without -lms, its answer capped as one sample; whether the host
+        answered it."""
         try:
-            result = self._conn.run(command(0).split(" -lms")[0], timeout=timeout)
+            proc = self._conn.popen(command(0).split(" -lms")[0])
         except SshUnreachable as err:
             self._set_reason(f"unreachable ({err})")
             return False
-        for line in result.stdout.decode("utf-8", "replace").splitlines():
-            self._take(line)
-        if result.returncode != 0:
-            self._set_reason(self._exit_reason(result.returncode, result.stderr))
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        try:
+            for line in BoundedLines(proc.stdout.fileno(), Allowance(None), deadline=deadline):
+                self._take(line)
+        except Refused as err:
+            self._refuse(err)
+            finish(proc, 0.0)
+            return True
+        late = time.monotonic() >= deadline
+        code, stderr = finish(proc, max(0.0, deadline - time.monotonic()))
+        if late:
+            self._set_reason(f"nvidia-smi on {self._label} gave no answer within {timeout:.0f} s")
+        elif code != 0:
+            self._set_reason(self._exit_reason(code, stderr))
         return True
 
     # --- the sampling thread -------------------------------------------------------------------
@@ -193,14 +172,17 @@ class SshGpuSource:
         except SshUnreachable as err:
             raise SmiStopped(f"unreachable ({err})") from err
         self._proc = proc
-        assert proc.stdout is not None and proc.stderr is not None
-        streamed = self._read(proc.stdout)
-        code = proc.wait()
-        stderr = proc.stderr.read().decode("utf-8", "replace")
-        proc.stdout.close()
-        proc.stderr.close()
-        if self._loop.stopping:
+        assert proc.stdout is not None
+        try:
+            streamed = self._read(proc.stdout.fileno())
+        except Refused as err:
+            self._refuse(err)
+            finish(proc, 0.0)
             return
+        if self._loop.stopping:  # closed: its stderr is no one's news
+            finish(proc, 0.0)
+            return
+        code, stderr = finish(proc, STDERR_WAIT)
         reason = self._exit_reason(code, stderr)
         self._failing.ok()
         if streamed:  # it ran, then ended (a driver reload): again in an interval, no backoff
@@ -220,11 +202,12 @@ class SshGpuSource:
         self._set_reason(line)
         self._failing.fail(f"{self._label}: GPU sampling failed: {line}", self._clock())
 
-    def _read(self, stream: IO[bytes]) -> bool:
-        """Take the stream's lines until it ends; whether any was a GPU's."""
+    def _read(self, fd: int) -> bool:
+        """Take the stream's lines until it ends; whether any was a GPU's. Refused where it
+        sends more than the caps allow."""
         streamed = False
-        for raw in stream:
-            streamed |= self._take(raw.decode("utf-8", "replace"))
+        for line in BoundedLines(fd, Allowance(self._interval)):
+            streamed |= self._take(line)
         return streamed
 
     def _take(self, line: str) -> bool:
@@ -232,6 +215,9 @@ class SshGpuSource:
         if device is None:
             return False
         with self._lock:
+            if self._refused:
+                return False
+            gpu_cap(len(self._gpus), device.index not in self._gpus)
             self._gpus[device.index] = device
             self._sampled_at = self._clock()
             self._reason = None
@@ -246,7 +232,24 @@ class SshGpuSource:
 
     def _set_reason(self, reason: str) -> None:
         with self._lock:
-            self._reason = reason
+            if not self._refused:
+                self._reason = reason
+
+    def _refuse(self, err: Refused) -> None:
+        """Over a cap: the host's figures are dropped, both its commands stopped, and its
+        sampling ends for good, so that it costs nothing more; its reason says why."""
+        with self._lock:
+            self._refused = True
+            self._gpus.clear()
+            self._sampled_at = None
+            self._gpm.clear()
+            self._no_gpm.clear()
+            self._reason = refused_reason(err)
+            self._gpm_reason = None
+        self._loop.stop()
+        self._gpm_loop.stop()
+        self._kill(self._proc)
+        self._kill(self._gpm_proc)
 
     @staticmethod
     def _kill(proc: subprocess.Popen[bytes] | None) -> None:
@@ -264,9 +267,16 @@ class SshGpuSource:
         self._gpm_proc = proc
         assert proc.stdout is not None
         lines = DmonLines()
-        streamed = self._read_gpm(proc, lines)
-        code, stderr = self._reap(proc)
+        try:
+            streamed = self._read_gpm(proc, lines)
+        except Refused as err:
+            self._refuse(err)
+            finish(proc, 0.0)
+            return
+        code, stderr = finish(proc, 0.0 if self._gpm_loop.stopping else STDERR_WAIT)
         with self._lock:
+            if self._refused:
+                return
             self._gpm.clear()
             self._no_gpm.clear()
             if not streamed and code not in (0, NOT_FOUND_EXIT) and self._gpm_reason is None:
@@ -278,8 +288,8 @@ class SshGpuSource:
         (no GPU with GPM) is stopped: its reason is said, and it is asked again rarely."""
         assert proc.stdout is not None
         streamed = False
-        for raw in proc.stdout:
-            row = lines.feed(raw.decode("utf-8", "replace"))
+        for line in BoundedLines(proc.stdout.fileno(), Allowance(self._interval)):
+            row = lines.feed(line)
             if row is None:
                 continue
             if not self._take_gpm(*row):
@@ -287,16 +297,6 @@ class SshGpuSource:
                 return streamed
             streamed |= has_figures(row[1])
         return streamed
-
-    @staticmethod
-    def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
-        """Its exit status and stderr, its pipes closed."""
-        assert proc.stdout is not None and proc.stderr is not None
-        code = proc.wait()
-        stderr = proc.stderr.read().decode("utf-8", "replace")
-        proc.stdout.close()
-        proc.stderr.close()
-        return code, stderr
 
     # --- --once's dmon -------------------------------------------------------------------------
     def _start_once_dmon(self) -> subprocess.Popen[bytes] | None:
@@ -311,28 +311,47 @@ class SshGpuSource:
         the query failed, and its reason says why."""
         assert proc.stdout is not None and proc.stderr is not None
         lines, rows = DmonLines(), 0
+        refused: Refused | None = None
         if deadline is not None:
-            for line in lines_until(proc.stdout, deadline, self._gpm_complete):
-                row = lines.feed(line)
-                if row is not None:
-                    self._take_gpm(*row)
-                    rows += 1
-        code = self._ended(proc, deadline) if deadline is not None and not rows else None
+            try:
+                rows = self._once_rows(proc.stdout.fileno(), lines, deadline)
+            except Refused as err:
+                refused = err
+        code = None
+        if deadline is not None and not rows and refused is None:
+            code = self._ended(proc, deadline)
         # The shared connection's master holds a stopped client's pipes until the remote
         # command ends (a tick later): they are closed unread, not waited for.
-        stderr = proc.stderr.read().decode("utf-8", "replace") if code is not None else ""
+        stderr = b""
+        if code is not None:
+            stderr = read_tail(proc.stderr.fileno(), time.monotonic() + STDERR_WAIT)
         self._kill(proc)
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
-        if deadline is None or rows or code == NOT_FOUND_EXIT:
+        if refused is not None:
+            self._refuse(refused)
+        if deadline is None or rows or code == NOT_FOUND_EXIT or refused is not None:
             return
         with self._lock:
             if code is None:
                 self._gpm_reason = (f"nvidia-smi dmon on {self._label} printed no row within"
                                     f" {ONCE_GPM_WAIT:.0f} s")  # fmt: skip
             else:
-                self._gpm_reason = self._dmon_refused(code, stderr, lines.other)
+                self._gpm_reason = self._dmon_refused(
+                    code, stderr.decode("utf-8", "replace"), lines.other)
+
+    def _once_rows(self, fd: int, lines: DmonLines, deadline: float) -> int:
+        """dmon's rows taken (one sample's worth at most) until every GPU has figures, dmon
+        ends or `deadline` passes; how many."""
+        rows = 0
+        for line in BoundedLines(fd, Allowance(None), deadline=deadline,
+                                 done=self._gpm_complete):
+            row = lines.feed(line)
+            if row is not None:
+                self._take_gpm(*row)
+                rows += 1
+        return rows
 
     @staticmethod
     def _ended(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
@@ -349,6 +368,10 @@ class SshGpuSource:
     def _take_gpm(self, index: int, values: GpmValues) -> bool:
         """Keep one GPU's GPM figures; False once every GPU the query stream knows has none."""
         with self._lock:
+            if self._refused:
+                return False
+            gpu_cap(len(self._gpm.keys() | self._no_gpm),
+                    index not in self._gpm and index not in self._no_gpm)
             if has_figures(values):
                 self._gpm[index] = values
                 self._no_gpm.discard(index)

@@ -52,6 +52,12 @@ _PLAIN_PATH: Final = re.compile(r"/[A-Za-z0-9/._-]*")
 _NOISE: Final = ("Warning: Permanently added", "debug", "Pseudo-terminal")
 
 
+MAX_ANSWER_BYTES: Final = 64 << 20
+"""What one command on the shell session may print unless its caller allows more (a logdir's
+listing at this size names about half a million files). Beyond it the host is refused and the
+session dropped, so the rest is never read."""
+
+
 class SshUnreachable(Exception):
     """The host cannot be reached now; str() is the reason in one line."""
 
@@ -86,6 +92,11 @@ def control_dir() -> str:
         with contextlib.suppress(OSError):
             return tempfile.mkdtemp(prefix="distmon-", dir=parent)
     raise SshUnreachable("no temporary directory with a short plain path for ssh's socket")
+
+
+def size_text(size: int) -> str:
+    """`64 MiB`, `300 KiB`: a byte count as a cap is said."""
+    return f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
 
 
 def clock_text(when: float) -> str:
@@ -135,9 +146,10 @@ class SshConnection:
         return self._down_since
 
     # --- commands ------------------------------------------------------------------------------
-    def run(self, command: str, timeout: float = 60.0) -> Result:
+    def run(self, command: str, timeout: float = 60.0, limit: int = MAX_ANSWER_BYTES) -> Result:
         """Run `command` on the connection's shell session (in a subshell, stdin and stderr
-        closed); SshUnreachable if there is none. One command at a time per host."""
+        closed); SshUnreachable if there is none, or if it prints more than `limit` bytes
+        (the host is refused: the session is dropped). One command at a time per host."""
         with self._channel:
             self.ensure()
             master = self._master
@@ -151,12 +163,12 @@ class SshConnection:
             except (OSError, ValueError) as err:  # the master died (or is closing) under us
                 self._lost("connection closed")
                 raise SshUnreachable("connection closed") from err
-            returncode, out = self._read_answer(master, token.encode(), timeout)
+            returncode, out = self._read_answer(master, token.encode(), timeout, limit)
         self.bytes_received += len(out)
         return Result(returncode, out, "")
 
     def _read_answer(
-        self, master: subprocess.Popen[bytes], token: bytes, timeout: float
+        self, master: subprocess.Popen[bytes], token: bytes, timeout: float, limit: int
     ) -> tuple[int, bytes]:
         """The command's output, up to `\n<token> <status>\n` (the token is fresh and secret:
         nothing a file holds can end a command early)."""
@@ -187,6 +199,11 @@ class SshConnection:
                     self._lost("connection closed")
                     raise SshUnreachable(self._reason or "connection closed")
                 buf += chunk
+                if len(buf) > limit + len(marker) + 24:  # the marker and a status fit beyond
+                    buf.clear()
+                    reason = f"refused: an answer over {size_text(limit)}"
+                    self._lost(reason)
+                    raise SshUnreachable(reason)
 
     def popen(self, command: str) -> subprocess.Popen[bytes]:
         """A long-running command over the shared connection (stdout piped)."""

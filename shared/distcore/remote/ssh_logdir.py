@@ -38,6 +38,7 @@ from distcore.remote.ssh_reads import (
     REFRESH_SCRIPT,
     changed_run_json,
     parse_listing,
+    read_answer_bound,
     remote_path,
     take_reads,
     take_run_json,
@@ -254,7 +255,8 @@ class SshLogdirReader:
         for f in fetches:
             args += [f.rel, str(logdir.tail.identity(f.rel)), str(f.start), str(FETCH_LIMIT)]
         args += ["--", *(rel for rel, _ in wanted)]
-        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120)
+        result = self._conn.run(posix_script(READ_SCRIPT, args), timeout=120,
+                                limit=read_answer_bound(len(fetches), len(wanted)))
         sizes, end = take_reads(logdir.tail, fetches, result.stdout)
         take_run_json(logdir.tail, wanted, result.stdout, end)
         return sizes

@@ -14,7 +14,7 @@ from typing import Final
 
 from distcore.events.reader import CHUNK
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES
-from distcore.remote.tail import Fetch, FileMeta, LogdirTail
+from distcore.remote.tail import FETCH_LIMIT, Fetch, FileMeta, LogdirTail
 from distcore.tfrecord import HEADER
 
 PIECE: Final = 256 << 10  # where a read may stop before a stretch of zeros (at most this crosses)
@@ -89,6 +89,14 @@ def remote_path(path: str) -> str:
     if path == "~":
         return "."
     return path[2:] or "." if path.startswith("~/") else path
+
+
+def read_answer_bound(fetches: int, run_jsons: int) -> int:
+    """The most READ_SCRIPT can print for `fetches` reads (each at most FETCH_LIMIT bytes, the
+    script's `max`, with its two header lines) and `run_jsons` run.json files whole; a host
+    that prints more is refused."""
+    headers = 2 * 96  # "identity size offset count" and "identity size": numbers only
+    return fetches * (FETCH_LIMIT + headers) + run_jsons * (MAX_RUN_JSON_BYTES + 24) + 4096
 
 
 def parse_listing(data: bytes) -> dict[str, FileMeta]:

@@ -13,7 +13,13 @@ from collections.abc import Callable, Sequence
 from rich.text import Text
 
 from distcore import names
-from distcore.jobs.hosts import host_age, host_context, is_stale, on_this_machine
+from distcore.jobs.hosts import (
+    also_here,
+    host_age,
+    host_context,
+    is_stale,
+    on_this_machine,
+)
 from distcore.jobs.snapshots import Host
 from distcore.telemetry.samples import GpuDevice
 from distcore.textsafe import terminal_text
@@ -196,12 +202,7 @@ def render_hosts(hosts: Sequence[Host], history: History, now: float, width: int
 
 def _also_here(workers: Sequence[Host]) -> Text:
     """The jobs' workers that ran on this machine: its GPUs above are theirs."""
-    names = []
-    for host in workers:
-        label = f"job {terminal_text(host.job or '?', 30)}"
-        names.append(f"{label} worker {host.worker}" if host.worker is not None else label)
-    return Text("also here: " + ", ".join(names), style="dim", no_wrap=True, overflow="ellipsis",
-                end="")
+    return Text(also_here(workers), style="dim", no_wrap=True, overflow="ellipsis", end="")
 
 
 def gpus_title(hosts: Sequence[Host]) -> str:
