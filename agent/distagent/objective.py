@@ -295,11 +295,14 @@ def check_labels(objective: Objective, output_specs: Any, labels: Any,
     """Refuse (one line) labels the losses cannot take. `output_specs`: the model's outputs for
     one example; `labels`: the data's label spec for one example; `sample`: labels read from
     the data (numpy, batched) to check class ids against the outputs' classes."""
-    if len(objective.outputs) > 1 and isinstance(labels, Mapping):
-        names = [out.name for out in objective.outputs]
-        if sorted(labels) != sorted(names):
-            raise ConfigError("config", "data", f"the labels are keyed {sorted(labels)}; the "
-                              f"model's outputs are {names}")
+    names = [out.name for out in objective.outputs]
+    if len(names) > 1 and isinstance(labels, Mapping) and sorted(labels) != sorted(names):
+        raise ConfigError("config", "data", f"the labels are keyed {sorted(labels)}; the "
+                          f"model's outputs are {names}")
+    if len(names) > 1 and not (isinstance(labels, Mapping) or (
+            isinstance(labels, list | tuple) and len(labels) == len(names))):
+        raise ConfigError("config", "data", f"the model has {len(names)} outputs {names}; the "
+                          "labels are not one per output (a dict keyed by output name)")
     for i, out in enumerate(objective.outputs):
         if len(objective.outputs) == 1:
             y, p, s = _only(labels), _only(output_specs), _only(sample)

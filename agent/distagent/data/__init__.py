@@ -51,6 +51,9 @@ class Source:
     """The source's own validation data (finite), instead of a split of `read`'s."""
     validation_examples: int | None = None
     """Examples `validation_read` yields."""
+    class_ids_in_range: bool = False
+    """The labels are class ids below num_classes by construction (generated, or a folder's
+    index): nothing to read to check them."""
     read_sharded: Callable[[Any], Any] | None = None
     """Given, it replaces `read` in training: it takes this worker's tf.distribute.InputContext
     and returns this worker's shard (the pipeline shards nothing more)."""

@@ -379,7 +379,11 @@ def _error_line(err: BaseException, cluster: Any) -> str:
     # TensorFlow's messages end with the cause, after pages of graph detail (the whole
     # traceback goes to the log): the cause leads.
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {lines[-1]}" if lines else type(err).__name__
+    kind = type(err).__name__
+    if not lines:
+        return kind
+    # An error raised in traced code ends with its own "ValueError: ..." line.
+    return lines[-1] if lines[-1].startswith(f"{kind}: ") else f"{kind}: {lines[-1]}"
 
 
 def _health(cfg: JobConfig) -> Health:
