@@ -1,6 +1,7 @@
 """`plan` refuses what `start` would (a Keras application on too small an input, a user builder
 that takes none of the documented forms), in one line; a refused `start` leaves no run
-directory that would list as a live job; `bench/telemetry.py --help` prints help instead of running the benchmark."""
+directory that would list as a live job; `bench/telemetry.py --help` prints help instead of
+running the benchmark."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def _config(tmp_path: Path, data: dict[str, Any], model: str, train: str = "") -
 
 
 X = np.random.default_rng(0).standard_normal((64, 5)).astype(np.float32)
-BAD = {
+BAD: dict[str, tuple[Any, ...]] = {
     "not importable": ({"factory": "concatenated"}, "!no_such_module_here:build", "",
                        "model.name: cannot import 'no_such_module_here:build'"),
     "not a model": ({"factory": "concatenated"}, "not_a_model", "", "not a keras.Model"),
