@@ -49,6 +49,13 @@ def vector_targets():
 
 def not_a_dataset():
     return [1, 2, 3]
+
+def generator():
+    def examples():
+        while True:
+            yield np.zeros(5, np.float32), np.float32(0)
+    spec = (tf.TensorSpec((5,), tf.float32), tf.TensorSpec((), tf.float32))
+    return tf.data.Dataset.from_generator(examples, output_signature=spec)
 """
 
 
@@ -76,8 +83,7 @@ def _config(tmp_path: Path, data: dict[str, Any], model: str, train: str = "") -
         [model]
         name = "{name}"
         [train]
-        steps_per_epoch = 2
-        {train}
+        {train if "steps_per_epoch" in train else train + chr(10) + "steps_per_epoch = 2"}
         """)
     path = tmp_path / "job.toml"
     path.write_text(text)
@@ -101,6 +107,9 @@ BAD: dict[str, tuple[Any, ...]] = {
                        'loss = "mse"\nmetrics = ["nope"]', "train.metrics: Keras knows no metric"),
     "stateful metric": ({"factory": "concatenated"}, "one_input",
                         'loss = "mse"\nmetrics = ["AUC"]', "keeps state across batches"),
+    "generator without steps": ({"factory": "generator"}, "one_input",
+                                'loss = "mse"\nsteps_per_epoch = 0',
+                                "train.steps_per_epoch: the data's size is unknown"),
     "target shape": ({"factory": "vector_targets"}, "one_input", 'loss = "mse"',
                      "train.loss: labels of shape [3] do not fit outputs of shape [1]"),
     # A float target in (0, 1): once cast to class 0, it trained to `acc 1.000`.
