@@ -54,7 +54,7 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1,
         devices=tuple(devices),
         workers=workers,
         num_examples=source.num_examples,
-        held_out=source.validation_examples if source.validation_read else None,
+        held_out=_held_out(source),
         num_files=source.num_files,
         example_bytes=source.example_bytes,
         cache_budget_bytes=cache_budget(),
@@ -62,6 +62,15 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1,
     )
     # The user's factory shards by its input context: tf.data shards nothing more.
     return replace(plan, shard_policy="OFF") if source.read_sharded is not None else plan
+
+
+def _held_out(source: Source) -> int | None:
+    """The size of the source's own validation data; None: split it off the training data.
+    A factory that shards by its input context gets no split: each worker's shard differs, and
+    a validation step that only some workers run would hang."""
+    if source.validation_read is not None:
+        return source.validation_examples
+    return 0 if source.read_sharded is not None else None
 
 
 def cache_budget() -> int:
