@@ -186,7 +186,7 @@ def resolve_objective(loss: str | tuple[tuple[str, str], ...],
         user = getattr(getattr(model, "_compile_metrics", None), "_user_metrics", None)
         if compiled and user:
             metric_key = "model.name (its compiled metrics)"
-            wanted = _metrics_per_output(_plain(user, names), names, metric_key)
+            wanted = _metrics_per_output(_plain(user, names, metrics=True), names, metric_key)
         else:
             classifier = not loss and not (compiled and getattr(model, "loss", None) is not None)
             wanted = {n: ["accuracy"] if classifier else [] for n in names}
@@ -199,26 +199,31 @@ def resolve_objective(loss: str | tuple[tuple[str, str], ...],
     return Objective(tuple(outputs))
 
 
-def _plain(value: Any, names: tuple[str, ...]) -> Any:
-    """A compiled loss or metrics given per output as a list: keyed by output name."""
-    if isinstance(value, list | tuple) and len(names) > 1 and len(value) == len(names) and \
-            not all(isinstance(v, str) for v in value):
-        return dict(zip(names, value, strict=True))
-    return value
+def _plain(value: Any, names: tuple[str, ...], *, metrics: bool = False) -> Any:
+    """A compiled loss (or metrics) given per output as a list, keyed by output name. A list
+    of metric names (not of lists) is for every output, as in Keras."""
+    if not isinstance(value, list | tuple) or len(names) < 2 or len(value) != len(names):
+        return value
+    if metrics and not all(isinstance(v, list | tuple) or v is None for v in value):
+        return value
+    return {n: [] if v is None else v for n, v in zip(names, value, strict=True)}
 
 
-def _per_output(value: Any, names: tuple[str, ...], key: str) -> dict[str, Any]:
+def _per_output(value: Any, names: tuple[str, ...], key: str, *,
+                missing: Any = None) -> dict[str, Any]:
+    """`value` for each output: one for all, or a table by output name (an output the table
+    leaves out gets `missing`; None: every output must be named)."""
     table = _table(value)
     if table is None:
         return {n: value for n in names}
     if names == ("",) and len(table) == 1:
         return {"": next(iter(table.values()))}
     unknown = sorted(set(table) - set(names))
-    missing = [n for n in names if n not in table]
-    if unknown or missing:
-        which = f"no output named {unknown[0]!r}" if unknown else f"nothing for {missing[0]!r}"
+    absent = [n for n in names if n not in table] if missing is None else []
+    if unknown or absent:
+        which = f"no output named {unknown[0]!r}" if unknown else f"nothing for {absent[0]!r}"
         raise ConfigError("config", key, f"{which}; the model's outputs are {list(names)}")
-    return table
+    return {n: table.get(n, missing) for n in names}
 
 
 def _table(value: Any) -> dict[str, Any] | None:
@@ -233,7 +238,7 @@ def _table(value: Any) -> dict[str, Any] | None:
 
 def _metrics_per_output(value: Any, names: tuple[str, ...], key: str) -> dict[str, list[Any]]:
     if _table(value) is not None:
-        table = _per_output(value, names, key)
+        table = _per_output(value, names, key, missing=[])
         return {n: list(v) if isinstance(v, list | tuple) else [v] for n, v in table.items()}
     items = list(value) if isinstance(value, list | tuple) else [value]
     return {n: items for n in names}

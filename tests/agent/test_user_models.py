@@ -170,3 +170,35 @@ def test_regression_flops_match_a_hand_count(tf: Any, monkeypatch: pytest.Monkey
     assert plan.forward_flops_per_example is not None
     assert abs(plan.forward_flops_per_example - by_hand) <= 0.1 * by_hand
     assert f"per example {3 * plan.forward_flops_per_example:.3e}" in format_plan(cfg, plan)
+
+
+COMPILED = {
+    "nothing compiled: the classifier": (None, None, ["sparse_categorical_crossentropy"] * 2,
+                                         ["p_accuracy", "q_accuracy"]),
+    "one loss for every output": ("mse", ["mae"], ["mean_squared_error"] * 2,
+                                  ["p_mae", "q_mae"]),
+    "a list per output": (["mse", "sparse_categorical_crossentropy"], [["mae"], ["accuracy"]],
+                          ["mean_squared_error", "sparse_categorical_crossentropy"],
+                          ["p_mae", "q_accuracy"]),
+    "a dict per output": ({"p": "huber", "q": "sparse_categorical_crossentropy"},
+                          {"q": "accuracy"}, ["huber", "sparse_categorical_crossentropy"],
+                          ["q_accuracy"]),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPILED), ids=list(COMPILED))
+def test_a_compiled_models_loss_and_metrics_hold_per_output(tf: Any, case: str) -> None:
+    import keras
+
+    from distagent.objective import resolve_objective
+
+    loss, metrics, losses, tags = COMPILED[case]
+    inputs = keras.Input((3,))
+    x = keras.layers.Dense(4)(inputs)
+    model = keras.Model(inputs, [keras.layers.Dense(1, name="p")(x),
+                                 keras.layers.Dense(3, name="q", activation="softmax")(x)])
+    if loss is not None:
+        model.compile(loss=loss, metrics=metrics)
+    objective = resolve_objective("", (), model)
+    assert [out.loss_name for out in objective.outputs] == losses
+    assert list(objective.metric_tags) == tags
