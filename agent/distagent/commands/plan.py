@@ -79,7 +79,8 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
         ("steps", f"{plan.steps_per_epoch} per epoch × {counted(plan.epochs, 'epoch')} = "
                   f"{plan.total_steps}"),
         ("pipeline", ", ".join(f"{k}={v}" for k, v in plan.pipeline.items())),
-        ("sharding", f"{plan.shard_policy} across workers"),
+        ("sharding", "by the data factory (its input context)" if plan.shard_policy == "OFF"
+                     else f"{plan.shard_policy} across workers"),
         ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
                     f"jit_compile={str(plan.jit_compile).lower()}"),
         ("model FLOPs", flops_text(plan)),
