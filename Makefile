@@ -21,18 +21,18 @@ demo: $(STAMP)
 	$(BIN)/python -m distmon.demo
 
 test: $(STAMP)
-	$(BIN)/ruff check shared agent tui tests bench
+	$(BIN)/ruff check shared agent tui tests bench examples
 	$(BIN)/lint-imports
-	$(BIN)/mypy shared agent tui bench tests
+	$(BIN)/mypy shared agent tui bench tests examples
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile --durations=20
 
 # ruff, then the import contracts of pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
-	$(BIN)/ruff check shared agent tui tests bench
+	$(BIN)/ruff check shared agent tui tests bench examples
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy shared agent tui bench tests
+	$(BIN)/mypy shared agent tui bench tests examples
 
 pytest: $(STAMP)
 	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile $(ARGS)

@@ -189,6 +189,18 @@ def _join(prefix: str, key: str) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
+def _holds_pairs(hint: Any, value: Any) -> bool:
+    """`value` is a table of strings kept as pairs (its hint, or one arm of its union, says so):
+    written back as a table, not a list of lists."""
+    arms = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    for arm in arms:
+        args = get_args(arm)
+        if get_origin(arm) is tuple and args and _is_pair_of_str(args[0]):
+            return isinstance(value, tuple) and all(isinstance(v, tuple) for v in value) \
+                and (bool(value) or len(arms) == 1)
+    return False
+
+
 def to_plain(obj: Any) -> Any:
     """A dataclass tree as plain data: tables as dicts, tuples as lists, string pairs as tables."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -196,8 +208,7 @@ def to_plain(obj: Any) -> Any:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            args = get_args(hints[f.name])
-            if get_origin(hints[f.name]) is tuple and args and _is_pair_of_str(args[0]):
+            if _holds_pairs(hints[f.name], value):
                 out[f.name] = dict(value)
             else:
                 out[f.name] = to_plain(value)

@@ -14,6 +14,7 @@ from typing import Any
 from distagent.config_convert import Problem, show
 from distagent.model_names import MODEL_CHOICES, is_known_model
 from distagent.schema import JobConfig
+from distagent.user_code import is_spec
 from distcore.telemetry.peaks import MAX_PEAK_TFLOPS, MIN_PEAK_TFLOPS
 
 MAX_SIMULATED_GPUS = 64
@@ -196,6 +197,13 @@ def _required_by_source(cfg: JobConfig) -> Iterator[Problem]:
     if data.source == "images" and bool(data.images.directory) == bool(data.images.files):
         yield Problem("data.images", 'required by source = "images": either directory (one '
                       "folder of images per class) or files (a glob of TFRecords), not both")
+    if data.source == "python" and not data.python.factory:
+        yield Problem("data.python.factory", 'required by source = "python": a '
+                      '"package.module:function" returning a tf.data.Dataset')
+    for key, spec in (("data.python.factory", data.python.factory),
+                      ("data.python.validation_factory", data.python.validation_factory)):
+        if spec and not is_spec(spec):
+            yield Problem(key, f'expected "package.module:function", got {show(spec)}')
     if data.source == "tfds" and not data.tfds.name:
         yield Problem("data.tfds.name", 'required by source = "tfds": a TFDS dataset name')
 

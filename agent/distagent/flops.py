@@ -18,7 +18,7 @@ workers run there (launch-local runs them all on one).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from distagent.cpu_peak import PROBE_RUNS, CpuPeak, host_peak
@@ -34,14 +34,20 @@ from distcore.telemetry.peaks import (
 )
 
 
-def forward_flops(model: Any, input_shape: Sequence[int]) -> float | None:
+def forward_flops(model: Any, features: Any) -> float | None:
     """FLOPs of one example's forward pass as TensorFlow counts them; None when it counts
-    nothing (a graph of ops it has no statistic for: unknown, not zero)."""
+    nothing (a graph of ops it has no statistic for: unknown, not zero). `features`: one
+    example's features as the data's element_spec has them (a TensorSpec, a tuple or a dict of
+    them), or an input shape (float32)."""
     import tensorflow as tf
     from tensorflow.python.profiler import option_builder
     from tensorflow.python.util import deprecation
 
-    spec = tf.TensorSpec((1, *(int(d) for d in input_shape)), tf.float32)
+    if isinstance(features, list | tuple) and all(isinstance(d, int) for d in features):
+        features = tf.TensorSpec(tuple(features), tf.float32)
+    if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(features)):
+        return None  # a length known only per batch: no one count per example
+    spec = tf.nest.map_structure(lambda s: tf.TensorSpec((1, *s.shape), s.dtype), features)
     graph = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec).graph
     options = option_builder.ProfileOptionBuilder.float_operation()
     options["output"] = "none"  # the profiler otherwise prints its table to stdout
@@ -118,11 +124,11 @@ def counted_plan(cfg: JobConfig, plan: Plan, forward: float | None,
     return plan, warnings
 
 
-def model_forward_flops(model: Any, input_shape: Sequence[int]) -> float | None:
+def model_forward_flops(model: Any, features: Any) -> float | None:
     """forward_flops, or None when tracing the model this way fails (a user's model that
     cannot be called outside a replica): the job trains, without MFU."""
     try:
-        return forward_flops(model, input_shape)
+        return forward_flops(model, features)
     except (ValueError, TypeError, NotImplementedError, RuntimeError):
         return None
 

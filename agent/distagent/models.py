@@ -4,11 +4,14 @@ Every model ends in a linear layer of `num_classes` logits (no softmax): the tra
 logits, which is numerically safer, and under mixed precision the last layer computes in float32.
 A keras.applications name ("ResNet50", "MobileNetV2", "EfficientNetB0", ...) builds that network
 with `weights=None` (nothing is downloaded), the data's input shape, global average pooling and
-the same logits head. A user model is named "package.module:function"; the function takes
-`(input_shape, num_classes)` (a tuple of ints without the batch dimension, e.g. (28, 28, 1), and
-an int) and returns a `keras.Model` with the same contract (logits, no softmax); a function that
-cannot be called so is refused in one line before anything is built. `check_model` builds the
-model once for `plan`, so `plan` refuses what `start` would.
+the same logits head; where the labels are not class ids (num_classes 0) a builtin has one
+output unit. A user model is named "package.module:function", called in the strategy's scope
+in the first form it takes: `(input_shape, num_classes)` (a tuple of ints without the batch
+dimension and an int: the classifier's contract, logits without softmax), `(element_spec)` (the
+data's unbatched element_spec: (features, labels[, sample_weights]) of TensorSpecs, for models
+with several inputs or outputs) or `()`. It returns a `keras.Model`, compiled or not (a
+compiled model's loss and metrics hold, see objective.py). A function that takes none of these,
+raises, or returns something else is refused in one line naming model.name.
 
 BatchNorm: each replica normalises with its own batch's statistics (what Goyal et al. recommend,
 and the cheapest: no all-reduce in the forward pass); `sync_batchnorm=True` rebuilds every
@@ -18,15 +21,13 @@ BatchNormalization layer with `synchronized=True`, which all-reduces the moments
 
 from __future__ import annotations
 
-import gc
-import importlib
-import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import keras
 
 from distagent.model_names import KERAS_APPLICATIONS, MODEL_CHOICES
+from distagent.user_code import first_line, import_function, positional_count
 from distcore.errors import ConfigError
 
 ModelBuilder = Callable[[tuple[int, ...], int], keras.Model]
@@ -87,29 +88,27 @@ def resnet_small(input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
 BUILTINS: dict[str, ModelBuilder] = {"mlp": mlp, "cnn": cnn, "resnet_small": resnet_small}
 
 
-BUILDER_SIGNATURE = "(input_shape: tuple[int, ...], num_classes: int) -> keras.Model"
+BUILDER_FORMS = "(input_shape, num_classes), (element_spec) or ()"
 
 
-def _import_builder(spec: str) -> ModelBuilder:
-    """The user's builder, checked to take `(input_shape, num_classes)` before it is called: a
-    wrong signature is one line naming the function, not a TypeError from inside Keras."""
-    module_name, _, attr = spec.partition(":")
+def _user_model(spec: str, input_shape: tuple[int, ...], num_classes: int,
+                element_spec: Any) -> Any:
+    """The user's model, from the first form its function takes (see the module's doc)."""
+    function = import_function(spec, "model.name")
+    count = positional_count(function, (2, 1, 0))
+    if count is None:
+        raise ConfigError("model", "model.name", f"{spec} must take {BUILDER_FORMS}")
+    if count == 2 and not input_shape:
+        raise ConfigError("model", "model.name", f"{spec} takes (input_shape, num_classes), but "
+                          "the data's features are not one tensor of known shape: take the "
+                          "element_spec instead")
+    args: tuple[Any, ...] = ((input_shape, max(num_classes, 1)), (element_spec,), ())[2 - count]
     try:
-        builder = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise ConfigError("model", "model.name", f"cannot load {spec!r}: {err}") from err
-    if not callable(builder):
-        raise ConfigError("model", "model.name", f"{spec!r} is not a function")
-    try:
-        signature = inspect.signature(builder)
-    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
-        return cast(ModelBuilder, builder)
-    try:
-        signature.bind((1,), 2)
-    except TypeError as err:
-        raise ConfigError("model", "model.name",
-                          f"{spec}{signature} must take {BUILDER_SIGNATURE} ({err})") from None
-    return cast(ModelBuilder, builder)
+        return function(*args)
+    except ConfigError:
+        raise
+    except Exception as err:  # the user's code: one line, the key named
+        raise ConfigError("model", "model.name", f"{spec} raised {first_line(err)}") from None
 
 
 def keras_application(name: str, input_shape: tuple[int, ...], num_classes: int) -> keras.Model:
@@ -145,13 +144,20 @@ def build_model(
     *,
     hidden_units: Sequence[int] | None = None,
     sync_batchnorm: bool = False,
+    element_spec: Any = None,
 ) -> keras.Model:
     """A fresh model by builtin name, keras.applications name or "package.module:function"
     (build it in a strategy scope). `hidden_units` sizes the `mlp` builtin (None: its default);
-    `sync_batchnorm` synchronizes BatchNorm statistics across replicas."""
+    `sync_batchnorm` synchronizes BatchNorm statistics across replicas; `element_spec` is the
+    data's, for a user function that takes it. num_classes 0 (labels that are not class ids):
+    a builtin gets one output unit."""
+    num_classes = max(int(num_classes), 1)
     shape = tuple(int(d) for d in input_shape)
     if ":" in name:
-        model = _import_builder(name)(shape, int(num_classes))
+        model = _user_model(name, shape, int(num_classes), element_spec)
+    elif not shape:
+        raise ConfigError("model", "model.name", f"{name} takes one tensor of features of known "
+                          'shape; for other data name your own "package.module:function"')
     elif name in BUILTINS:
         if name == "mlp" and hidden_units is not None:
             model = mlp(shape, int(num_classes), hidden_units)
@@ -162,31 +168,25 @@ def build_model(
     else:
         raise ConfigError("model", "model.name", f"expected {MODEL_CHOICES}, got {name!r}")
     if not isinstance(model, keras.Model):
-        raise ConfigError("model", "model.name", f"{name!r} returned {type(model).__name__}")
+        raise ConfigError("model", "model.name",
+                          f"{name!r} returned {type(model).__name__}, not a keras.Model")
     return with_synchronized_batchnorm(model) if sync_batchnorm else model
 
 
 def check_model(name: str, input_shape: Sequence[int], num_classes: int, *,
-                hidden_units: Sequence[int] | None = None) -> float | None:
-    """Build the model once on the CPU and drop it, so that `plan` refuses what `start` would
-    (a Keras application whose minimum input is larger than the data's, a `cnn` on vectors, a
-    user builder with the wrong signature): a ConfigError naming model.name, one line. Returns
-    its forward pass's FLOPs per example as TensorFlow counts them (None: not counted)."""
+                hidden_units: Sequence[int] | None = None, element_spec: Any = None) -> Any:
+    """The model built once on the CPU, so that `plan` refuses what `start` would (a Keras
+    application whose minimum input is larger than the data's, a `cnn` on vectors, a user
+    function with the wrong signature): a ConfigError naming model.name, one line."""
     import tensorflow as tf
-
-    from distagent.flops import model_forward_flops
 
     try:
         with tf.device("/CPU:0"):
-            model = build_model(name, input_shape, num_classes, hidden_units=hidden_units)
+            return build_model(name, input_shape, num_classes, hidden_units=hidden_units,
+                               element_spec=element_spec)
     except ConfigError:
         raise
     except (ValueError, TypeError) as err:  # a layer that cannot take this shape
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError("model", "model.name", f"{name} cannot take input shape "
                           f"{list(input_shape)}: {first[:300]}") from None
-    with tf.device("/CPU:0"):
-        forward = model_forward_flops(model, input_shape)
-    del model
-    gc.collect()  # the variables of a large application: gone before the plan is printed
-    return forward

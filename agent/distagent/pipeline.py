@@ -15,10 +15,10 @@ train dataset repeats forever and the trainer takes `plan.steps_per_epoch` steps
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from distagent.data import Preprocess, Source, open_source
+from distagent.data import Preprocess, Source, element_spec, open_source
 from distagent.data.synthetic import LATENCY_PARALLELISM
 from distagent.plan import Plan, make_plan
 from distagent.schema import JobConfig
@@ -30,10 +30,13 @@ class InputData:
     """tf.data.Dataset of (features, labels) global batches, repeating forever."""
     validation: Any
     """Finite tf.data.Dataset of whole global batches, or None (no validation split)."""
-    num_examples: int
-    """Examples in the source, before the validation split."""
+    num_examples: int | None
+    """Examples in the source, before the validation split (None: unknown)."""
     input_shape: tuple[int, ...]
     num_classes: int
+    element_spec: Any
+    """One example's (features, labels[, sample_weights]) spec, unbatched."""
+    source: Source
     shard_policy: str
     """The train dataset's tf.data autoshard policy (FILE or DATA); validation is always DATA.
     With FILE, each worker skips the first validation_examples of its own files, which holds
@@ -45,17 +48,29 @@ def plan_for(cfg: JobConfig, *, replicas: int, devices: Any, workers: int = 1,
     """make_plan with the source's size, files and example size filled in (`source`: one
     already opened)."""
     source = source or open_source(cfg)
-    return make_plan(
+    plan = make_plan(
         cfg,
         replicas=replicas,
         devices=tuple(devices),
         workers=workers,
         num_examples=source.num_examples,
+        held_out=_held_out(source),
         num_files=source.num_files,
         example_bytes=source.example_bytes,
         cache_budget_bytes=cache_budget(),
         notes=source.notes,
     )
+    # The user's factory shards by its input context: tf.data shards nothing more.
+    return replace(plan, shard_policy="OFF") if source.read_sharded is not None else plan
+
+
+def _held_out(source: Source) -> int | None:
+    """The size of the source's own validation data; None: split it off the training data.
+    A factory that shards by its input context gets no split: each worker's shard differs, and
+    a validation step that only some workers run would hang."""
+    if source.validation_read is not None:
+        return source.validation_examples
+    return 0 if source.read_sharded is not None else None
 
 
 def cache_budget() -> int:
@@ -73,15 +88,24 @@ def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
 
     source = source or open_source(cfg)
     optimize = cfg.data.optimize
-    read = source.read(tf.data.AUTOTUNE if optimize else 1)
+    parallel = tf.data.AUTOTUNE if optimize else 1
+    read = source.read(parallel)
+    spec = element_spec(source)
+    if source.read_sharded is not None:  # the user's factory shards for this worker itself
+        read = source.read_sharded(tf.distribute.InputContext(
+            num_input_pipelines=plan.workers, input_pipeline_id=_task(strategy),
+            num_replicas_in_sync=plan.replicas))
     validation_examples = plan.validation_examples if plan.validation_steps else 0
+    own_validation = source.validation_read is not None
     # Split before decoding: skipped examples would otherwise be decoded only to be dropped.
-    train = _train_stages(tf, cfg, plan, source,
-                          _decoded(tf, cfg, source, read.skip(validation_examples)),
+    train_read = read if own_validation else read.skip(validation_examples)
+    train = _train_stages(tf, cfg, plan, source, _decoded(tf, cfg, source, train_read),
                           "train" + _worker_suffix(plan, strategy))
     validation = None
     if validation_examples:
-        held_out = _decoded(tf, cfg, source, read.take(validation_examples))
+        held = source.validation_read(parallel) if source.validation_read is not None \
+            else read.take(validation_examples)
+        held_out = _decoded(tf, cfg, source, held)
         held_out = _cached(cfg, held_out, plan, "validation" + _worker_suffix(plan, strategy))
         validation = _batch_stages(tf, cfg, plan, _mapped(tf, cfg, held_out, source.preprocess))
     options = _options(tf, cfg, plan, source, plan.shard_policy)
@@ -94,8 +118,15 @@ def build_input(cfg: JobConfig, plan: Plan, *, strategy: Any = None,
         num_examples=source.num_examples,
         input_shape=source.input_shape,
         num_classes=source.num_classes,
+        element_spec=spec,
+        source=source,
         shard_policy=plan.shard_policy,
     )
+
+
+def _task(strategy: Any) -> int:
+    task = getattr(getattr(strategy, "cluster_resolver", None), "task_id", None)
+    return int(task or 0)
 
 
 def _decoded(tf: Any, cfg: JobConfig, source: Source, read: Any) -> Any:
@@ -138,8 +169,7 @@ def _worker_suffix(plan: Plan, strategy: Any) -> str:
     """Workers sharing a filesystem must not write the same cache files."""
     if plan.workers <= 1:
         return ""
-    task = getattr(getattr(strategy, "cluster_resolver", None), "task_id", None)
-    return f"-worker{int(task or 0)}"
+    return f"-worker{_task(strategy)}"
 
 
 def _train_stages(tf: Any, cfg: JobConfig, plan: Plan, source: Source, ds: Any,

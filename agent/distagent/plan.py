@@ -58,7 +58,8 @@ class Plan:
     validation_steps: int
     """Whole global batches in the validation split (0: no validation)."""
     shard_policy: str
-    """tf.data autoshard policy across workers: FILE or DATA."""
+    """tf.data autoshard policy across workers: FILE or DATA (OFF: the user's data factory
+    shards by its input context)."""
     cache: bool
     pipeline: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
@@ -159,23 +160,30 @@ def make_plan(
     devices: Sequence[str],
     workers: int = 1,
     num_examples: int | None,
+    held_out: int | None = None,
     num_files: int | None = None,
     example_bytes: int | None = None,
     cache_budget_bytes: int = CACHE_BUDGET_BYTES,
     notes: Sequence[str] = (),
 ) -> Plan:
     """The plan for `cfg` on `replicas` replicas in all (over `workers` workers); `notes` are
-    the source's own warnings (images skipped as unreadable), first."""
+    the source's own warnings (images skipped as unreadable), first. `held_out`: the size of
+    the source's own validation data (None: data.validation_fraction is split off)."""
     data, opt, train = cfg.data, cfg.optimizer, cfg.train
     per_replica = data.per_replica_batch_size
     global_batch = per_replica * replicas
     base_batch = opt.base_batch_size or per_replica
     rate = scaled_learning_rate(opt.base_learning_rate, base_batch, global_batch, opt.scaling)
-    train_examples, validation_examples = split_sizes(num_examples, data.validation_fraction)
+    if held_out is None:
+        train_examples, validation_examples = split_sizes(num_examples,
+                                                          data.validation_fraction)
+    else:
+        train_examples, validation_examples = num_examples, held_out
     steps = _steps_per_epoch(train.steps_per_epoch, train_examples, global_batch)
     policy, warnings = shard_policy(data.source, num_files, workers)
     warnings[:0] = notes
-    cache = bool(data.optimize and data.cache)
+    # A dataset of unknown size may not end: a cache of it would only grow.
+    cache = bool(data.optimize and data.cache) and num_examples is not None
     in_memory = data.cache is True
     if cache and in_memory and _too_big(num_examples, example_bytes, cache_budget_bytes):
         cache = False

@@ -12,7 +12,7 @@ from typing import Literal
 
 StrategyKind = Literal["mirrored", "multi_worker", "one_device"]
 CrossDeviceOps = Literal["auto", "nccl", "hierarchical_copy", "one_device"]
-SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds", "images"]
+SourceKind = Literal["synthetic", "tfrecord", "npz", "keras", "tfds", "images", "python"]
 OptimizerName = Literal["sgd", "momentum", "adam", "adamw", "rmsprop"]
 ScalingRule = Literal["linear", "sqrt", "none"]
 DecayKind = Literal["none", "cosine", "step", "exponential"]
@@ -115,6 +115,21 @@ class ImagesConfig:
 
 
 @dataclass(frozen=True)
+class PythonDataConfig:
+    """The user's own tf.data pipeline, which distagent shards, caches, shuffles, batches and
+    prefetches like any other source."""
+
+    factory: str = ""
+    """"package.module:function" returning a tf.data.Dataset of unbatched (features, labels) or
+    (features, labels, sample_weights) elements; features and labels may be a tensor, a tuple
+    or a dict. A function with one argument gets this worker's tf.distribute.InputContext (and
+    shards the data itself)."""
+    validation_factory: str = ""
+    """The same for the validation data (finite); empty: data.validation_fraction is held out
+    of the factory's dataset."""
+
+
+@dataclass(frozen=True)
 class AugmentConfig:
     """Random augmentation of the images source, applied after the cache, new every pass."""
 
@@ -158,6 +173,7 @@ class DataConfig:
     keras: KerasDataConfig = field(default_factory=KerasDataConfig)
     tfds: TfdsConfig = field(default_factory=TfdsConfig)
     images: ImagesConfig = field(default_factory=ImagesConfig)
+    python: PythonDataConfig = field(default_factory=PythonDataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
@@ -165,7 +181,9 @@ class DataConfig:
 class ModelConfig:
     name: str = "mlp"
     """A builtin ("mlp", "cnn", "resnet_small"), a keras.applications name ("ResNet50",
-    "MobileNetV2", "EfficientNetB0", ...; weights=None) or "pkg.module:function"."""
+    "MobileNetV2", "EfficientNetB0", ...; weights=None) or "pkg.module:function" taking no
+    argument, the data's element_spec, or (input_shape, num_classes), called in the strategy's
+    scope; a model it compiled keeps its loss and metrics."""
     hidden_units: tuple[int, ...] = (128, 64)
     """Widths of the `mlp` builtin's hidden layers (wider: more compute per example)."""
     sync_batchnorm: bool = False
@@ -226,6 +244,15 @@ class TrainConfig:
     """With loss_upper_bound 0: a step loss above this many times the first logged mean loss
     (its size, at least 1; after a resume, the first logged since) is a divergence: a loss that
     jumps to 6.6e10 and falls back is caught, not left for a finished run. 0 = no bound."""
+    loss: str | tuple[tuple[str, str], ...] = ""
+    """A Keras loss name ("mse", "binary_crossentropy", ...) or "package.module:function"
+    (y_true, y_pred) -> per-example values; a table keyed by output name for a model with
+    several outputs. Empty: the model's compiled loss, else the classifier's sparse
+    categorical cross-entropy on logits."""
+    metrics: tuple[str, ...] | tuple[tuple[str, str], ...] = ()
+    """Per-example metric names ("accuracy", "mae", ...) or "package.module:function", for
+    every output; or a table of one metric per output name. Empty: the model's compiled
+    metrics, else accuracy for the classifier's loss."""
     histogram_every_steps: int = 0
     """>0: write each trainable variable's and gradient's histogram every this many steps
     (TensorBoard's histograms and distributions); 0 = off."""

@@ -20,7 +20,8 @@ from distagent.pipeline import plan_for
 from distagent.plan import scaled_learning_rate
 from distagent.schema import JobConfig
 
-SAMPLES = sorted((Path(__file__).resolve().parents[2] / "sample_configs").glob("*.toml"))
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((ROOT / "sample_configs").glob("*.toml"))
 
 
 def _data_for(cfg: JobConfig, tmp_path: Path) -> list[str]:
@@ -44,7 +45,9 @@ def test_there_are_sample_configs() -> None:
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
-def test_sample_config_loads_and_plans(tf: Any, path: Path, tmp_path: Path) -> None:
+def test_sample_config_loads_and_plans(tf: Any, path: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # user code (examples/) is imported from the current directory
     cfg = load_config(path)
     cfg = load_config(path, _data_for(cfg, tmp_path))
     setup = resolve_strategy(cfg.strategy)
@@ -54,7 +57,14 @@ def test_sample_config_loads_and_plans(tf: Any, path: Path, tmp_path: Path) -> N
     expected = scaled_learning_rate(cfg.optimizer.base_learning_rate, plan.base_batch_size,
                                     plan.global_batch_size, cfg.optimizer.scaling)
     assert math.isclose(plan.learning_rate, expected)
-    assert plan.steps_per_epoch >= 1 and plan.validation_steps >= 1
+    # A generator's size is unknown: its config says what an epoch is, and nothing is held out.
+    assert plan.steps_per_epoch >= 1 and (plan.validation_steps >= 1 or (
+        plan.num_examples is None and cfg.train.steps_per_epoch > 0))
+    if cfg.data.source == "python":  # the user's model is built and checked against its data
+        from distagent.data import open_source
+        from distagent.model_check import check_job
+
+        assert check_job(cfg, open_source(cfg)) is not None  # its FLOPs counted
     # Samples are examples to copy: none of them should trip the plan's own warnings, but the
     # one that blows up on purpose (no warmup under a scaled-up rate).
     wanted = ("no warmup",) if path.stem == "recovery" else ()

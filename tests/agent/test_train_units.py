@@ -36,7 +36,7 @@ def test_steps_until_boundary(
 
 
 def test_interval_scalars_are_means_and_rates() -> None:
-    counters = {"loss_sum": 64.0, "correct": 16.0, "examples": 32.0, "wait_seconds": 0.05}
+    counters = {"loss_sum": 64.0, "metric:accuracy": 16.0, "examples": 32.0, "wait_seconds": 0.05}
     timing = Timing(steps=4, wall_seconds=0.2, wait_seconds=0.05)
     out = interval_scalars(counters, timing, global_batch_size=8, learning_rate=0.1)
     assert out == pytest.approx({
@@ -57,7 +57,7 @@ def test_interval_scalars_are_means_and_rates() -> None:
 def test_interval_scalars_give_model_flops_and_mfu(
     flops_per_step: float | None, peak: float | None, rate: float | None, mfu: float | None
 ) -> None:
-    counters = {"loss_sum": 1.0, "correct": 1.0, "examples": 2.0, "wait_seconds": 0.0}
+    counters = {"loss_sum": 1.0, "metric:accuracy": 1.0, "examples": 2.0, "wait_seconds": 0.0}
     out = interval_scalars(counters, Timing(4, 0.2, 0.0), global_batch_size=8, learning_rate=0.1,
                            flops_per_step=flops_per_step, peak_flops=peak)
     assert out.get(names.MODEL_FLOPS_PER_SECOND) == pytest.approx(rate)
@@ -70,14 +70,16 @@ def test_the_progress_line_ends_with_the_mfu_where_there_is_one() -> None:
 
 
 def test_interval_with_no_timed_steps_writes_no_perf_tags() -> None:
-    counters = {"loss_sum": 4.0, "correct": 1.0, "examples": 8.0, "wait_seconds": 3.0}
+    counters = {"loss_sum": 4.0, "metric:accuracy": 1.0, "examples": 8.0, "wait_seconds": 3.0}
     out = interval_scalars(counters, Timing(0, 0.0, 0.0), global_batch_size=8, learning_rate=1.0)
     assert set(out) == {names.LOSS, names.ACCURACY, names.LEARNING_RATE}
 
 
 def test_epoch_scalars_unknown_without_examples() -> None:
-    assert epoch_scalars(0.0, 0.0, 0.0) == {}
-    assert epoch_scalars(3.0, 1.0, 2.0) == {names.EPOCH_LOSS: 1.5, names.EPOCH_ACCURACY: 0.5}
+    sums = ("loss_sum", "metric:accuracy", "examples")
+    assert epoch_scalars(dict.fromkeys(sums, 0.0)) == {}
+    assert epoch_scalars(dict(zip(sums, (3.0, 1.0, 2.0), strict=True))) == {
+        names.EPOCH_LOSS: 1.5, names.EPOCH_ACCURACY: 0.5}
 
 
 @pytest.mark.parametrize(
@@ -226,7 +228,7 @@ def test_status_and_stop_do_not_load_tensorflow() -> None:
 
 
 def test_interval_scalars_split_each_workers_step_at_the_reduction() -> None:
-    counters = {"loss_sum": 8.0, "correct": 4.0, "examples": 8.0}
+    counters = {"loss_sum": 8.0, "metric:accuracy": 4.0, "examples": 8.0}
     timing = Timing(steps=4, wall_seconds=0.4, wait_seconds=0.04, compute_seconds=0.24,
                     reduce_seconds=0.08)
     out = interval_scalars(counters, timing, global_batch_size=2, learning_rate=0.1)

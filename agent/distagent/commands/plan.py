@@ -41,17 +41,16 @@ def resolve_plan(cfg: JobConfig) -> Plan:
     from distagent.data import open_source
     from distagent.devices import resolve_strategy
     from distagent.flops import counted_plan
-    from distagent.models import check_model
+    from distagent.model_check import check_job
     from distagent.pipeline import plan_for
 
     if cfg.strategy.kind == "multi_worker":
         setup = planned_setup(cfg.cluster, os.environ)
     else:
         setup = resolve_strategy(cfg.strategy)
-    source = open_source(cfg)
     user_code_path(cfg.model.name)
-    forward = check_model(cfg.model.name, source.input_shape, source.num_classes,
-                          hidden_units=cfg.model.hidden_units)
+    source = open_source(cfg)
+    forward = check_job(cfg, source)
     plan = plan_for(cfg, replicas=setup.replicas, devices=setup.devices, workers=setup.workers,
                     source=source)
     plan, unknown = counted_plan(cfg, plan, forward, hosts=setup.hosts)
@@ -80,7 +79,8 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
         ("steps", f"{plan.steps_per_epoch} per epoch × {counted(plan.epochs, 'epoch')} = "
                   f"{plan.total_steps}"),
         ("pipeline", ", ".join(f"{k}={v}" for k, v in plan.pipeline.items())),
-        ("sharding", f"{plan.shard_policy} across workers"),
+        ("sharding", "by the data factory (its input context)" if plan.shard_policy == "OFF"
+                     else f"{plan.shard_policy} across workers"),
         ("compute", f"mixed_precision={str(plan.mixed_precision).lower()}, "
                     f"jit_compile={str(plan.jit_compile).lower()}"),
         ("model FLOPs", flops_text(plan)),
@@ -94,6 +94,6 @@ def format_plan(cfg: JobConfig, plan: Plan) -> str:
 
 def _examples(plan: Plan) -> str:
     if plan.num_examples is None:
-        return "unknown"
+        return "unknown (the data does not say its size): train.steps_per_epoch makes an epoch"
     return (f"{plan.num_examples} ({plan.train_examples} train, {plan.validation_examples} "
             f"validation = {counted(plan.validation_steps, 'step')})")

@@ -263,7 +263,7 @@ def measure(cfg: JobConfig, count: int, steps: int) -> dict[str, Any]:
     import tensorflow as tf
 
     from distagent.devices import resolve_strategy
-    from distagent.models import build_model
+    from distagent.model_check import checked_objective, job_model
     from distagent.pipeline import build_input, plan_for
     from distagent.train.job import make_optimizer
     from distagent.train.schedule import WarmupDecay
@@ -280,15 +280,16 @@ def measure(cfg: JobConfig, count: int, steps: int) -> dict[str, Any]:
                            warmup_steps=plan.warmup_steps, total_steps=plan.total_steps,
                            decay=cfg.optimizer.decay)
     with setup.strategy.scope():
-        model = build_model(cfg.model.name, data.input_shape, data.num_classes,
-                            hidden_units=cfg.model.hidden_units,
-                            sync_batchnorm=cfg.model.sync_batchnorm)
+        model = job_model(cfg, data.source, data.element_spec,
+                          sync_batchnorm=cfg.model.sync_batchnorm)
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
-    state = TrainState.create()
+    objective = checked_objective(cfg, model, data.source, data.element_spec)
+    state = TrainState.create(objective.counter_names())
     step = TrainStep(setup.strategy, model, optimizer, state,
-                     global_batch_size=plan.global_batch_size, jit_compile=cfg.train.jit_compile)
+                     global_batch_size=plan.global_batch_size, jit_compile=cfg.train.jit_compile,
+                     objective=objective)
     iterator = iter(setup.strategy.experimental_distribute_dataset(data.train))
     for _ in range(WARMUP_STEPS):
         step(iterator, 1)

@@ -27,9 +27,12 @@ Preprocess = Callable[[Any, Any], tuple[Any, Any]]
 @dataclass(frozen=True)
 class Source:
     read: Reader
-    num_examples: int
+    num_examples: int | None
+    """None: unknown (a generator); the plan then needs train.steps_per_epoch."""
     input_shape: tuple[int, ...]
+    """One example's features (); () where they are not one tensor of known shape."""
     num_classes: int
+    """Largest class id + 1; 0 where the labels are not class ids (floats, sequences, dicts)."""
     decode: Preprocess | None = None
     """Deterministic per-example work before the cache (decode, resize, simulated cost)."""
     preprocess: Preprocess | None = None
@@ -44,6 +47,16 @@ class Source:
     such reads more threads than cores)."""
     notes: tuple[str, ...] = ()
     """What the source left out and why (images skipped as unreadable): plan warnings."""
+    validation_read: Reader | None = None
+    """The source's own validation data (finite), instead of a split of `read`'s."""
+    validation_examples: int | None = None
+    """Examples `validation_read` yields."""
+    class_ids_in_range: bool = False
+    """The labels are class ids below num_classes by construction (generated, or a folder's
+    index): nothing to read to check them."""
+    read_sharded: Callable[[Any], Any] | None = None
+    """Given, it replaces `read` in training: it takes this worker's tf.distribute.InputContext
+    and returns this worker's shard (the pipeline shards nothing more)."""
 
 
 _MODULES = {
@@ -53,6 +66,7 @@ _MODULES = {
     "keras": "distagent.data.arrays",
     "tfds": "distagent.data.tfds",
     "images": "distagent.data.images",
+    "python": "distagent.data.python",
 }
 
 
@@ -65,6 +79,18 @@ def open_source(cfg: JobConfig) -> Source:
     if cfg.data.read_latency_ms > 0:
         return with_read_latency(source, cfg.data.read_latency_ms)
     return source
+
+
+def element_spec(source: Source) -> Any:
+    """One training example's structure after the source's deterministic work (unbatched):
+    what a model function with one argument is given, and what its FLOPs are traced from."""
+    import tensorflow as tf
+
+    ds = source.read(1)
+    for step in (source.decode, source.preprocess):
+        if step is not None:
+            ds = ds.map(step)
+    return ds.element_spec if isinstance(ds, tf.data.Dataset) else None
 
 
 def with_read_latency(source: Source, latency_ms: float) -> Source:

@@ -54,11 +54,17 @@ def _first_line(err: BaseException) -> str:
 
 
 def arrays_source(x: np.ndarray, y: np.ndarray) -> Source:
-    """A source over arrays already in memory: x (N, ...) numbers, y (N,) or (N, 1) labels."""
+    """A source over arrays already in memory: x (N, ...) numbers, y (N, ...) labels. Integer
+    labels are class ids (int32; (N, 1) becomes (N,)); any other labels are float32 targets,
+    never cast to ids: whether the loss can take them is the plan's to say."""
     if len(x) != len(y) or len(x) == 0:
         raise DistmonError(f"data: x has {counted(len(x), 'example')} and y {len(y)}; "
                            "expected the same, > 0")
-    labels = np.asarray(y).reshape(len(y)).astype(np.int32)
+    labels = np.asarray(y)
+    if labels.ndim == 2 and labels.shape[1] == 1:
+        labels = labels.reshape(len(labels))
+    class_ids = labels.dtype.kind in "iub"
+    labels = labels.astype(np.int32 if class_ids else np.float32)
     if x.ndim == 3:  # (N, H, W) grayscale images: add the channel axis the models expect
         x = x[..., np.newaxis]
     images = x.dtype == np.uint8
@@ -75,5 +81,5 @@ def arrays_source(x: np.ndarray, y: np.ndarray) -> Source:
         return (scaled / 255.0 if images else scaled), label
 
     return Source(read=read, num_examples=len(x), input_shape=tuple(int(d) for d in x.shape[1:]),
-                  num_classes=max(int(labels.max()) + 1, 2), preprocess=preprocess,
-                  example_bytes=int(x[0].nbytes) + 4)
+                  num_classes=max(int(labels.max()) + 1, 2) if class_ids else 0,
+                  preprocess=preprocess, example_bytes=int(x[0].nbytes + labels[0].nbytes))

@@ -227,7 +227,7 @@ def open_source(cfg: JobConfig) -> Source:
         num_files=num_files,
         example_bytes=height * width * CHANNELS + 4,
         preprocess=_to_float, augment=make_augment(cfg.data.augment, height, width),
-        notes=notes,
+        notes=notes, class_ids_in_range=bool(images.directory),
     )
 
 

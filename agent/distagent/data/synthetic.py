@@ -64,6 +64,7 @@ def open_source(cfg: JobConfig) -> Source:
         decode=_preprocess(syn.preprocess_cost_ms),
         example_bytes=dim * 4 + 4,
         read_latency_ms=syn.read_latency_ms,
+        class_ids_in_range=True,
     )
 
 

@@ -36,7 +36,7 @@ import keras
 
 from distagent.config import config_to_dict, write_resolved
 from distagent.devices import StrategySetup, resolve_strategy
-from distagent.models import build_model
+from distagent.model_check import checked_objective, job_model
 from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
@@ -216,21 +216,21 @@ def _train(job: _Job) -> str:
     cfg, plan, run_dir, progress = job.cfg, job.plan, job.run_dir, job.progress
     strategy = job.setup.strategy
     data = build_input(cfg, plan, strategy=strategy)
-    state = TrainState.create()
+    with strategy.scope():
+        model = job_model(cfg, data.source, data.element_spec,
+                          sync_batchnorm=cfg.model.sync_batchnorm)
+    objective = checked_objective(cfg, model, data.source, data.element_spec)
+    state = TrainState.create(objective.counter_names())
     schedule = WarmupDecay(
         base_rate=plan.base_learning_rate, scaled_rate=plan.learning_rate,
         warmup_steps=plan.warmup_steps, total_steps=plan.total_steps, decay=cfg.optimizer.decay,
         scale=state.lr_scale,
     )
     with strategy.scope():
-        model = build_model(
-            cfg.model.name, data.input_shape, data.num_classes,
-            hidden_units=cfg.model.hidden_units, sync_batchnorm=cfg.model.sync_batchnorm,
-        )
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
-    plan = _counted(job, model, data.input_shape)
+    plan = _counted(job, model, data.element_spec[0])
     checkpointer = Checkpointer(
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
@@ -268,8 +268,9 @@ def _train(job: _Job) -> str:
         strategy=strategy,
         train_step=TrainStep(strategy, model, optimizer, state,
                              global_batch_size=plan.global_batch_size,
-                             jit_compile=cfg.train.jit_compile, health=_health(cfg)),
-        eval_step=EvalStep(strategy, model),
+                             jit_compile=cfg.train.jit_compile, health=_health(cfg),
+                             objective=objective),
+        eval_step=EvalStep(strategy, model, objective),
         state=state, schedule=schedule,
         train_dataset=data.train, validation_dataset=data.validation,
         settings=LoopSettings(
@@ -313,11 +314,11 @@ def _train(job: _Job) -> str:
     return outcome.status
 
 
-def _counted(job: _Job, model: Any, input_shape: Any) -> Plan:
+def _counted(job: _Job, model: Any, features: Any) -> Plan:
     """The plan with the model's FLOPs (TensorFlow's count) and the replicas' peak, said once."""
     from distagent.flops import counted_plan, flops_text, model_forward_flops, peak_text
 
-    plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, input_shape),
+    plan, unknown = counted_plan(job.cfg, job.plan, model_forward_flops(model, features),
                                  hosts=job.setup.hosts)
     for warning in unknown:
         job.progress.message(terminal_text(f"warning: {warning}"))
@@ -376,7 +377,14 @@ def _error_line(err: BaseException, cluster: Any) -> str:
         lost = explain(err, setup.layout) if isinstance(err, tf.errors.OpError) else None
         if lost is not None:
             return str(lost)
-    return f"{type(err).__name__}: {err}"
+    # TensorFlow's messages end with the cause, after pages of graph detail (the whole
+    # traceback goes to the log): the cause leads.
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    kind = type(err).__name__
+    if not lines:
+        return kind
+    # An error raised in traced code ends with its own "ValueError: ..." line.
+    return lines[-1] if lines[-1].startswith(f"{kind}: ") else f"{kind}: {lines[-1]}"
 
 
 def _health(cfg: JobConfig) -> Health:

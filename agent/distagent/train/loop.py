@@ -363,13 +363,11 @@ class Trainer:
 
     def _end_epoch(self, step: int) -> None:
         epoch_index = step // self.s.steps_per_epoch - 1
-        sums = self.state.read(self.state.epoch)
-        train = epoch_scalars(sums["loss_sum"], sums["correct"], sums["examples"])
+        train = epoch_scalars(self.state.read(self.state.epoch))
         self.writers.write(names.TRAIN_DIR, epoch_index, train)
         self.state.reset(self.state.epoch)
         if self.validation is not None and self.eval_step is not None:
             with self.clock.spent("evaluation"):
-                loss_sum, correct, examples = self.eval_step(self.validation)
-            self.writers.write(names.VALIDATION_DIR, epoch_index,
-                               epoch_scalars(loss_sum, correct, examples))
+                sums = self.eval_step(self.validation)
+            self.writers.write(names.VALIDATION_DIR, epoch_index, epoch_scalars(sums))
         self.writers.flush()

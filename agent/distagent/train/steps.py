@@ -27,11 +27,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from distagent.objective import Objective, resolve_objective
+
 # Counters summed across replicas inside the step; the host reads them once per log interval.
 # One vector variable per group: one all-reduce and one update per step, whatever the count.
-INTERVAL = ("loss_sum", "correct", "examples", "wait_seconds", "compute_seconds",
-            "reduce_seconds")
-EPOCH = ("loss_sum", "correct", "examples")
+# The objective's sums come first (loss, its metrics, examples: objective.py), then the timers.
+TIMERS = ("wait_seconds", "compute_seconds", "reduce_seconds")
+CLASSIFIER_COUNTERS = ("loss_sum", "metric:accuracy", "examples")
 
 
 @dataclass
@@ -70,7 +72,8 @@ class TrainState:
     epoch: Counters
 
     @classmethod
-    def create(cls) -> TrainState:
+    def create(cls, sums: tuple[str, ...] = CLASSIFIER_COUNTERS) -> TrainState:
+        """`sums`: the objective's counters (Objective.counter_names)."""
         with tf.device("/cpu:0"):
             return cls(
                 step=tf.Variable(0, dtype=tf.int64, trainable=False, name="step"),
@@ -83,8 +86,8 @@ class TrainState:
                 reduced=tf.Variable(0, dtype=tf.int64, trainable=False, name="reduced"),
                 loss_bound=tf.Variable(math.inf, dtype=tf.float64, trainable=False,
                                        name="loss_bound"),
-                interval=Counters.zeros(INTERVAL, "interval"),
-                epoch=Counters.zeros(EPOCH, "epoch"),
+                interval=Counters.zeros((*sums, *TIMERS), "interval"),
+                epoch=Counters.zeros(sums, "epoch"),
             )
 
     def read(self, counters: Counters) -> dict[str, float]:
@@ -121,13 +124,11 @@ def _flat_local_tensors(strategy: tf.distribute.Strategy, batch: Any) -> list[tf
     ]
 
 
-def _batch_stats(labels: Any, logits: Any, per_example: Any) -> Any:
-    """[loss sum, correct predictions, examples] of one replica's batch, as one float64 vector."""
-    labels = tf.reshape(tf.cast(labels, tf.int64), [-1])
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int64)
-    correct = tf.reduce_sum(tf.cast(tf.equal(predicted, labels), tf.float64))
-    examples = tf.cast(tf.size(labels), tf.float64)
-    return tf.stack([tf.reduce_sum(tf.cast(per_example, tf.float64)), correct, examples])
+def split_batch(batch: Any) -> tuple[Any, Any, Any]:
+    """(features, labels, sample_weights or None) of a (features, labels[, weights]) element."""
+    if len(batch) == 3:
+        return batch[0], batch[1], batch[2]
+    return batch[0], batch[1], None
 
 
 class TrainStep:
@@ -143,6 +144,7 @@ class TrainStep:
         global_batch_size: int,
         jit_compile: bool = False,
         health: Health | None = None,
+        objective: Objective | None = None,
     ) -> None:
         self.strategy = strategy
         self.model = model
@@ -153,7 +155,7 @@ class TrainStep:
         self.kept_gradients: list[tf.Variable] | None = None
         if self.health.grad_norm:
             _aggregate_gradients_here(optimizer)
-        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+        self.objective = objective or resolve_objective("", (), model)
         # XLA compiles the maths only: the optimizer's cross-replica merge cannot live inside it.
         # Without XLA the maths is not nested in a tf.function of its own: a nested function
         # cannot hold a cross-replica call, and synchronized BatchNorm makes one.
@@ -175,10 +177,11 @@ class TrainStep:
     def tracing_count(self) -> int:
         return int(self._steps.experimental_get_tracing_count())
 
-    def _forward_backward(self, features: Any, labels: Any) -> tuple[Any, ...]:
+    def _forward_backward(self, features: Any, labels: Any, weights: Any) -> tuple[Any, ...]:
+        objective = self.objective
         with tf.GradientTape() as tape:
-            logits = self.model(features, training=True)
-            per_example = self._loss(labels, logits)
+            preds = self.model(features, training=True)
+            per_example = objective.per_example_loss(labels, preds, weights)
             loss = tf.nn.compute_average_loss(
                 per_example, global_batch_size=self.global_batch_size
             )
@@ -186,14 +189,15 @@ class TrainStep:
                 loss += tf.nn.scale_regularization_loss(tf.add_n(self.model.losses))
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.model.trainable_variables)
-        return grads, _batch_stats(labels, logits, per_example)
+        return grads, objective.stats(labels, preds, weights, per_example)
 
-    def _replica_step(self, features: Any, labels: Any, t1: Any) -> tuple[Any, ...]:
+    def _replica_step(self, features: Any, labels: Any, weights: Any,
+                      t1: Any) -> tuple[Any, ...]:
         # The step's maths waits for t1: on a busy thread pool, t1 would otherwise queue behind
         # the first kernels of the step and count their time as input wait.
         with tf.control_dependencies([t1]):
             features = tf.nest.map_structure(tf.identity, features)
-        grads, stats = self._gradients(features, labels)
+        grads, stats = self._gradients(features, labels, weights)
         # This worker's gradients exist: the time to them, apart from the reduction's wait.
         with tf.control_dependencies([g for g in grads if g is not None]):
             ready = tf.timestamp()
@@ -241,11 +245,11 @@ class TrainStep:
             with tf.control_dependencies(landed):
                 t0 = tf.timestamp()
             with tf.control_dependencies([t0]):
-                features, labels = iterator.get_next()
-            with tf.control_dependencies(_flat_local_tensors(strategy, (features, labels))):
+                batch = iterator.get_next()
+            with tf.control_dependencies(_flat_local_tensors(strategy, batch)):
                 t1 = tf.timestamp()
             stats, marker, norm, grads, (ready, reduced) = strategy.run(
-                self._replica_step, args=(features, labels, t1))
+                self._replica_step, args=(*split_batch(batch), t1))
             ready = tf.reduce_max(tf.stack(strategy.experimental_local_results(ready)))
             reduced = tf.reduce_max(tf.stack(strategy.experimental_local_results(reduced)))
             with tf.control_dependencies([ready]):  # before the reduction ends, not after
@@ -270,7 +274,7 @@ class TrainStep:
         state.epoch.variable.assign_add(stats)
         state.grad_norm.assign(norm)
         # `stats` is all-reduced: every worker sees the same loss and decides the same.
-        mean_loss = stats[0] / tf.maximum(stats[2], 1.0)
+        mean_loss = stats[0] / tf.maximum(stats[-1], 1.0)
         diverged = tf.logical_not(tf.math.is_finite(stats[0]))
         diverged = tf.logical_or(diverged, mean_loss > state.loss_bound)  # inf: no bound yet
         if health.non_finite_gradient_diverges and health.grad_norm:
@@ -289,29 +293,32 @@ def _aggregate_gradients_here(optimizer: Any) -> None:
 
 
 class EvalStep:
-    """`evaluate(dist_dataset)` -> (loss_sum, correct, examples) over one pass, replicas summed."""
+    """`evaluate(dist_dataset)` -> the objective's sums over one pass, replicas summed."""
 
-    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model) -> None:
+    def __init__(self, strategy: tf.distribute.Strategy, model: keras.Model,
+                 objective: Objective | None = None) -> None:
         self.strategy = strategy
         self.model = model
-        self._loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+        self.objective = objective or resolve_objective("", (), model)
         self._evaluate = tf.function(self._run)
 
-    def __call__(self, dist_dataset: Any) -> tuple[float, float, float]:
+    def __call__(self, dist_dataset: Any) -> dict[str, float]:
         with warnings.catch_warnings():
             # Iterating a distributed dataset in a tf.function reads its options in graph mode,
             # which TensorFlow warns about; the options are set on the dataset and do not change.
             warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data")
-            totals = self._evaluate(dist_dataset)
-        return float(totals[0]), float(totals[1]), float(totals[2])
+            totals = self._evaluate(dist_dataset).numpy()
+        return {name: float(v) for name, v in
+                zip(self.objective.counter_names(), totals, strict=True)}
 
-    def _replica(self, features: Any, labels: Any) -> Any:
-        logits = self.model(features, training=False)
-        return _batch_stats(labels, logits, self._loss(labels, logits))
+    def _replica(self, features: Any, labels: Any, weights: Any) -> Any:
+        preds = self.model(features, training=False)
+        per_example = self.objective.per_example_loss(labels, preds, weights)
+        return self.objective.stats(labels, preds, weights, per_example)
 
     def _run(self, dist_dataset: Any) -> Any:
-        totals = tf.zeros([3], tf.float64)
-        for features, labels in dist_dataset:
-            stats = self.strategy.run(self._replica, args=(features, labels))
+        totals = tf.zeros([len(self.objective.counter_names())], tf.float64)
+        for batch in dist_dataset:
+            stats = self.strategy.run(self._replica, args=split_batch(batch))
             totals += self.strategy.reduce(tf.distribute.ReduceOp.SUM, stats, axis=None)
         return totals

@@ -18,6 +18,9 @@ from typing import Any
 
 from distcore import names
 
+METRIC_PREFIX = "metric:"
+"""Counters named so are a metric's per-example sum (objective.metric_counter)."""
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -44,7 +47,7 @@ def interval_scalars(
     model FLOPs, their rate; with the replicas' peak FLOP/s too, the MFU."""
     out: dict[str, float | None] = {
         names.LOSS: _mean(counters["loss_sum"], counters["examples"]),
-        names.ACCURACY: _mean(counters["correct"], counters["examples"]),
+        **{tag: _mean(value, counters["examples"]) for tag, value in _metrics(counters)},
         names.LEARNING_RATE: learning_rate,
     }
     if timing.steps > 0 and timing.wall_seconds > 0:
@@ -62,9 +65,17 @@ def interval_scalars(
     return {tag: value for tag, value in out.items() if value is not None}
 
 
-def epoch_scalars(loss_sum: float, correct: float, examples: float) -> dict[str, float]:
-    out = {names.EPOCH_LOSS: _mean(loss_sum, examples),
-           names.EPOCH_ACCURACY: _mean(correct, examples)}
+def _metrics(counters: Mapping[str, float]) -> list[tuple[str, float]]:
+    """(tag, sum) of each metric counter ("metric:accuracy" -> "accuracy")."""
+    return [(name.partition(":")[2], value) for name, value in counters.items()
+            if name.startswith(METRIC_PREFIX)]
+
+
+def epoch_scalars(sums: Mapping[str, float]) -> dict[str, float]:
+    """The epoch's tags from its sums (loss, metrics, examples): epoch_loss, epoch_<metric>."""
+    examples = sums["examples"]
+    out = {names.EPOCH_LOSS: _mean(sums["loss_sum"], examples),
+           **{f"epoch_{tag}": _mean(value, examples) for tag, value in _metrics(sums)}}
     return {tag: value for tag, value in out.items() if value is not None}
 
 
