@@ -1,9 +1,12 @@
 """The run directory and its `run.json`: what a run is, where it stands, and which process runs it.
 
 `run.json` is rewritten whole, atomically (a temporary file in the same directory, then
-`os.replace`), so a reader never sees half a file. The pid is recorded with the process's start
-time: pids are reused, and `distagent stop` signals only the process that is still this run.
-No TensorFlow here: `distagent status` and `stop` read run directories without it.
+`os.replace`), so a reader never sees half a file. When that new file cannot be made (a full
+disk, a directory that takes no new files), the record is written over the existing file, compact
+and without its traceback, so that a job's end is recorded whatever the disk. The pid is
+recorded with the process's start time: pids are reused, and `distagent stop` signals only the
+process that is still this run. No TensorFlow here: `distagent status` and `stop` read run
+directories without it.
 """
 
 from __future__ import annotations
@@ -14,14 +17,15 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from distcore import names
-from distcore.safefile import write_atomic
+from distcore.errors import STORAGE_ERRNOS, StorageError, storage_line
+from distcore.safefile import rewrite_in_place, write_atomic
 
 
 def run_dir_for(logdir: str | Path, run_name: str) -> Path:
@@ -53,13 +57,33 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
-class RunRecord:
-    """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it."""
+def write_json_in_place(path: Path, data: Mapping[str, Any]) -> None:
+    """run.json written over the existing file (`rewrite_in_place`): compact, and without its
+    traceback when the whole would be longer than the file, whose blocks must hold it."""
+    try:
+        room = os.stat(path).st_size
+    except OSError:
+        room = 0
+    doc = dict(data)
+    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")) + "\n"
+    if len(text) > room and doc.get("traceback") is not None:
+        doc["traceback"] = None
+        text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")) + "\n"
+    rewrite_in_place(path, text.encode("utf-8", "surrogateescape"))
 
-    def __init__(self, run_dir: Path, initial: Mapping[str, Any], *, enabled: bool = True) -> None:
+
+class RunRecord:
+    """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it.
+
+    `free_space`, called when the disk refuses run.json's new file, removes what the job can
+    spare (its partial checkpoints) before the record is written over the old file instead."""
+
+    def __init__(self, run_dir: Path, initial: Mapping[str, Any], *, enabled: bool = True,
+                 free_space: Callable[[], None] | None = None) -> None:
         self.path = run_dir / names.RUN_JSON
         self.data: dict[str, Any] = dict(initial)
         self.enabled = enabled  # False on non-chief workers: they never write the record
+        self.free_space = free_space
         self._last_write = 0.0
         self._lock = threading.Lock()  # the loop and the heartbeat (its `workers`) both update
 
@@ -70,8 +94,25 @@ class RunRecord:
             now = time.monotonic()
             if not self.enabled or (throttle_s and now - self._last_write < throttle_s):
                 return
-            write_json_atomic(self.path, self.data)
+            self._write()
             self._last_write = now
+
+    def _write(self) -> None:
+        """StorageError, in one line, when neither a new file nor the old one takes it."""
+        try:
+            write_json_atomic(self.path, self.data)
+            return
+        except OSError as err:
+            if err.errno not in STORAGE_ERRNOS:
+                raise
+            cause = err.errno
+        if self.free_space is not None:
+            self.free_space()
+        try:
+            write_json_in_place(self.path, self.data)
+        except OSError as err:
+            raise StorageError(f"{storage_line(cause, self.path.parent)}: {self.path} not "
+                               f"updated ({err.strerror or err})") from None
 
 
 def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
