@@ -190,3 +190,18 @@ def test_a_refused_write_is_named_by_its_cause_and_place(message: str, where: st
 def test_an_os_error_is_named_by_its_errno(number: int, expected: str | None) -> None:
     err = OSError(number, os.strerror(number), "/r/.run.json.abc.tmp")
     assert storage_problem(err) == expected
+
+
+def test_partial_saves_left_by_a_killed_job_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    checkpoints = tmp_path / "again" / names.CHECKPOINT_DIR
+    for leftover in ("ckpt-3_temp", "ckpt-40_temp"):
+        (checkpoints / leftover).mkdir(parents=True)
+        (checkpoints / leftover / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"0" * 99)
+    for kept in ("mine_temp", "ckpt-3_temp.notes"):
+        (checkpoints / kept).mkdir()
+    proc = started(write(tmp_path / "job.toml", job(tmp_path, "again")))
+    code, stderr = ended(proc)
+    assert code == 0, stderr
+    assert record(tmp_path / "again")["status"] == names.STATUS_FINISHED
+    assert not list(checkpoints.glob("ckpt-*_temp"))
+    assert (checkpoints / "mine_temp").is_dir() and (checkpoints / "ckpt-3_temp.notes").is_dir()
