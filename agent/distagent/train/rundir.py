@@ -25,6 +25,7 @@ import psutil
 
 from distcore import names
 from distcore.errors import STORAGE_ERRNOS, StorageError, storage_line
+from distcore.jobs.liveness import CREATE_TIME_TOLERANCE_S
 from distcore.safefile import rewrite_in_place, write_atomic
 
 
@@ -138,9 +139,8 @@ def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
 RUN_DIR_ENV = "DISTAGENT_RUN_DIR"
 """Set in a job's environment to its resolved run directory: the proof `stop` and `status` ask
 of a process before they call it the run (`distagent start` re-executes itself with it)."""
-# psutil derives create_time from the boot time, which the kernel reports with up to a second of
-# jitter; the run directory in the environment is what tells a reused pid apart.
-CREATE_TIME_TOLERANCE_S = 0.5
+# The start time's tolerance (CREATE_TIME_TOLERANCE_S) is loose; the run directory in the
+# environment is what tells a reused pid apart.
 
 
 def is_same_process(record: Mapping[str, Any], run_dir: Path) -> bool:

@@ -25,7 +25,8 @@ from distcore.safefile import load_json
 MAX_RUN_JSON_BYTES: Final = 16 * 1024 * 1024  # a config and a plan: far below this
 AGENT_CHECK_SHARE = 10  # a dormant job without run.json is looked at every ~10 refreshes
 AGENT_CHECK_MIN = 500  # ... and at least this many of them each refresh
-EXTRA_KEYS: Final = ("host", "pid", "start_time", "end_time", "total_steps", "message")
+EXTRA_KEYS: Final = ("host", "pid", "pid_create_time", "start_time", "end_time", "total_steps",
+                     "message")
 
 
 def _int(value: Any) -> int | None:

@@ -22,7 +22,7 @@ from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 
 # The agent's statuses (run.json) where a job has one; otherwise the files' own.
 JobStatus = Literal[
-    "running", "finished", "failed", "diverged", "stopped", "hung", "live", "idle", "gone"
+    "running", "finished", "failed", "diverged", "stopped", "hung", "died", "live", "idle", "gone"
 ]
 # Where a host's figures come from: this machine's NVML/psutil sampler, a `system/` sub-run in a
 # watched logdir, or a remote host's `nvidia-smi` over SSH.

@@ -24,7 +24,7 @@ from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves, histogram
 
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
-    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖",
+    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖", "died": "✖",
 }  # fmt: skip
 NAME_LIMIT = 60  # characters of a job name in the table (elided in the middle)
 
