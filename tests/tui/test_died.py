@@ -105,3 +105,16 @@ def test_serve_exports_died(tmp_path: Path, logdir: Path) -> None:
         assert sample(text, "distmon_alert", job="killed", kind="hung") is None
     finally:
         assert serve.stop() == 0, serve.stderr()
+
+
+def test_a_hung_job_is_quoted_at_run_json_s_last_step(tmp_path: Path,
+                                                      child: subprocess.Popen[bytes]) -> None:
+    """The heartbeats run ahead of run.json (written at log points): the alert quotes the step
+    the job's row shows, not another."""
+    doc = record(child)
+    old = time.time() - 120  # no beat for two minutes: past its hang limit
+    doc["workers"]["0"].update(time=old, step_time=old, step=23)
+    job_with(tmp_path, "stuck", doc)
+    alerts = json.loads(once(tmp_path, as_json=True))["alerts"]
+    hung = next(a for a in alerts if a["kind"] == "hung")
+    assert hung["message"].startswith("job hung after step 19: worker 0's heartbeat stopped")

@@ -190,7 +190,7 @@ def _efficiency(facts: JobFacts, training: Sequence[RunSnapshot], gpus: Sequence
 def _worker_alerts(facts: JobFacts, agent: AgentRecord, now: float) -> list[Alert]:
     """A hang (naming who holds the job, and the stacks' paths) or else a straggler."""
     directory = str(facts.directory) if facts.directory is not None else None
-    hung = hung_alert(facts.name, agent.workers, now, directory)
+    hung = hung_alert(facts.name, agent.workers, now, directory, agent.last_step)
     if hung is not None:
         return [hung]
     straggler = straggler_alert(facts.name, agent.workers, now)
