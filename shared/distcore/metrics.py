@@ -267,6 +267,8 @@ class _Families:
             for part, run in job.parts.items():
                 if part == "system" or part.startswith("system/"):  # exported as host/GPU series
                     continue
+                if run.status == "gone":  # its files were deleted: its values are no longer
+                    continue
                 for tag, series in run.scalars.items():
                     key = [job.name, run.name, tag]
                     value.add(key, series.last_value)
