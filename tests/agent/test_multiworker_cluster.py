@@ -6,8 +6,10 @@ TensorFlow's own SlurmClusterResolver on a realistic `srun` environment.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from distagent.cluster.strategy import (
     reuse_instance_keys,
 )
 from distagent.commands.launch_local import (
+    Workers,
     describe_exit,
     free_ports,
     worker_command,
@@ -352,3 +355,16 @@ def test_collectives_keep_their_traced_keys(tf: Any, monkeypatch: pytest.MonkeyP
     reuse_instance_keys()
     (line,) = capsys.readouterr().err.splitlines()
     assert UNIQUE_KEY_SWITCH in line and "bench/agent_soak.py" in line
+
+
+def test_launch_local_notices_a_dead_worker_while_the_chief_still_runs() -> None:
+    """Worker 1 fails at once while worker 0 would run on: the linger starts then, and worker
+    0 is killed at its end (before, only the chief's own exit was noticed: it ran to its end)."""
+    long = [sys.executable, "-c", "import time; time.sleep(60)"]
+    failing = [sys.executable, "-c", "raise SystemExit(5)"]
+    workers = Workers([long, failing], {}, io.StringIO())
+    try:
+        codes = workers.wait(linger_seconds=0.5)
+    finally:
+        workers.close()
+    assert codes == [-9, 5]
