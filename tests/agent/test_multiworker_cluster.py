@@ -368,3 +368,32 @@ def test_launch_local_notices_a_dead_worker_while_the_chief_still_runs() -> None
     finally:
         workers.close()
     assert codes == [-9, 5]
+
+
+def test_the_preemption_watcher_s_failure_is_one_line(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow's watcher thread fails when the chief (its coordination service) is gone:
+    one line, while any other thread's exception still reaches the hook it had."""
+    import threading
+
+    from distagent.cluster.preempt import quiet_watcher_failures
+
+    passed_on: list[str] = []
+    monkeypatch.setattr(threading, "excepthook",
+                        lambda args: passed_on.append(str(args.exc_value)))
+
+    def fail(message: str) -> None:
+        raise RuntimeError(message)
+
+    quiet_watcher_failures()
+    quiet_watcher_failures()  # once per process: not wrapped twice
+    lost = ("Graph execution error:\n\nDetected at node x\nUNAVAILABLE: failed to connect to "
+            "all addresses\nAdditional GRPC error information from remote target")
+    for name, message in (("PeerTerminationWatcher-1", lost), ("other", "not ours")):
+        thread = threading.Thread(target=fail, args=(message,), name=name)
+        thread.start()
+        thread.join()
+    assert capsys.readouterr().err == (
+        "distagent: the preemption watcher stopped (the chief's coordination service is gone): "
+        "UNAVAILABLE: failed to connect to all addresses\n")
+    assert passed_on == ["not ours"]
