@@ -40,7 +40,8 @@ from distagent.models import build_model
 from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
-from distagent.train.checkpoint import Checkpointer, op_error_line
+from distagent.train.checkpoint import Checkpointer
+from distagent.train.failure import error_line
 from distagent.train.heartbeat import HangSettings, Heartbeat
 from distagent.train.ledger import AttemptClock, start_clock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
@@ -352,7 +353,8 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     cluster = job.cfg.cluster
     return Heartbeat(
         job.run_dir, worker=job.setup.task_index, workers=job.setup.workers,
-        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang),
+        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang,
+                              lost_seconds=cluster.timeout_seconds),
         probe=PhaseProbe(read), on_abort=abort, is_chief=job.is_chief,
         publish=lambda workers: record.update(workers=workers), exit_process=leave,
     )
@@ -373,7 +375,7 @@ def _failed(job: _Job, err: BaseException, at: int, record: RunRecord, writers: 
     """run.json ends `failed` with the error's one line. A refused write (a full disk) ends as
     StorageError, one line, rather than TensorFlow's traceback; so does a run.json that cannot
     record the end, naming both causes."""
-    line = _error_line(err, job.cluster)
+    line = error_line(err, job.cluster)
     try:
         _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
                 error=line, trace=traceback.format_exc(), clock=clock)
@@ -389,29 +391,6 @@ def _failed(job: _Job, err: BaseException, at: int, record: RunRecord, writers: 
             clock.close()
     if not isinstance(err, DistmonError) and storage_problem(err) is not None:
         raise StorageError(line) from None
-
-
-def _error_line(err: BaseException, cluster: Any) -> str:
-    """run.json's `error`: for a lost peer, the line the worker prints ("lost worker 1 (...)"),
-    not TensorFlow's page of gRPC detail; for a refused write, its cause and place ("disk full
-    on <dir>"); else the exception itself, TensorFlow's in its first line."""
-    if isinstance(err, DistmonError):  # already the user's one line
-        return str(err)
-    storage = storage_problem(err)
-    if storage is not None:
-        return storage
-    import tensorflow as tf
-
-    if not isinstance(err, tf.errors.OpError):
-        return f"{type(err).__name__}: {err}"
-    setup = getattr(cluster, "setup", None)
-    if setup is not None:
-        from distagent.cluster.faults import explain
-
-        lost = explain(err, setup.layout)
-        if lost is not None:
-            return str(lost)
-    return f"{type(err).__name__}: {op_error_line(err)}"
 
 
 def _health(cfg: JobConfig) -> Health:
