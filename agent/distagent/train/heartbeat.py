@@ -48,9 +48,10 @@ from typing import Any
 
 from distagent.train.perf_window import IntervalTiming, PerfWindow
 from distagent.train.phases import PHASE_REDUCING, PhaseProbe
-from distagent.train.rundir import write_json_atomic
+from distagent.train.rundir import write_json_whatever_the_disk
 from distcore import names
 from distcore.alerts.workers import hang_culprits
+from distcore.errors import StorageError
 from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import load_json
 
@@ -173,7 +174,7 @@ class Heartbeat:
         """One beat: look for a hang, write the heartbeat, and on the chief, run.json's copy."""
         self._check_hang()
         mine = self.record()
-        write_json_atomic(self.path, mine)
+        write_json_whatever_the_disk(self.path, mine)
         if self.publish is not None and self.is_chief:
             self.publish(self._all_workers(mine))
         hung = mine.get("hung")
@@ -307,12 +308,18 @@ class Heartbeat:
         return doc.get("hung") is not None and doc["time"] >= self._entered
 
     def _run(self) -> None:
+        said = None  # a problem is said once, not every beat while it lasts
         while not self._stop.wait(self.settings.beat_seconds):
             try:
                 self.beat()
+                said = None
             except Exception as err:  # a full disk must not end training nor the beats
-                print(f"distagent: worker {self.worker}: heartbeat not written: "
-                      f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
+                problem = str(err) if isinstance(err, StorageError) \
+                    else f"{type(err).__name__}: {err}"
+                if problem != said:
+                    print(f"distagent: worker {self.worker}: heartbeat not written: {problem}",
+                          file=sys.stderr, flush=True)
+                said = problem
 
     def __enter__(self) -> Heartbeat:
         self._entered = time.time()
@@ -326,13 +333,13 @@ class Heartbeat:
         self._thread.join()
         if self.probe is not None:
             self.probe.close()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, StorageError):  # the job's own end is what counts
             self.beat_final()
 
     def beat_final(self) -> None:
         """The last heartbeat, written as the job ends (no hang check: it ended); the chief's
         run.json keeps it too, so a job shorter than one beat still records its workers."""
         mine = self.record()
-        write_json_atomic(self.path, mine)
+        write_json_whatever_the_disk(self.path, mine)
         if self.publish is not None and self.is_chief:
             self.publish(self._all_workers(mine))

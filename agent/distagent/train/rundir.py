@@ -59,8 +59,9 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def write_json_in_place(path: Path, data: Mapping[str, Any]) -> None:
-    """run.json written over the existing file (`rewrite_in_place`): compact, and without its
-    traceback when the whole would be longer than the file, whose blocks must hold it."""
+    """run.json (or a heartbeat) written over the existing file (`rewrite_in_place`): compact,
+    and without its traceback when the whole would be longer than the file, whose blocks must
+    hold it."""
     try:
         room = os.stat(path).st_size
     except OSError:
@@ -99,21 +100,27 @@ class RunRecord:
             self._last_write = now
 
     def _write(self) -> None:
-        """StorageError, in one line, when neither a new file nor the old one takes it."""
-        try:
-            write_json_atomic(self.path, self.data)
-            return
-        except OSError as err:
-            if err.errno not in STORAGE_ERRNOS:
-                raise
-            cause = err.errno
-        if self.free_space is not None:
-            self.free_space()
-        try:
-            write_json_in_place(self.path, self.data)
-        except OSError as err:
-            raise StorageError(f"{storage_line(cause, self.path.parent)}: {self.path} not "
-                               f"updated ({err.strerror or err})") from None
+        write_json_whatever_the_disk(self.path, self.data, self.free_space)
+
+
+def write_json_whatever_the_disk(path: Path, data: Mapping[str, Any],
+                                 free_space: Callable[[], None] | None = None) -> None:
+    """`write_json_atomic`; where the disk refuses its new file, `free_space()` and then
+    `write_json_in_place`. StorageError, in one line, when neither takes it."""
+    try:
+        write_json_atomic(path, data)
+        return
+    except OSError as err:
+        if err.errno not in STORAGE_ERRNOS:
+            raise
+        cause = err.errno
+    if free_space is not None:
+        free_space()
+    try:
+        write_json_in_place(path, data)
+    except OSError as err:
+        raise StorageError(f"{storage_line(cause, path.parent)}: {path} not updated "
+                           f"({err.strerror or err})") from None
 
 
 def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
