@@ -51,7 +51,8 @@ JOB_STATES: tuple[str, ...] = get_args(JobStatus)
 INFO_LABELS = ("job", "scheduler", "slurm_job_id", "partition", "state", "pod")
 # run.json's statuses that end a job: its end time is run.json's `end_time` (else its newest point).
 ENDED_STATUSES = frozenset({names.STATUS_FINISHED, names.STATUS_FAILED, names.STATUS_DIVERGED,
-                            names.STATUS_STOPPED, names.STATUS_HUNG})  # fmt: skip
+                            names.STATUS_STOPPED, names.STATUS_HUNG,
+                            names.STATUS_DIED})  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the same names recur in every family, every scrape
@@ -290,6 +291,8 @@ class _Families:
         for job in self.snap.jobs:
             for part, run in job.parts.items():
                 if part == "system" or part.startswith("system/"):  # exported as host/GPU series
+                    continue
+                if run.status == "gone":  # its files were deleted: its values are no longer
                     continue
                 for tag, series in run.scalars.items():
                     key = [job.name, run.name, tag]

@@ -81,6 +81,8 @@ STATUS_DIVERGED: Final = "diverged"
 STATUS_STOPPED: Final = "stopped"
 STATUS_HUNG: Final = "hung"
 """Ended by `cluster.on_hang = "abort"`: no step ended for `cluster.hang_seconds`."""
+STATUS_DIED: Final = "died"
+"""Shown, never written: run.json says running but its process on this machine is gone."""
 RUN_STATUSES: Final = (
     STATUS_RUNNING, STATUS_FINISHED, STATUS_FAILED, STATUS_DIVERGED, STATUS_STOPPED, STATUS_HUNG
 )

@@ -247,3 +247,22 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
     """`path` replaced whole by `data` (`atomic_file`): a reader sees the old file or the new."""
     with atomic_file(path, mode) as out:
         out.write(data)
+
+
+def rewrite_in_place(path: Path, data: bytes) -> None:
+    """The existing regular file `path` (never a link, never created) overwritten by `data`,
+    cut to its length and synced. For when `write_atomic` cannot make its new file (a full
+    disk, a directory that takes no new files): the file's own blocks take `data` when it is no
+    longer than the file. A reader may see half of it meanwhile, so this is a last resort."""
+    fd = os.open(path, os.O_WRONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC | _NOCTTY)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFile(errno.EINVAL, f"{_kind(mode)}, not a regular file", str(path))
+        view, offset = memoryview(data), 0
+        while offset < len(data):
+            offset += os.pwrite(fd, view[offset:], offset)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    finally:
+        os.close(fd)

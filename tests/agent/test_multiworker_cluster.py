@@ -6,8 +6,10 @@ TensorFlow's own SlurmClusterResolver on a realistic `srun` environment.
 
 from __future__ import annotations
 
+import io
 import json
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from distagent.cluster.strategy import (
     reuse_instance_keys,
 )
 from distagent.commands.launch_local import (
+    Workers,
     describe_exit,
     free_ports,
     worker_command,
@@ -352,3 +355,45 @@ def test_collectives_keep_their_traced_keys(tf: Any, monkeypatch: pytest.MonkeyP
     reuse_instance_keys()
     (line,) = capsys.readouterr().err.splitlines()
     assert UNIQUE_KEY_SWITCH in line and "bench/agent_soak.py" in line
+
+
+def test_launch_local_notices_a_dead_worker_while_the_chief_still_runs() -> None:
+    """Worker 1 fails at once while worker 0 would run on: the linger starts then, and worker
+    0 is killed at its end (before, only the chief's own exit was noticed: it ran to its end)."""
+    long = [sys.executable, "-c", "import time; time.sleep(60)"]
+    failing = [sys.executable, "-c", "raise SystemExit(5)"]
+    workers = Workers([long, failing], {}, io.StringIO())
+    try:
+        codes = workers.wait(linger_seconds=0.5)
+    finally:
+        workers.close()
+    assert codes == [-9, 5]
+
+
+def test_the_preemption_watcher_s_failure_is_one_line(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """TensorFlow's watcher thread fails when the chief (its coordination service) is gone:
+    one line, while any other thread's exception still reaches the hook it had."""
+    import threading
+
+    from distagent.train.preempt import quiet_watcher_failures
+
+    passed_on: list[str] = []
+    monkeypatch.setattr(threading, "excepthook",
+                        lambda args: passed_on.append(str(args.exc_value)))
+
+    def fail(message: str) -> None:
+        raise RuntimeError(message)
+
+    quiet_watcher_failures()
+    quiet_watcher_failures()  # once per process: not wrapped twice
+    lost = ("Graph execution error:\n\nDetected at node x\nUNAVAILABLE: failed to connect to "
+            "all addresses\nAdditional GRPC error information from remote target")
+    for name, message in (("PeerTerminationWatcher-1", lost), ("other", "not ours")):
+        thread = threading.Thread(target=fail, args=(message,), name=name)
+        thread.start()
+        thread.join()
+    assert capsys.readouterr().err == (
+        "distagent: the preemption watcher stopped (the chief's coordination service is gone): "
+        "UNAVAILABLE: failed to connect to all addresses\n")
+    assert passed_on == ["not ours"]

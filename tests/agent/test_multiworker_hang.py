@@ -101,3 +101,39 @@ def test_distmon_names_the_worker_that_holds_a_hung_job(
     procs[1].send_signal(signal.SIGSTOP)
     message = poll(named("worker 1's heartbeat stopped"), 60, "stopped heartbeat")
     assert "worker 0 waits for it" in message
+
+
+def test_a_frozen_chief_ends_the_other_worker_within_the_timeout(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """The chief stopped (SIGSTOP) fails nothing in TensorFlow (its coordination service is
+    what would): worker 1 writes its stacks and leaves, naming the chief, in one line."""
+    logdir = tmp_path / "runs"
+    config = tmp_path / "frozen.toml"
+    config.write_text(STUCK_JOB.format(name="frozen", logdir=logdir, timeout_seconds=5,
+                                       hang_seconds=3, on_hang="warn")
+                      .replace("steps_per_epoch = 400", "steps_per_epoch = 100000"))
+    addresses = json.dumps([f"127.0.0.1:{p}" for p in free_ports(2)])
+    for i in range(2):
+        with open(tmp_path / f"worker-{i}.log", "w") as out:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "distagent", "start", str(config), "--set",
+                 f"cluster.workers={addresses}", "--task-index", str(i)],
+                stdout=out, stderr=subprocess.STDOUT, env=child_env()))
+    run_dir = logdir / "frozen"
+
+    def stepping() -> bool:
+        assert all(p.poll() is None for p in procs)
+        try:
+            return int(json.loads((run_dir / names.RUN_JSON).read_text())["last_step"]) > 5
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    poll(stepping, 150, "steps")
+    procs[0].send_signal(signal.SIGSTOP)
+    assert procs[1].wait(timeout=150) == 1
+    log = (tmp_path / "worker-1.log").read_text(errors="replace")
+    last = log.strip().splitlines()[-1]
+    assert last.startswith("distagent: worker 1: lost worker 0: its heartbeat stopped "), \
+        log[-3000:]
+    assert "Traceback" not in log and (run_dir / names.stacks_name(1)).is_file()

@@ -251,3 +251,4 @@ def test_chief_killed_by_a_signal_ends_run_json_failed(tmp_path: Path) -> None:
     assert record["status"] == names.STATUS_FAILED, record
     assert isinstance(record["error"], str) and "worker 0 (127.0.0.1:" in record["error"]
     assert "killed by SIGABRT" in record["error"] and record["end_time"], record
+    assert "PeerTerminationWatcher" not in launch.output(), launch.output()[-3000:]

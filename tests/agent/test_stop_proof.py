@@ -160,3 +160,24 @@ def test_any_run_json_is_judged_and_shown_without_raising(
     # Nothing left that textsafe would escape (unassigned code points are not control ones).
     assert all(terminal_text(line) == line for line in table.splitlines())
     json.loads(json.dumps(_json_ready(summary), allow_nan=False))
+
+
+def test_status_calls_a_run_whose_process_here_is_gone_died(tmp_path: Path) -> None:
+    """Killed on this machine: `died`. The same pid recorded on another machine proves
+    nothing here: `running (dead)`, as before."""
+    import socket
+
+    killed = spawn()
+    here = {"pid": killed.pid, "pid_create_time": created(killed), "host": socket.gethostname()}
+    killed.kill()
+    killed.wait()
+    write_record(tmp_path / "here", **here)
+    write_record(tmp_path / "there", **{**here, "host": "another-machine"})
+    table = agent("status", str(tmp_path))
+    assert table.returncode == 0, table.stderr
+    shown = {line.split()[0]: line.split("  ")[1].strip() for line in
+             table.stdout.splitlines()[1:]}
+    assert shown == {"here": "died", "there": "running (dead)"}
+    listed = {row["name"]: row["died"] for row in json.loads(agent("status", str(tmp_path),
+                                                                    "--json").stdout)}
+    assert listed == {"here": True, "there": False}

@@ -123,6 +123,8 @@ def test_progress_on_a_terminal_redraws_one_line() -> None:
          ("a", "finished", "30/30", "0.2500", "1,234", "31%")),
         ({"name": "b", "status": "running", "alive": False, "last_step": 7, "total_steps": 30},
          ("b", "running (dead)", "7/30", "-", "-", "-")),
+        ({"name": "d", "status": "running", "alive": False, "died": True, "last_step": 7,
+          "total_steps": 30}, ("d", "died", "7/30", "-", "-", "-")),
         ({"name": "c", "status": None}, ("c", "unknown", "-/-", "-", "-", "-")),
     ],
 )

@@ -354,3 +354,22 @@ def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
     assert len(posted()) == 2  # each once
+
+
+def test_a_run_whose_events_file_was_deleted_is_no_longer_exported(tmp_path: Path) -> None:
+    logdir = tmp_path / "logs"
+    job = write_job(logdir, "erased", [1.0 / (i + 1) for i in range(20)])
+    write_job(logdir, "kept", [2.0, 1.0])
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logdir)])
+    try:
+        port = serve.port()
+        wait_for(lambda: {'run="erased/train"', 'run="kept/train"'} <= set(
+            re.findall(r'run="[^"]*"', scrape(port))))
+        for events in (job / "train").iterdir():
+            events.unlink()
+        wait_for(lambda: 'run="erased/train"' not in scrape(port))
+        text = scrape(port)
+        assert sample(text, "distmon_scalar", job="kept", run="kept/train", tag="loss") == 1.0
+        assert sample(text, "distmon_job_status", job="erased", distmon_job_status="gone") == 1
+    finally:
+        assert serve.stop() == 0, serve.stderr()

@@ -103,7 +103,9 @@ class Workers:
     def wait(self, linger_seconds: float) -> list[int]:
         """Wait for all; once one fails, the rest get `linger_seconds` to fail or finish."""
         deadline: float | None = None
-        while any(p.poll() is None for p in self.procs):
+        # Every worker polled each time (a short-circuit stopped at the first still running: a
+        # dead worker behind a live chief went unnoticed, and the linger never started).
+        while None in [p.poll() for p in self.procs]:
             failed = any(p.returncode not in (None, 0) for p in self.procs)
             if failed and deadline is None:
                 deadline = time.monotonic() + linger_seconds

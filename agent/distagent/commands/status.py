@@ -1,8 +1,9 @@
 """`distagent status [LOGDIR] [--json]`: the runs under LOGDIR, from their run.json files.
 
-A run recorded as running whose process is not proven to be the run (killed with SIGKILL, its
-machine rebooted, or a pid that was never its own) shows as `running (dead)`: `distagent start`
-on the same config resumes it from its checkpoint. No TensorFlow is loaded.
+A run recorded as running whose process on this machine is gone (killed with SIGKILL, its pid
+reused since) shows as `died`; one whose process is not proven to be the run otherwise (another
+machine's, a pid that was never its own) as `running (dead)`. `distagent start` on the same
+config resumes either from its checkpoint. No TensorFlow is loaded.
 
 Anyone who can write the logdir can write run.json, so every value in it is shown through
 `distcore.textsafe` (escaped and elided in the table, undecodable bytes as \\xNN in JSON) and a
@@ -25,6 +26,7 @@ from distcore import names
 from distcore.bounded import PERF_RANGES, bounded_int, perf_value, step
 from distcore.errors import DistmonError
 from distcore.jobs.agent import read_run_json_or_why
+from distcore.jobs.liveness import process_gone
 from distcore.textsafe import json_text, terminal_text
 
 COLUMNS = ("RUN", "STATUS", "STEP", "LOSS", "EX/S", "INPUT WAIT")
@@ -55,12 +57,14 @@ def run_summary(logdir: Path, run_dir: Path) -> dict[str, Any]:
     record = found or {}
     status = record.get("status")
     alive = is_same_process(record, run_dir) if status == names.STATUS_RUNNING else False
+    died = status == names.STATUS_RUNNING and not alive and process_gone(record)
     metrics = record.get("metrics")
     return {
         "name": str(run_dir.relative_to(logdir)) if run_dir != logdir else run_dir.name,
         "run_dir": str(run_dir),
         "status": status,
         "alive": alive,
+        "died": died,
         # Numbers as distmon reads them (distcore.bounded): a 400-digit step is unknown.
         "pid": bounded_int(record.get("pid"), 0),
         "last_step": step(record.get("last_step")),
@@ -105,6 +109,8 @@ def table_row(summary: Mapping[str, Any]) -> tuple[str, ...]:
     shown = terminal_text(status, STATUS_WIDTH) if isinstance(status, str) and status else "unknown"
     if summary.get("problem"):
         shown = "unreadable"
+    elif status == names.STATUS_RUNNING and summary.get("died"):
+        shown = names.STATUS_DIED
     elif status == names.STATUS_RUNNING and not summary.get("alive"):
         shown = "running (dead)"
     metrics = summary.get("metrics")

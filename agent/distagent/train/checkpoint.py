@@ -7,12 +7,17 @@ The position in the data is the global step: the train dataset is one determinis
 Multi-worker: every worker must take part in a save (reading distributed variables can need
 collectives), but only the chief's files are kept; the others save into a scratch directory
 that is deleted right away, as TensorFlow's multi-worker guide does. All restore the chief's.
+
+A save writes into `ckpt-<step>_temp/` first; one killed or refused (a full disk) leaves it
+behind. The chief removes its own at start and at the end, and before run.json is written over
+on a full disk; a refused save is one line ("checkpoint save failed: disk full on <dir>").
 """
 
 from __future__ import annotations
 
 import glob
 import logging
+import os
 import re
 import shutil
 from pathlib import Path
@@ -20,10 +25,13 @@ from typing import Any
 
 import tensorflow as tf
 
+from distagent.cluster.faults import first_line
 from distcore import names
-from distcore.errors import DistmonError
+from distcore.errors import DistmonError, StorageError, storage_problem
 
 MAX_TO_KEEP = 3
+# tf.train.CheckpointManager's default checkpoint_name, and the directory its save writes into.
+_PARTIAL = re.compile(r"ckpt-\d+_temp")
 
 
 class Checkpointer:
@@ -71,10 +79,27 @@ class Checkpointer:
     def save(self, step: int) -> None:
         if self.last_saved_step == step:
             return
-        self.manager.save(checkpoint_number=step)
+        try:
+            self.manager.save(checkpoint_number=step)
+        except tf.errors.OpError as err:
+            problem = storage_problem(err, self._save_dir)
+            if problem is None:  # a lost peer, ...: named by the cluster code
+                raise
+            self.remove_partial()
+            raise StorageError(f"checkpoint save failed: {problem}") from None
         self.last_saved_step = step
         if not self.is_chief:
             shutil.rmtree(self._save_dir, ignore_errors=True)
+
+    def remove_partial(self) -> None:
+        """This job's unfinished saves (`ckpt-<step>_temp/` in its own save directory)."""
+        try:
+            entries = list(os.scandir(self._save_dir))
+        except OSError:
+            return
+        for entry in entries:
+            if _PARTIAL.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
 
 
 _CORRUPT_INDEX = ("not an sstable", "bad magic number")
@@ -86,7 +111,7 @@ def restore_problem(path: str, directory: Path, err: BaseException) -> str:
 
     TensorFlow names none of them: a truncated data file is an IndexError ("Read less bytes
     than requested"), a damaged one a checksum DataLoss, a damaged index "not an sstable"."""
-    reason = _first_line(err)
+    reason = op_error_line(err)
     way_out = f"use another run.name or remove {directory}"
     if isinstance(err, tf.errors.DataLossError) or any(m in reason for m in _CORRUPT_DATA):
         return f"{_data_files(path)}: truncated or corrupt ({reason}); cannot resume from " \
@@ -119,11 +144,11 @@ def _quiet_unrestored_notes() -> None:
         logger.addFilter(_UnrestoredNotesFilter())
 
 
-def _first_line(err: BaseException) -> str:
-    """TensorFlow's message without its "{{function_node ...}}" prefix, one line, bounded."""
-    lines = str(err).strip().splitlines()
-    line = re.sub(r"^\{\{[^}]*\}\}\s*", "", lines[0] if lines else "")
-    return (line or type(err).__name__)[:200]
+def op_error_line(err: BaseException) -> str:
+    """TensorFlow's message without its "{{function_node ...}}" prefix nor its "Graph execution
+    error" preamble, one line, bounded."""
+    line = re.sub(r"^\{\{[^}]*\}\}\s*", "", first_line(str(err), limit=200))
+    return line or type(err).__name__
 
 
 def _data_files(prefix: str) -> str:

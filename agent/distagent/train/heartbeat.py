@@ -22,6 +22,11 @@ left at once cut the others' collectives, and a worker that had not yet found th
 `failed` ("lost worker 1") instead of `hung`, the chief's run.json with it. While this thread
 waits, a collective that fails in the training thread unwinds into `__exit__`, whose join
 lets the abort finish first.
+
+A chief stopped (SIGSTOP) or frozen fails nothing in TensorFlow: the coordination service that
+would call it lost runs in the chief, so the others waited in the reduction without bound. A
+non-chief that has found the job hung and sees a peer's heartbeat of this attempt older than
+`cluster.timeout_seconds` ends at once (exit 1, whatever `on_hang`), naming that worker.
 """
 
 from __future__ import annotations
@@ -43,9 +48,10 @@ from typing import Any
 
 from distagent.train.perf_window import IntervalTiming, PerfWindow
 from distagent.train.phases import PHASE_REDUCING, PhaseProbe
-from distagent.train.rundir import write_json_atomic
+from distagent.train.rundir import write_json_whatever_the_disk
 from distcore import names
 from distcore.alerts.workers import hang_culprits
+from distcore.errors import StorageError
 from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import atomic_file, load_json
 
@@ -74,6 +80,8 @@ class HangSettings:
     hang_seconds: str | float = "auto"
     on_hang: str = "warn"
     beat_seconds: float = BEAT_SECONDS
+    lost_seconds: float | None = None
+    """A peer whose heartbeat is older than this is lost (cluster.timeout_seconds); None: never."""
 
 
 class Heartbeat:
@@ -167,12 +175,44 @@ class Heartbeat:
         """One beat: look for a hang, write the heartbeat, and on the chief, run.json's copy."""
         self._check_hang()
         mine = self.record()
-        write_json_atomic(self.path, mine)
+        write_json_whatever_the_disk(self.path, mine)
         if self.publish is not None and self.is_chief:
             self.publish(self._all_workers(mine))
         hung = mine.get("hung")
+        if hung is not None and not self.is_chief:
+            lost = self._lost_peer()
+            if lost is not None:
+                self._leave_lost(*lost, idle=time.time() - float(hung["since"]))
         if hung is not None and self.settings.on_hang == "abort":
             self._abort(hung, self._culprit(mine))
+
+    def _lost_peer(self) -> tuple[int, float] | None:
+        """(a peer, how old its heartbeat is) when one of this attempt stopped beating for
+        longer than `lost_seconds`; None otherwise."""
+        if self.settings.lost_seconds is None:
+            return None
+        now = time.time()
+        for index in range(self.workers):
+            if index == self.worker:
+                continue
+            try:
+                doc = load_json(self.run_dir / names.heartbeat_name(index), MAX_HEARTBEAT_BYTES)
+            except (OSError, ValueError):
+                continue
+            when = doc.get("time") if isinstance(doc, dict) else None
+            if isinstance(when, int | float) and not isinstance(when, bool) \
+                    and when >= self._entered and now - when > self.settings.lost_seconds:
+                return index, now - when
+        return None
+
+    def _leave_lost(self, peer: int, age: float, *, idle: float) -> None:
+        from distagent.cluster.faults import RESTART_HINT
+
+        print(f"distagent: worker {self.worker}: lost worker {peer}: its heartbeat stopped "
+              f"{age:.0f} s ago and no step has ended for {idle:.0f} s (stopped or frozen); "
+              f"{RESTART_HINT}", file=sys.stderr, flush=True)
+        self._exit(1)
+        self._stop.set()  # only reached where the exit does not end the process (tests)
 
     def _all_workers(self, mine: dict[str, Any]) -> dict[str, Any]:
         """Every worker's newest heartbeat (the others' from their files), by index."""
@@ -287,12 +327,18 @@ class Heartbeat:
         return doc.get("hung") is not None and doc["time"] >= self._entered
 
     def _run(self) -> None:
+        said = None  # a problem is said once, not every beat while it lasts
         while not self._stop.wait(self.settings.beat_seconds):
             try:
                 self.beat()
+                said = None
             except Exception as err:  # a full disk must not end training nor the beats
-                print(f"distagent: worker {self.worker}: heartbeat not written: "
-                      f"{type(err).__name__}: {err}", file=sys.stderr, flush=True)
+                problem = str(err) if isinstance(err, StorageError) \
+                    else f"{type(err).__name__}: {err}"
+                if problem != said:
+                    print(f"distagent: worker {self.worker}: heartbeat not written: {problem}",
+                          file=sys.stderr, flush=True)
+                said = problem
 
     def __enter__(self) -> Heartbeat:
         self._entered = time.time()
@@ -306,13 +352,13 @@ class Heartbeat:
         self._thread.join()
         if self.probe is not None:
             self.probe.close()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, StorageError):  # the job's own end is what counts
             self.beat_final()
 
     def beat_final(self) -> None:
         """The last heartbeat, written as the job ends (no hang check: it ended); the chief's
         run.json keeps it too, so a job shorter than one beat still records its workers."""
         mine = self.record()
-        write_json_atomic(self.path, mine)
+        write_json_whatever_the_disk(self.path, mine)
         if self.publish is not None and self.is_chief:
             self.publish(self._all_workers(mine))

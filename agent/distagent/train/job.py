@@ -41,6 +41,7 @@ from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
 from distagent.schema import JobConfig, TelemetryConfig
 from distagent.train.checkpoint import Checkpointer
+from distagent.train.failure import error_line
 from distagent.train.heartbeat import HangSettings, Heartbeat
 from distagent.train.ledger import AttemptClock, start_clock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
@@ -57,7 +58,7 @@ from distagent.train.signals import StopRequest
 from distagent.train.steps import EvalStep, Health, TrainState, TrainStep
 from distagent.train.summaries import Writers
 from distcore import names
-from distcore.errors import DistmonError
+from distcore.errors import DistmonError, StorageError, storage_problem
 from distcore.jobs.agent import read_run_json
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
@@ -204,12 +205,19 @@ def run_job(
     for warning in plan.warnings:
         progress.message(terminal_text(f"warning: {warning}"))
     keras.utils.set_random_seed(cfg.run.seed)
-    with _precision(cfg.train.mixed_precision), _system_recorder(run_dir, setup, cfg.telemetry), \
-            stop or StopRequest() as stop_request:
-        job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
-                   steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
-                   entered, retain)
-        return _train(job)
+    try:
+        with _precision(cfg.train.mixed_precision), \
+                _system_recorder(run_dir, setup, cfg.telemetry), \
+                stop or StopRequest() as stop_request:
+            job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
+                       steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
+                       entered, retain)
+            return _train(job)
+    except Exception as err:  # a disk full from the start: its one line, not a traceback
+        problem = None if isinstance(err, DistmonError) else storage_problem(err)
+        if problem is None:
+            raise
+        raise StorageError(problem) from None
 
 
 def _train(job: _Job) -> str:
@@ -235,6 +243,8 @@ def _train(job: _Job) -> str:
         run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
         is_chief=job.is_chief, task_index=job.setup.task_index,
     )
+    if job.is_chief:  # what killed or refused saves left behind
+        checkpointer.remove_partial()
     clock = start_clock(run_dir, checkpointer, job.setup.task_index, entered=job.entered)
     try:
         with clock.spent("restore"):
@@ -247,7 +257,7 @@ def _train(job: _Job) -> str:
     if resumed:
         clock.resumed(start_step)
     record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
-                       enabled=job.is_chief)
+                       enabled=job.is_chief, free_space=checkpointer.remove_partial)
     if job.is_chief:
         write_resolved(cfg, run_dir)
     record.update(last_step=start_step, **clock.save(start_step))  # the earlier attempts too
@@ -296,14 +306,12 @@ def _train(job: _Job) -> str:
             outcome = trainer.run(start_step)
     except BaseException as err:
         clock.switch("teardown")
-        at = int(state.step.numpy())
-        _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
-                error=_error_line(err, job.cluster), trace=traceback.format_exc(), clock=clock)
-        writers.close()
-        clock.close()
+        _failed(job, err, int(state.step.numpy()), record, writers, clock)
         raise
     clock.switch("teardown")
     writers.close()
+    if job.is_chief:
+        checkpointer.remove_partial()
     _finish(record, outcome, clock=clock,
             error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
     clock.close()
@@ -347,7 +355,8 @@ def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
     cluster = job.cfg.cluster
     return Heartbeat(
         job.run_dir, worker=job.setup.task_index, workers=job.setup.workers,
-        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang),
+        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang,
+                              lost_seconds=cluster.timeout_seconds),
         probe=PhaseProbe(read), on_abort=abort, is_chief=job.is_chief,
         publish=lambda workers: record.update(workers=workers), exit_process=leave,
     )
@@ -363,28 +372,27 @@ def _refused(job: _Job, run_dir: Path, checkpoint: str | None, error: str,
     _finish(record, Outcome(names.STATUS_FAILED, step, None), error=error, clock=clock)
 
 
-def _error_line(err: BaseException, cluster: Any) -> str:
-    """run.json's `error`: for a lost peer, the line the worker prints ("lost worker 1 (...)"),
-    not TensorFlow's page of gRPC detail; else the exception itself."""
-    if isinstance(err, DistmonError):  # already the user's one line
-        return str(err)
-    setup = getattr(cluster, "setup", None)
-    if setup is not None:
-        import tensorflow as tf
-
-        from distagent.cluster.faults import explain
-
-        lost = explain(err, setup.layout) if isinstance(err, tf.errors.OpError) else None
-        if lost is not None:
-            return str(lost)
-    # TensorFlow's messages end with the cause, after pages of graph detail (the whole
-    # traceback goes to the log): the cause leads.
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    kind = type(err).__name__
-    if not lines:
-        return kind
-    # An error raised in traced code ends with its own "ValueError: ..." line.
-    return lines[-1] if lines[-1].startswith(f"{kind}: ") else f"{kind}: {lines[-1]}"
+def _failed(job: _Job, err: BaseException, at: int, record: RunRecord, writers: Writers,
+            clock: AttemptClock) -> None:
+    """run.json ends `failed` with the error's one line. A refused write (a full disk) ends as
+    StorageError, one line, rather than TensorFlow's traceback; so does a run.json that cannot
+    record the end, naming both causes."""
+    line = error_line(err, job.cluster)
+    try:
+        _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
+                error=line, trace=traceback.format_exc(), clock=clock)
+    except StorageError as unrecorded:
+        raise StorageError(f"{line}; {unrecorded}") from None
+    finally:
+        try:  # the events' last flush meets the same full disk: the cause is said above
+            writers.close()
+        except Exception:
+            if storage_problem(err) is None:
+                raise
+        finally:
+            clock.close()
+    if not isinstance(err, DistmonError) and storage_problem(err) is not None:
+        raise StorageError(line) from None
 
 
 def _health(cfg: JobConfig) -> Health:

@@ -7,6 +7,11 @@ call every worker saves a checkpoint (all take part; only the chief's is kept) a
 handler's `exit_fn`. It must be consulted after every compiled call on every worker: that is
 `run_job`'s `make_step_hook` seam. Our `exit_fn` does not exit: it asks the training loop to
 stop at this boundary, so the run ends with status `stopped` and exit code 0.
+
+The handler's watcher thread waits on the coordination service, which the chief serves: when
+the chief dies, the wait fails in that thread and Python printed its traceback beside the
+worker's own one-line error. Once a job has made a handler, that failure is one line instead,
+for the rest of the process (the thread may fail while the worker is already leaving).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +29,37 @@ from typing import Any
 from distagent.train.signals import StopRequest
 
 StepHook = Callable[[int], None]
+WATCHER_THREAD = "PeerTerminationWatcher"  # TensorFlow's name for it, "-<worker id>" after
+
+
+def watcher_failure_line(args: threading.ExceptHookArgs) -> str | None:
+    """The one line for an exception ending TensorFlow's watcher thread; None for another
+    thread's (left to the usual hook)."""
+    if args.thread is None or not args.thread.name.startswith(WATCHER_THREAD):
+        return None
+    from distagent.cluster.faults import first_line
+
+    reason = first_line(str(args.exc_value)) if args.exc_value is not None else ""
+    return (f"distagent: the preemption watcher stopped (the chief's coordination service is "
+            f"gone): {reason or args.exc_type.__name__}")
+
+
+def quiet_watcher_failures() -> None:
+    """threading.excepthook says `watcher_failure_line` for the watcher thread, and passes
+    every other thread's exception on to the hook it replaced. Once per process."""
+    previous = threading.excepthook
+    if getattr(previous, "_distagent_watcher", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        line = watcher_failure_line(args)
+        if line is None:
+            previous(args)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    hook._distagent_watcher = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 class Preemption:
@@ -48,6 +85,7 @@ class Preemption:
                 shutil.rmtree(Path(checkpointer.manager.directory), ignore_errors=True)
             self._stop.request("SIGTERM or SIGINT on a worker")
 
+        quiet_watcher_failures()
         config = tf.distribute.experimental.TerminationConfig(exit_fn=stop_here)
         self._handler = tf.distribute.experimental.PreemptionCheckpointHandler(
             setup.strategy.cluster_resolver, checkpointer.manager, termination_config=config

@@ -1,9 +1,12 @@
 """The run directory and its `run.json`: what a run is, where it stands, and which process runs it.
 
 `run.json` is rewritten whole, atomically (a temporary file in the same directory, then
-`os.replace`), so a reader never sees half a file. The pid is recorded with the process's start
-time: pids are reused, and `distagent stop` signals only the process that is still this run.
-No TensorFlow here: `distagent status` and `stop` read run directories without it.
+`os.replace`), so a reader never sees half a file. When that new file cannot be made (a full
+disk, a directory that takes no new files), the record is written over the existing file, compact
+and without its traceback, so that a job's end is recorded whatever the disk. The pid is
+recorded with the process's start time: pids are reused, and `distagent stop` signals only the
+process that is still this run. No TensorFlow here: `distagent status` and `stop` read run
+directories without it.
 """
 
 from __future__ import annotations
@@ -14,14 +17,16 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from distcore import names
-from distcore.safefile import write_atomic
+from distcore.errors import STORAGE_ERRNOS, StorageError, storage_line
+from distcore.jobs.liveness import CREATE_TIME_TOLERANCE_S
+from distcore.safefile import rewrite_in_place, write_atomic
 
 
 def run_dir_for(logdir: str | Path, run_name: str) -> Path:
@@ -53,13 +58,34 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, text.encode("utf-8", "surrogateescape"))
 
 
-class RunRecord:
-    """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it."""
+def write_json_in_place(path: Path, data: Mapping[str, Any]) -> None:
+    """run.json (or a heartbeat) written over the existing file (`rewrite_in_place`): compact,
+    and without its traceback when the whole would be longer than the file, whose blocks must
+    hold it."""
+    try:
+        room = os.stat(path).st_size
+    except OSError:
+        room = 0
+    doc = dict(data)
+    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")) + "\n"
+    if len(text) > room and doc.get("traceback") is not None:
+        doc["traceback"] = None
+        text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")) + "\n"
+    rewrite_in_place(path, text.encode("utf-8", "surrogateescape"))
 
-    def __init__(self, run_dir: Path, initial: Mapping[str, Any], *, enabled: bool = True) -> None:
+
+class RunRecord:
+    """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it.
+
+    `free_space`, called when the disk refuses run.json's new file, removes what the job can
+    spare (its partial checkpoints) before the record is written over the old file instead."""
+
+    def __init__(self, run_dir: Path, initial: Mapping[str, Any], *, enabled: bool = True,
+                 free_space: Callable[[], None] | None = None) -> None:
         self.path = run_dir / names.RUN_JSON
         self.data: dict[str, Any] = dict(initial)
         self.enabled = enabled  # False on non-chief workers: they never write the record
+        self.free_space = free_space
         self._last_write = 0.0
         self._lock = threading.Lock()  # the loop and the heartbeat (its `workers`) both update
 
@@ -70,8 +96,31 @@ class RunRecord:
             now = time.monotonic()
             if not self.enabled or (throttle_s and now - self._last_write < throttle_s):
                 return
-            write_json_atomic(self.path, self.data)
+            self._write()
             self._last_write = now
+
+    def _write(self) -> None:
+        write_json_whatever_the_disk(self.path, self.data, self.free_space)
+
+
+def write_json_whatever_the_disk(path: Path, data: Mapping[str, Any],
+                                 free_space: Callable[[], None] | None = None) -> None:
+    """`write_json_atomic`; where the disk refuses its new file, `free_space()` and then
+    `write_json_in_place`. StorageError, in one line, when neither takes it."""
+    try:
+        write_json_atomic(path, data)
+        return
+    except OSError as err:
+        if err.errno not in STORAGE_ERRNOS:
+            raise
+        cause = err.errno
+    if free_space is not None:
+        free_space()
+    try:
+        write_json_in_place(path, data)
+    except OSError as err:
+        raise StorageError(f"{storage_line(cause, path.parent)}: {path} not updated "
+                           f"({err.strerror or err})") from None
 
 
 def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
@@ -97,9 +146,8 @@ def find_runs(logdir: Path, max_depth: int = 3) -> Iterator[Path]:
 RUN_DIR_ENV = "DISTAGENT_RUN_DIR"
 """Set in a job's environment to its resolved run directory: the proof `stop` and `status` ask
 of a process before they call it the run (`distagent start` re-executes itself with it)."""
-# psutil derives create_time from the boot time, which the kernel reports with up to a second of
-# jitter; the run directory in the environment is what tells a reused pid apart.
-CREATE_TIME_TOLERANCE_S = 0.5
+# The start time's tolerance (CREATE_TIME_TOLERANCE_S) is loose; the run directory in the
+# environment is what tells a reused pid apart.
 
 
 def is_same_process(record: Mapping[str, Any], run_dir: Path) -> bool:

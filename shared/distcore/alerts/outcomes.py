@@ -61,6 +61,15 @@ def agent_died(job: str, agent_status: str | None, job_id: str, state: str, ende
                  "output file", since)
 
 
+def agent_process_gone(job: str, pid: object, host: object, since: float | None) -> Alert:
+    """run.json still says running but its process on this machine is gone
+    (distcore.jobs.liveness.process_gone): killed, or it died without writing its end."""
+    return Alert("agent_died", "critical", job,
+                 f"run.json still says running but its process (pid {pid} on {host}) is gone: "
+                 "the agent died without writing its end (killed, out of memory, a disk it "
+                 "could not write); `distagent start` on its config resumes it", since)
+
+
 def agent_step_gone(job: str, job_id: str, step_id: str, since: float | None) -> Alert:
     """The job still runs but the job step that ran distagent has ended, while run.json still
     says running (distcore.jobs.scheduler.step_gone decides it from squeue's listing)."""

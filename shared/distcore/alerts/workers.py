@@ -96,16 +96,19 @@ def _is_hung(beats: Sequence[WorkerBeat], now: float) -> bool:
 
 
 def hung_alert(job: str, beats: Sequence[WorkerBeat], now: float,
-               directory: str | None = None) -> Alert | None:
+               directory: str | None = None, last_step: int | None = None) -> Alert | None:
     """`hung` (critical) while the job's workers say no step has ended for hang_seconds,
-    naming who holds it and where the stacks are (`directory`: the run directory, as shown)."""
+    naming who holds it and where the stacks are (`directory`: the run directory, as shown).
+    `last_step`: run.json's, the step the dashboard shows for the job, quoted when given (the
+    heartbeats' own step, written between run.json's writes, otherwise)."""
     if not beats or not _is_hung(beats, now):
         return None
     culprits, waiting, why = hang_culprits(beats, now)
     ended = [b.step_time for b in beats if b.step_time is not None]
     last = max(ended) if ended else None
     steps = [b.step for b in beats if b.step is not None]
-    at = f" after step {max(steps)}" if steps else ""
+    quoted = last_step if last_step is not None else max(steps, default=None)
+    at = f" after step {quoted}" if quoted is not None else ""
     parts = [f"job hung{at}"]
     if culprits and why == "heartbeat stopped":
         ago = [now - b.time for b in culprits if b.time is not None]

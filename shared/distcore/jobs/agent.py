@@ -44,6 +44,7 @@ def _count(value: Any) -> int | None:
 EXTRA_FIELDS: Final[dict[str, Callable[[Any], Any]]] = {
     "host": _str,
     "pid": _count,
+    "pid_create_time": bounded.timestamp,
     "start_time": bounded.timestamp,
     "end_time": bounded.timestamp,
     "total_steps": _count,

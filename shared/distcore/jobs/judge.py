@@ -27,6 +27,7 @@ from distcore.alerts.input_advice import input_advice
 from distcore.alerts.outcomes import (
     agent_died,
     agent_outcome,
+    agent_process_gone,
     agent_step_gone,
     recovered,
     unreadable,
@@ -37,6 +38,7 @@ from distcore.alerts.validation import validation_alerts
 from distcore.alerts.workers import hung_alert
 from distcore.events.snapshots import RunSnapshot
 from distcore.jobs.hosts import host_from_system_run, is_stale
+from distcore.jobs.liveness import is_local, process_gone
 from distcore.jobs.parts import is_system_part, job_dir_of, job_status
 from distcore.jobs.scheduler import SchedulerState, ended_long_enough, step_gone
 from distcore.jobs.snapshots import AgentRecord, Host, Job
@@ -187,11 +189,17 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     """The job at `now`: its status, and its alerts including the clock-dependent ones.
     `scheduler`: Slurm job id -> its state, as the scheduler producer last heard it."""
     agent_status = facts.agent.status if facts.agent is not None else None
+    found = list(facts.point_alerts)
+    if agent_status == names.STATUS_RUNNING and facts.agent is not None \
+            and process_gone(facts.agent.extra):
+        # Its end is now: no stall, hang or idle-GPU rule applies to a job without a process.
+        agent_status = names.STATUS_DIED
+        found.append(agent_process_gone(facts.name, facts.agent.extra.get("pid"),
+                                        facts.agent.extra.get("host"), now))
     ref = facts.agent.scheduler if facts.agent is not None else None
     job_id = ref.slurm_job_id if ref is not None else None
     state = scheduler.get(job_id) if scheduler and job_id else None
     training = [r for p, r in facts.parts.items() if not is_system_part(p)]
-    found = list(facts.point_alerts)
     for run in training:
         stalled = run_stalled(run, now, agent_status, facts.intervals.get(run.name))
         if stalled is not None:
@@ -218,7 +226,8 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
         name=facts.name,
         directory=facts.directory,
         parts=facts.parts,
-        status=job_status(facts.parts, facts.agent),
+        status=names.STATUS_DIED if agent_status == names.STATUS_DIED
+        else job_status(facts.parts, facts.agent),
         agent=facts.agent,
         hosts=facts.hosts,
         alerts=sort_alerts(found),
@@ -239,7 +248,7 @@ def _efficiency(facts: JobFacts, training: Sequence[RunSnapshot], gpus: Sequence
 def _worker_alerts(facts: JobFacts, agent: AgentRecord, now: float) -> list[Alert]:
     """A hang (naming who holds the job, and the stacks' paths) or else a straggler."""
     directory = str(facts.directory) if facts.directory is not None else None
-    hung = hung_alert(facts.name, agent.workers, now, directory)
+    hung = hung_alert(facts.name, agent.workers, now, directory, agent.last_step)
     if hung is not None:
         return [hung]
     straggler = straggler_alert(facts.name, agent.workers, now)
@@ -270,6 +279,8 @@ def clock_free(facts: JobFacts, now: float) -> bool:
     status = facts.agent.status if facts.agent is not None else None
     if status not in (None, names.STATUS_RUNNING):
         return True  # ended jobs never stall, and input-bound is for running ones
+    if status == names.STATUS_RUNNING and is_local(facts.agent.extra if facts.agent else {}):
+        return False  # its process may die at any moment
     if facts.agent is not None and facts.agent.workers:
         return False  # heartbeats age: a hang is judged on the clock
     for part, run in facts.parts.items():

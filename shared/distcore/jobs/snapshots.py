@@ -26,7 +26,7 @@ from distcore.telemetry.samples import GpuDevice, TelemetrySnapshot
 # "unreadable": its run.json, or its files as the rules read them, could not be understood (the
 # job's alert says why); every other job is judged as ever.
 JobStatus = Literal[
-    "running", "finished", "failed", "diverged", "stopped", "hung", "live", "idle", "gone",
+    "running", "finished", "failed", "diverged", "stopped", "hung", "died", "live", "idle", "gone",
     "unreadable",
 ]
 # Where a host's figures come from: this machine's NVML/psutil sampler, a `system/` sub-run in a

@@ -28,7 +28,7 @@ PADDING = 1  # blank cells on each side of every cell
 SCROLLBAR = 1  # the vertical scrollbar's width (distmon.tcss)
 STATUS_STYLE = {
     "live": "green", "idle": "yellow", "gone": "red", "running": "green", "finished": "cyan",
-    "failed": "bold red", "diverged": "bold red", "stopped": "yellow",
+    "failed": "bold red", "diverged": "bold red", "died": "bold red", "stopped": "yellow",
     "hung": "bold red", "unreadable": "bold yellow",
 }  # fmt: skip
 FIXED_KEYS = ("mark", *ROW_COLUMNS[1:])

@@ -25,7 +25,7 @@ from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves, histogram
 
 MARKS = {
     "live": "●", "idle": "○", "gone": "✕", "running": "▶", "finished": "✓",
-    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖", "unreadable": "?",
+    "failed": "✖", "diverged": "✖", "stopped": "■", "hung": "✖", "died": "✖", "unreadable": "?",
 }  # fmt: skip
 NAME_LIMIT = 60  # characters of a job name in the table (elided in the middle)
 
