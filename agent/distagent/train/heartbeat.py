@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,18 +192,24 @@ class Heartbeat:
         if self.settings.lost_seconds is None:
             return None
         now = time.time()
+        for index, doc in self._peer_beats():
+            when = doc.get("time")
+            if isinstance(when, int | float) and not isinstance(when, bool) \
+                    and when >= self._entered and now - when > self.settings.lost_seconds:
+                return index, now - when
+        return None
+
+    def _peer_beats(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The other workers' newest heartbeats, from their files, by index."""
         for index in range(self.workers):
             if index == self.worker:
                 continue
             try:
                 doc = load_json(self.run_dir / names.heartbeat_name(index), MAX_HEARTBEAT_BYTES)
             except (OSError, ValueError):
-                continue
-            when = doc.get("time") if isinstance(doc, dict) else None
-            if isinstance(when, int | float) and not isinstance(when, bool) \
-                    and when >= self._entered and now - when > self.settings.lost_seconds:
-                return index, now - when
-        return None
+                continue  # not written yet, or mid-replace on a filesystem without atomicity
+            if isinstance(doc, dict):
+                yield index, doc
 
     def _leave_lost(self, peer: int, age: float, *, idle: float) -> None:
         from distagent.cluster.faults import RESTART_HINT
@@ -217,15 +223,7 @@ class Heartbeat:
     def _all_workers(self, mine: dict[str, Any]) -> dict[str, Any]:
         """Every worker's newest heartbeat (the others' from their files), by index."""
         found: dict[str, Any] = {str(self.worker): mine}
-        for index in range(self.workers):
-            if index == self.worker:
-                continue
-            try:
-                doc = load_json(self.run_dir / names.heartbeat_name(index), MAX_HEARTBEAT_BYTES)
-            except (OSError, ValueError):
-                continue  # not written yet, or mid-replace on a filesystem without atomicity
-            if isinstance(doc, dict):
-                found[str(index)] = doc
+        found.update((str(index), doc) for index, doc in self._peer_beats())
         return found
 
     def _hang_clock(self, now: float) -> float | None:
