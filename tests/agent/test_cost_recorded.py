@@ -81,6 +81,16 @@ def test_recorded_energy_and_prices_make_the_cost(
     assert cost["money"] == pytest.approx(4.0 * 2.5 + kwh * 0.3, rel=1e-6)  # flag, then run.json
     assert cost["not_compute"] == pytest.approx(0.625) and cost["why"] == {}
 
+    from distcore.jobs.snapshots import Prices
+    from distmon.widgets.panels import render_details
+    from tests.core.test_jobs_index import index_over, snapshot
+
+    index, _ = index_over(logdir)
+    (shown,) = snapshot(index).jobs
+    details = render_details(shown, (), Prices(2.5)).plain.splitlines()
+    below = details[details.index(next(d for d in details if d.startswith("time wall"))) + 1]
+    assert below.startswith("cost 4 GPU-hours (2 GPUs), ") and "of it was not compute" in below
+
     text = distmon("--once", "--no-gpu", logdir)
     assert text.returncode == 0, text.stderr
     own = 4.0 * 9.0 + kwh * 0.3  # no flag: the job's own prices

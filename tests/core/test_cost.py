@@ -183,3 +183,34 @@ def test_nvml_energy_and_its_absence_before_volta() -> None:
     assert old.energy_joules is None and old.power_w is not None  # the rest still read
     with pytest.raises(pynvml.NVMLError_NotSupported):
         FakeNvml([pascal]).nvmlDeviceGetTotalEnergyConsumption(pascal)
+
+
+def test_hostile_recorded_counters_through_the_index(tmp_path: Path) -> None:
+    """A system run whose energy counter claims 1e20 J, goes negative, NaN and backwards:
+    only its readable rises count, and the JSON and metrics stay finite and non-negative."""
+    import json
+
+    from tensorboardX import SummaryWriter
+
+    from distcore import names
+    from distcore.jobs.jsonify import to_json
+    from distcore.metrics import snapshot_families
+    from tests.core.test_jobs_index import index_over, snapshot
+
+    writer = SummaryWriter(str(tmp_path / "job" / names.SYSTEM_DIR))
+    counter = [1e20, -5.0, 100.0, 50.0, 80.0, math.nan, math.inf]
+    for step, value in enumerate(counter):
+        writer.add_scalar(names.gpu_tag(0, names.GPU_ENERGY), value, step, walltime=1.7e9 + step)
+        writer.add_scalar(names.gpu_tag(0, "utilization"), 50.0, step, walltime=1.7e9 + step)
+    writer.close()
+    (tmp_path / "job" / names.RUN_JSON).write_text(json.dumps(
+        {"status": "finished", "ledger": {"compute": 1800.0}, "ledger_wall": 3600.0}))
+    index, _ = index_over(tmp_path, prices=(1.0, 1e6))
+    snap = snapshot(index)
+    (job,) = to_json(snap)["jobs"]
+    assert job["cost"]["gpus"] == 1 and job["cost"]["gpu_hours"] == 1.0
+    assert job["cost"]["energy_kwh"] == pytest.approx(30.0 / JOULES_PER_KWH)
+    assert job["cost"]["money"] == pytest.approx(1.0 + 30.0 / JOULES_PER_KWH * 1e6)
+    for family in snapshot_families(snap):
+        if family.name.startswith("distmon_job_"):
+            assert all(math.isfinite(s.value) and s.value >= 0 for s in family.samples)
