@@ -134,3 +134,12 @@ def test_a_bad_price_is_one_line_and_exit_2(args: tuple[str, str], tmp_path: Pat
     done = distmon("--once", *args, tmp_path)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "USD per" in done.stderr
+
+
+@pytest.mark.parametrize("mode", [("--once",), ("--once", "--json"), ("--serve", "--metrics", "0")])
+def test_the_prices_go_with_once_and_serve(mode: tuple[str, ...], tmp_path: Path) -> None:
+    from distmon.arguments import parse_options
+
+    options = parse_options([*mode, "--price-gpu-hour", "2.5", "--price-kwh", "0", str(tmp_path)])
+    assert (options.price_gpu_hour, options.price_kwh) == (2.5, 0.0)
+    assert parse_options([*mode, str(tmp_path)]).price_gpu_hour is None
