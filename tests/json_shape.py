@@ -2,8 +2,8 @@
 
 The published block names every key a reader may meet; a key that a real document holds and
 the block does not name is a schema change nobody wrote down. Keys below a data-keyed mapping
-(tags, hparams, percentiles, ledger buckets) and the per-device and per-host telemetry fields,
-which the block abbreviates with `...`, are not checked.
+(tags, hparams, percentiles, ledger buckets, GPU-hours per bucket) and the per-device and
+per-host telemetry fields, which the block abbreviates with `...`, are not checked.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "watching.md"
-DATA_KEYED = frozenset({"scalars", "histograms", "hparams", "percentiles", "seconds", "stats"})
+DATA_KEYED = frozenset({"scalars", "histograms", "hparams", "percentiles", "seconds", "stats",
+                        "gpu_hours_by_bucket"})
 ABBREVIATED = frozenset({"gpus.devices", "host", "hosts[].gpus"})  # written `...` there
 
 

@@ -15,6 +15,7 @@ from distagent.config_convert import Problem, show
 from distagent.model_names import MODEL_CHOICES, is_known_model
 from distagent.schema import JobConfig
 from distagent.user_code import is_spec
+from distcore.bounded import MAX_PRICE
 from distcore.telemetry.peaks import MAX_PEAK_TFLOPS, MIN_PEAK_TFLOPS
 
 MAX_SIMULATED_GPUS = 64
@@ -116,6 +117,10 @@ RULES: tuple[Rule, ...] = (
     Rule("telemetry.peak_tflops", lambda v: v == 0 or MIN_PEAK_TFLOPS <= v <= MAX_PEAK_TFLOPS,
          f"0 or TFLOP/s per device from {MIN_PEAK_TFLOPS:g} to {MAX_PEAK_TFLOPS:g} (0 = the "
          "datasheet's, or measured on CPUs)"),
+    Rule("cost.price_gpu_hour", lambda v: 0 <= v <= MAX_PRICE,
+         f"USD per GPU-hour from 0 to {MAX_PRICE:g} (0 = none)"),
+    Rule("cost.price_kwh", lambda v: 0 <= v <= MAX_PRICE,
+         f"USD per kWh from 0 to {MAX_PRICE:g} (0 = none)"),
 )
 
 # Upper bounds: values no machine can run, refused before TensorFlow loads (where they would

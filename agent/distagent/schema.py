@@ -288,6 +288,17 @@ class TelemetryConfig:
 
 
 @dataclass(frozen=True)
+class CostConfig:
+    """What the job's GPU-hours and energy cost (USD), written to run.json's config: distmon
+    shows the job's money from them where its own --price-gpu-hour / --price-kwh are absent."""
+
+    price_gpu_hour: float = 0.0
+    """USD per GPU-hour; 0 = none given."""
+    price_kwh: float = 0.0
+    """USD per kWh; 0 = none given."""
+
+
+@dataclass(frozen=True)
 class JobConfig:
     run: RunConfig = field(default_factory=RunConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -297,3 +308,4 @@ class JobConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    cost: CostConfig = field(default_factory=CostConfig)

@@ -116,7 +116,7 @@ class SystemRecorder:
         # numpy-backed tensors: TensorFlow keeps every Python number an eager op converts, so
         # Python floats here grew the agent by every sample for as long as it ran.
         with self._writer.as_default(step=tf.constant(np.int64(step))):
-            for tag, value in snapshot_metrics(snap).items():
+            for tag, value in snapshot_metrics(snap, counters=True).items():
                 if value is not None:
                     tf.summary.scalar(tag, tf.constant(np.asarray(value, np.float32)))
         self._writer.flush()  # a watcher on another host sees the point within one interval

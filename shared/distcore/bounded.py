@@ -111,3 +111,13 @@ def perf_value(tag: str, value: Any) -> float | None:
     """A `perf/` point within its tag's range (PERF_RANGES), else None; a point of another tag
     as a finite float, else None."""
     return bounded_float(value, *PERF_RANGES.get(tag, (-FLOAT_LIMIT, FLOAT_LIMIT)))
+
+
+MAX_PRICE: Final = 1e6
+"""USD per GPU-hour or per kWh: anything above is a typo, refused (distmon's flags, distagent's
+`[cost]` keys, run.json's)."""
+
+
+def price(value: Any) -> float | None:
+    """A price from a file or a flag: a finite number in [0, MAX_PRICE], else None."""
+    return bounded_float(value, 0.0, MAX_PRICE)

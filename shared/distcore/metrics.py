@@ -39,6 +39,7 @@ from prometheus_client.samples import Sample
 from distcore import __version__, names
 from distcore.alerts.efficiency import job_mfu
 from distcore.bounded import PERF_RANGES, perf_value
+from distcore.jobs.cost import JOULES_PER_KWH, job_cost, snapshot_prices
 from distcore.jobs.ledger import job_ledger
 from distcore.jobs.snapshots import Job, JobsSnapshot, JobStatus
 from distcore.metrics_hosts import add_gpus, add_hosts
@@ -129,6 +130,7 @@ class _Families:
         add_gpus(self.family, self.snap.hosts)
         self._errors()
         self._ledgers()
+        self._costs()
         self._profiles()
         self._scalars()
         dropped = GaugeMetricFamily(
@@ -259,6 +261,24 @@ class _Families:
             goodput.add([job.name], ledger.goodput)
             for bucket, value in ledger.buckets.items():
                 seconds.add([job.name, bucket], value)
+
+    def _costs(self) -> None:
+        """What each job cost (distcore.jobs.cost), in base units; unknown figures absent."""
+        gpu = self.family("distmon_job_gpu_seconds",
+                          "The job's wall time (all its attempts) times its GPUs", ["job"])
+        energy = self.family("distmon_job_energy_joules",
+                             "Energy the job's GPUs (and RAPL hosts) used over its life", ["job"])
+        money = self.family("distmon_job_cost_usd",
+                            "The job's GPU-hours and energy at the given prices", ["job"])
+        prices = snapshot_prices(self.snap)
+        for job in self.snap.jobs:
+            cost = job_cost(job, prices)
+            if cost is None:
+                continue
+            gpu.add([job.name], None if cost.gpu_hours is None else cost.gpu_hours * 3600.0)
+            energy.add([job.name],
+                       None if cost.energy_kwh is None else cost.energy_kwh * JOULES_PER_KWH)
+            money.add([job.name], cost.money)
 
     def _profiles(self) -> None:
         """The mean step of each job's latest TensorFlow profile, split by part."""

@@ -50,13 +50,18 @@ HOST_MEMORY_USED_MIB: Final = "host/memory_used_mib"
 GPU_FIELDS: Final = ("utilization", "memory_used_mib", "power_w", "temperature_c")
 GPM_FIELDS: Final = ("sm_activity", "sm_occupancy", "tensor_activity", "dram_bandwidth")
 """NVML GPM's activity counters (percent; Hopper and newer), written where the GPU has them."""
+GPU_ENERGY: Final = "energy_joules"
+"""A GPU's energy counter (NVML's total since the driver loaded, Volta and newer), where read:
+a job's energy is its last point less its first (distcore.jobs.cost)."""
+HOST_ENERGY_JOULES: Final = "host/energy_joules"
+"""The host's CPU packages' energy (RAPL), where readable: a CPU host's share of a job's energy."""
 
 
 def gpu_tag(index: int, field: str) -> str:
     """`gpu/<index>/<field>`, e.g. gpu/0/utilization."""
-    if field not in GPU_FIELDS and field not in GPM_FIELDS:
+    if field not in GPU_FIELDS and field not in GPM_FIELDS and field != GPU_ENERGY:
         raise ValueError(f"unknown GPU field {field!r}; expected one of "
-                         f"{GPU_FIELDS + GPM_FIELDS}")
+                         f"{(*GPU_FIELDS, *GPM_FIELDS, GPU_ENERGY)}")
     return f"gpu/{index}/{field}"
 
 

@@ -127,6 +127,12 @@ def test_values_are_typed_by_the_schema() -> None:
         ({"telemetry": {"peak_tflops": 5e-324}}, PEAK_EXPECTED + " 5e-324"),
         ({"telemetry": {"peak_tflops": 0.0009}}, PEAK_EXPECTED + " 0.0009"),
         ({"telemetry": {"peak_tflops": 1e6}}, PEAK_EXPECTED + " 1000000.0"),
+        ({"cost": {"price_gpu_hour": -2.5}}, "sample.toml: cost.price_gpu_hour: expected USD per "
+         "GPU-hour from 0 to 1e+06 (0 = none), got -2.5"),
+        ({"cost": {"price_kwh": float("nan")}}, "sample.toml: cost.price_kwh: expected USD per kWh "
+         "from 0 to 1e+06 (0 = none), got NaN"),
+        ({"cost": {"price_usd": 1}},
+         'sample.toml: cost.price_usd: unknown key; did you mean "price_kwh"?'),
     ],
 )
 def test_each_kind_of_error_is_one_line_naming_file_key_and_allowed(

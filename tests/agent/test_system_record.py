@@ -11,6 +11,7 @@ from distagent.system_record import SystemRecorder
 from distcore import names
 from distcore.telemetry import TelemetrySnapshot, TelemetrySource
 from distcore.telemetry.host import PsutilHostReader
+from distcore.telemetry.rapl import RaplReader
 from distcore.telemetry.sampler import snapshot_metrics
 from distcore.telemetry.simulated import SimulatedGpuSource
 
@@ -27,7 +28,9 @@ class Recorded(TelemetrySource):
     def __init__(self) -> None:
         # Snapshot k is stamped t = k: the recorder's step (seconds since start) is then k.
         gpus = SimulatedGpuSource(2, clock=counting_clock())
-        super().__init__(gpus, PsutilHostReader(), clock=counting_clock())
+        # No powercap: the host's tags are the same on a machine whose RAPL is readable.
+        host = PsutilHostReader(rapl=RaplReader(Path("/nonexistent/powercap")))
+        super().__init__(gpus, host, clock=counting_clock())
         self.handed_out: list[TelemetrySnapshot] = []
         self.closed = False
 
@@ -66,12 +69,13 @@ def test_recorder_writes_system_scalars(tf: Any, tmp_path: Path) -> None:
     assert not source.closed  # a source handed in belongs to the caller
 
     scalars = read_scalars(tmp_path / names.SYSTEM_DIR)
-    expected_tags = {names.gpu_tag(i, f) for i in (0, 1) for f in names.GPU_FIELDS}
+    expected_tags = {names.gpu_tag(i, f) for i in (0, 1)
+                     for f in (*names.GPU_FIELDS, names.GPU_ENERGY)}  # simulated: a counter too
     assert set(scalars) == expected_tags | {names.HOST_CPU_PERCENT, names.HOST_MEMORY_USED_MIB}
     written = source.handed_out[: recorder.written]
     for tag, points in scalars.items():
         assert [step for step, _ in points] == list(range(len(written)))  # strictly increasing
-        wanted = [snapshot_metrics(s)[tag] for s in written]
+        wanted = [snapshot_metrics(s, counters=True)[tag] for s in written]
         assert [v for _, v in points] == [float(tf.constant(w, tf.float32)) for w in wanted]
     source.close()
 

@@ -39,6 +39,7 @@ class FakeGpu:
     temperature: int = 63
     power_mw: int = 412_500
     power_limit_mw: int = 700_000
+    energy_mj: int = 3_600_000_000  # since the driver loaded; a test moves it on
     sm_clock: int = 1980
     fan: int = 45
     pcie_rx: int = 52_000
@@ -155,6 +156,12 @@ class FakeNvml:
 
     def nvmlDeviceGetPowerUsage(self, gpu: FakeGpu) -> int:
         return int(self._answer(gpu, "nvmlDeviceGetPowerUsage", gpu.power_mw))
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, gpu: FakeGpu) -> int:
+        """Millijoules since the driver loaded; before Volta NVML answers NOT_SUPPORTED."""
+        if gpu.architecture < pynvml.NVML_DEVICE_ARCH_VOLTA:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(self._answer(gpu, "nvmlDeviceGetTotalEnergyConsumption", gpu.energy_mj))
 
     def nvmlDeviceGetEnforcedPowerLimit(self, gpu: FakeGpu) -> int:
         return int(self._answer(gpu, "nvmlDeviceGetEnforcedPowerLimit", gpu.power_limit_mw))

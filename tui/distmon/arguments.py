@@ -155,4 +155,6 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         points=args.points,
         sort=args.sort,
         filter=args.filter,
+        price_gpu_hour=args.price_gpu_hour,
+        price_kwh=args.price_kwh,
     )

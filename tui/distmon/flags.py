@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from distcore import __version__
+from distcore.bounded import MAX_PRICE
 from distcore.cli_parser import OneLineParser
 from distmon.options import (
     DEFAULT_HOLD_SECONDS,
@@ -25,13 +26,16 @@ from distmon.options import (
 )
 
 
-def _bounded(kind: type[float] | type[int], low: float, high: float) -> Callable[[str], float]:
-    """An argparse type: a finite number of `kind` in [low, high]."""
+def _bounded(kind: type[float] | type[int], low: float, high: float,
+             unit: str | None = None) -> Callable[[str], float]:
+    """An argparse type: a finite number of `kind` in [low, high] (`unit`: what it counts,
+    default a count or seconds)."""
 
     def shown(x: float) -> str:
         return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
-    what = f"{'a count' if kind is int else 'seconds'} from {shown(low)} to {shown(high)}"
+    unit = unit or ("a count" if kind is int else "seconds")
+    what = f"{unit} from {shown(low)} to {shown(high)}"
 
     def parse(text: str) -> float:
         try:
@@ -121,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the dashboard's screenshot (command palette) writes its SVG (default: the "
         "current directory)",
     )
+    _add_price_flags(parser)
     _add_serve_flags(parser)
     _add_table_arguments(parser)
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and the "
@@ -141,6 +146,17 @@ class _Version(argparse.Action):
         text = f"distmon {__version__}\ndecoder: {kernel.describe()}\n"
         parser._print_message(text, sys.stdout)  # (a closed stdout is not an error)
         parser.exit()
+
+
+def _add_price_flags(parser: argparse.ArgumentParser) -> None:
+    """What a job's GPU-hours and energy cost: its money in the panel, --once, JSON, metrics."""
+    for flag, per in (("--price-gpu-hour", "GPU-hour"), ("--price-kwh", "kWh")):
+        parser.add_argument(
+            flag, type=_bounded(float, 0, MAX_PRICE, f"USD per {per}"), default=None,
+            metavar="USD",
+            help=f"USD per {per}: what each job cost (default: the job's own [cost] price in "
+            "run.json, else no money shown)",
+        )
 
 
 def _add_serve_flags(parser: argparse.ArgumentParser) -> None:

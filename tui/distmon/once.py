@@ -17,15 +17,17 @@ from typing import Any, TextIO
 
 from distcore.alerts import Alert
 from distcore.events.snapshots import RunSnapshot
+from distcore.jobs.cost import job_cost, snapshot_prices
 from distcore.jobs.ended import failing_alerts
 from distcore.jobs.ledger import job_ledger
-from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot, Prices
 from distcore.textsafe import json_names, json_safe, name_suffixes, shown_names, terminal_safe
 from distcore.textsafe import terminal_text as t
 from distcore.wording import counted
 from distmon.formats import number, step_text
 from distmon.gpus_text import render_gpus_text, render_hosts_text
 from distmon.options import Options
+from distmon.render.cost import cost_line
 from distmon.render.ledger import ledger_line
 from distmon.render.profile import profile_lines
 from distmon.report import collect
@@ -67,11 +69,13 @@ def _scheduler_text(job: Job) -> str:
     return f", pod {t(ref.pod, 80)}" if ref.pod else ""
 
 
-def _job_line(job: Job, name: str) -> str:
+def _job_line(job: Job, name: str, prices: Prices) -> str:
     last = job.agent.last_step if job.agent is not None else None
     step = f", step {step_text(last)}" if last is not None else ""
     ledger = job_ledger(job)
     time = f"  time: {ledger_line(ledger)}\n" if ledger is not None else ""
+    cost = job_cost(job, prices)
+    time += f"  cost: {cost_line(cost)}\n" if cost is not None else ""
     profile = "".join(f"  {line}\n" for line in profile_lines(job.profile)) \
         if job.profile is not None else ""
     return f"job {t(name, 120)}: {job.status}{step}{_scheduler_text(job)}\n{time}{profile}"
@@ -113,8 +117,9 @@ def render_text(snap: JobsSnapshot, out: TextIO) -> None:
     logdirs = ", ".join(t(d, NAME_LIMIT) for d in snap.logdirs)
     out.write(f"{counted(len(runs), 'run')} in {logdirs}\n")
     jobs = _distinct(j.name for j in snap.jobs)
+    prices = snapshot_prices(snap)
     for job in snap.jobs:
-        out.write(_job_line(job, jobs[job.name]))
+        out.write(_job_line(job, jobs[job.name], prices))
     names = _distinct(r.name for r in runs)
     for run in runs:
         _render_run(run, names[run.name], out)

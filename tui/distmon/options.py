@@ -63,3 +63,6 @@ class Options:
     width: int | None = None  # the charts' width; None: the terminal's
     sort: str | None = None
     filter: str = ""
+    # USD per GPU-hour and per kWh (--price-gpu-hour, --price-kwh); None: the job's own, if any.
+    price_gpu_hour: float | None = None
+    price_kwh: float | None = None

@@ -138,6 +138,7 @@ class ProducerSet:
             interval=self._options.refresh,
             clock=self._clock,
             monotonic=self._monotonic,
+            prices=(self._options.price_gpu_hour, self._options.price_kwh),
         )
         self._made, self._index = made, index
         return index

@@ -21,7 +21,7 @@ from distcore import bounded, names
 from distcore.alerts.input_advice import pipeline_facts
 from distcore.jobs.ledger import ledger_from_record
 from distcore.jobs.scheduler import scheduler_ref_from
-from distcore.jobs.snapshots import AgentRecord, RecoveryNote
+from distcore.jobs.snapshots import AgentRecord, Prices, RecoveryNote
 from distcore.jobs.workers import worker_beats_from
 from distcore.safefile import load_json
 
@@ -145,7 +145,18 @@ def _record(doc: dict[str, Any]) -> AgentRecord:
         workers=worker_beats_from(doc.get("workers")),
         ledger=ledger_from_record(doc),
         pipeline=pipeline_facts(plan.get("pipeline")),
+        prices=recorded_prices(doc.get("config")),
     )
+
+
+def recorded_prices(config: Any) -> Prices:
+    """run.json's `config.cost` prices (distagent's `[cost]`); 0 or unreadable: none."""
+    cost = config.get("cost") if isinstance(config, dict) else None
+    if not isinstance(cost, dict):
+        return Prices()
+    found = [bounded.price(cost.get(k)) for k in ("price_gpu_hour", "price_kwh")]
+    return Prices(*(p if p else None for p in found))
+
 
 
 MAX_RECOVERIES_SHOWN: Final = 100  # a hostile run.json may list millions

@@ -85,6 +85,7 @@ class JobIndex:
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        prices: tuple[float | None, float | None] = (None, None),
     ) -> None:
         """`clock`: the time alerts and snapshots carry; `monotonic`: what judges how long a
         heartbeat or a recorded sample has not changed (another host's clock never does).
@@ -92,7 +93,9 @@ class JobIndex:
         `producers`); `records`: producers that read run.json themselves (the remote readers,
         also among `producers`); `producers`: those whose errors and problems the snapshot
         carries; `profiles`: reads the jobs' TensorFlow profiles, told the job directories
-        here (started and closed by its owner, its errors gathered as the producers')."""
+        here (started and closed by its owner, its errors gathered as the producers');
+        `prices`: USD per GPU-hour and per kWh, carried by every snapshot."""
+        self._prices = prices
         self._profiles = profiles
         self._seen_profiles: Mapping[Path, Profile] | None = None
         self._profiled: dict[str, tuple[Job, Profile, Job]] = {}  # judged, profile, merged
@@ -362,6 +365,8 @@ class JobIndex:
             problems=problems_of(self._others()),
             local_history=local_history(self._telemetry.history, local) if self._telemetry else {},
             local_telemetry=telemetry,
+            price_gpu_hour=self._prices[0],
+            price_kwh=self._prices[1],
         )
 
     def _watch_profiles(self, profiles: ProfileReader, touched: set[str]) -> None:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from distcore.alerts.efficiency import job_mfu
+from distcore.jobs.cost import cost_to_json, job_cost, snapshot_prices
 from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.ledger import Ledger, job_ledger
-from distcore.jobs.snapshots import Host, Job, JobsSnapshot
+from distcore.jobs.snapshots import Host, Job, JobsSnapshot, Prices
 from distcore.producer import ProducerError
 from distcore.profile import ProfileError, ProfileSummary
 from distcore.snapshot import SNAPSHOT_VERSION, json_float
@@ -68,7 +69,8 @@ def scheduler_to_json(job: Job) -> dict[str, Any] | None:
     }
 
 
-def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
+def job_to_json(job: Job, name: str | None = None,
+                prices: Prices | None = None) -> dict[str, Any]:
     agent = job.agent
     parts = json_names(job.parts)
     return {
@@ -82,6 +84,7 @@ def job_to_json(job: Job, name: str | None = None) -> dict[str, Any]:
         "scheduler": scheduler_to_json(job),
         "workers": workers_to_json(job),
         "ledger": ledger_to_json(job_ledger(job)),
+        "cost": cost_to_json(job_cost(job, prices or Prices())),
         "profile": profile_to_json(job.profile),
     }
 
@@ -148,7 +151,7 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
     names = json_names(j.name for j in snap.jobs)
     return {
         "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
-        "jobs": [job_to_json(j, names[j.name]) for j in snap.jobs],
+        "jobs": [job_to_json(j, names[j.name], snapshot_prices(snap)) for j in snap.jobs],
         "alerts": [
             {**a.to_json(), "run": json_text(a.run) if a.run else a.run,
              "host": json_text(a.host) if a.host else a.host}

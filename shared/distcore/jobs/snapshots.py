@@ -71,6 +71,14 @@ class HostSource(Protocol):
 
 
 @dataclass(frozen=True)
+class Prices:
+    """USD per GPU-hour and per kWh; None: not given."""
+
+    gpu_hour: float | None = None
+    kwh: float | None = None
+
+
+@dataclass(frozen=True)
 class AgentRecord:
     """What distagent's run.json says about a job (every field optional: it is untrusted)."""
 
@@ -93,6 +101,7 @@ class AgentRecord:
     """Each worker's heartbeat (run.json's `workers`, distcore.jobs.workers)."""
     ledger: Ledger | None = None  # where the job's wall time went (distcore.jobs.ledger)
     pipeline: PipelineFacts | None = None  # its input pipeline, for the input-bound advice
+    prices: Prices = Prices()  # its config's `[cost]`: USD per GPU-hour and per kWh
     unreadable: str | None = None
     """Why run.json could not be understood (every other field is then unknown); None when it
     was."""
@@ -143,3 +152,6 @@ class JobsSnapshot:
     # This machine's sampled history per metric name (distcore.names), oldest first.
     local_history: Mapping[str, tuple[float | None, ...]] = field(default_factory=dict)
     local_telemetry: TelemetrySnapshot | None = None  # this machine's latest sample, whole
+    # USD per GPU-hour and per kWh from distmon's flags (None: not given): what jobs cost.
+    price_gpu_hour: float | None = None
+    price_kwh: float | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 import psutil
 
+from distcore.telemetry.rapl import RaplReader
 from distcore.telemetry.samples import HostSample, ProcessSample
 
 MIB = 1024 * 1024
@@ -62,8 +63,10 @@ class PsutilHostReader:
         min_window: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        rapl: RaplReader | None = None,
     ) -> None:
         self._clock = clock
+        self._rapl = rapl if rapl is not None else RaplReader()
         self._sleep = sleep
         self._min_window = min_window
         self._pids = tuple(pids)
@@ -100,6 +103,7 @@ class PsutilHostReader:
             memory_used_mib=(memory.total - memory.available) / MIB,
             memory_total_mib=memory.total / MIB,
             processes=tuple(self._process(pid) for pid in self._pids),
+            energy_joules=self._rapl.read(),
         )
 
     def _process(self, pid: int) -> ProcessSample:

@@ -18,6 +18,7 @@ DEVICE_MEASUREMENTS = (
     "power_w",
     "power_limit_w",
     "sm_clock_mhz",
+    "energy_joules",
     "fan_percent",
     "pcie_rx_kib_s",
     "pcie_tx_kib_s",

@@ -226,6 +226,7 @@ class NvmlGpuSource:
             pcie_rx_kib_s=rx,
             pcie_tx_kib_s=tx,
             processes=self._processes(reader),
+            energy_joules=_scaled(reader.query("nvmlDeviceGetTotalEnergyConsumption"), 1000.0),
         )
         if reader.fatal is None:
             return self._with_gpm(index, handle, device), None

@@ -33,8 +33,11 @@ GPU_FIELD_ATTRS: Mapping[str, str] = {
 }
 
 
-def snapshot_metrics(snap: TelemetrySnapshot) -> dict[str, float | None]:
-    """The history / recorder metrics of one snapshot, keyed by their names in distcore.names."""
+def snapshot_metrics(snap: TelemetrySnapshot, *, counters: bool = False
+                     ) -> dict[str, float | None]:
+    """The history / recorder metrics of one snapshot, keyed by their names in distcore.names.
+    `counters`: the energy counters too, where known (the recorder's: a job's energy is read
+    from them; no sparkline draws one, so the history keeps none)."""
     metrics: dict[str, float | None] = {}
     for device in snap.devices:
         for field, attr in GPU_FIELD_ATTRS.items():
@@ -43,9 +46,13 @@ def snapshot_metrics(snap: TelemetrySnapshot) -> dict[str, float | None]:
             value = getattr(device, field)
             if value is not None:
                 metrics[names.gpu_tag(device.index, field)] = value
+        if counters and device.energy_joules is not None:  # before Volta never known
+            metrics[names.gpu_tag(device.index, names.GPU_ENERGY)] = device.energy_joules
     if snap.host is not None:
         metrics[names.HOST_CPU_PERCENT] = snap.host.cpu_percent
         metrics[names.HOST_MEMORY_USED_MIB] = snap.host.memory_used_mib
+        if counters and snap.host.energy_joules is not None:
+            metrics[names.HOST_ENERGY_JOULES] = snap.host.energy_joules
     return metrics
 
 

@@ -68,6 +68,8 @@ class GpuDevice:
     """Cycles any tensor core issued (GPM ANY_TENSOR_UTIL)."""
     dram_bandwidth: float | None = None
     """Share of the DRAM's peak bandwidth used (GPM DRAM_BW_UTIL)."""
+    energy_joules: float | None = None
+    """NVML's energy counter (joules since the driver loaded; Volta and newer, else None)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class HostSample:
     memory_used_mib: float
     memory_total_mib: float
     processes: tuple[ProcessSample, ...] = ()
+    energy_joules: float | None = None  # RAPL's CPU packages, where readable (telemetry.rapl)
 
 
 @dataclass(frozen=True)

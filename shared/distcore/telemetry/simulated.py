@@ -3,7 +3,8 @@
 Curves are pure functions of (seconds since start, device index), so the same clock gives the
 same numbers on every run: a training job at ~90 % utilization with a short input stall every
 minute, memory that fills during warm-up then stays flat, temperature and power that follow the
-load. Every device is named "(simulated)" and the status says so.
+load, and an energy counter that is the power's exact integral (so it only grows). Every device
+is named "(simulated)" and the status says so.
 """
 
 from __future__ import annotations
@@ -54,6 +55,32 @@ def power_w(t: float, index: int) -> float:
     return round(IDLE_POWER_W + load * (POWER_LIMIT_W - IDLE_POWER_W - 30.0), 1)
 
 
+def _wobble_integral(t: float, index: int) -> float:
+    """The integral of _wobble from 0 to t (up to a constant, which cancels in differences)."""
+    phase = 1.7 * index
+    return (-math.cos(0.9 * t + phase) / 0.9 - 0.5 * math.cos(2.3 * t + 2 * phase) / 2.3) / 1.5
+
+
+def _stalled_before(x: float) -> float:
+    """Seconds of [0, x] inside a stall (x on the stall's own clock, t + 7 × index)."""
+    periods, into = divmod(x, STALL_PERIOD_S)
+    return periods * STALL_LENGTH_S + min(into, STALL_LENGTH_S)
+
+
+def energy_joules(t: float, index: int) -> float:
+    """The energy counter at t: power_w's integral from 0 (before utilization's rounding),
+    as NVML's counts from the driver's load. Power never falls below idle: it only grows."""
+    busy_from = WARMUP_S * 0.25
+    joules = IDLE_POWER_W * max(t, 0.0)
+    if t > busy_from:
+        shift = 7.0 * index
+        stalled = _stalled_before(t + shift) - _stalled_before(busy_from + shift)
+        util_seconds = (91.0 * (t - busy_from) - 79.0 * stalled
+                        + 5.0 * (_wobble_integral(t, index) - _wobble_integral(busy_from, index)))
+        joules += util_seconds / 100.0 * (POWER_LIMIT_W - IDLE_POWER_W - 30.0)
+    return round(joules, 1)
+
+
 def simulated_device(t: float, index: int) -> GpuDevice:
     util = utilization(t, index)
     return GpuDevice(
@@ -72,6 +99,7 @@ def simulated_device(t: float, index: int) -> GpuDevice:
         pcie_rx_kib_s=round(util * 180.0, 1),
         pcie_tx_kib_s=round(util * 40.0, 1),
         processes=(),
+        energy_joules=energy_joules(t, index),
     )
 
 

@@ -18,12 +18,14 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from distcore.alerts import Alert
+from distcore.jobs.cost import job_cost, snapshot_prices
 from distcore.jobs.ledger import Ledger, job_ledger
-from distcore.jobs.snapshots import Job, JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot, Prices
 from distcore.producer import ProducerError
 from distcore.profile import ProfileError, ProfileSummary
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
+from distmon.render.cost import cost_line
 from distmon.render.hosts import gpus_title, render_hosts
 from distmon.render.ledger import BUCKET_MARKS, BUCKET_STYLES, bar_segments, ledger_line
 from distmon.render.profile import PART_MARKS, PART_STYLES, headline, panel_lines, profile_lines
@@ -36,6 +38,7 @@ SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"critical": "✖", "warning": "▲", "info": "●"}
 MESSAGE_LIMIT = 400
 LEDGER_BAR = 40  # cells of the ledger's bar in the details panel
+NO_PRICES = Prices()  # the details of a job shown without distmon's prices: its own, if any
 
 
 def render_alerts(
@@ -65,8 +68,9 @@ def alert_line(alert: Alert) -> Text:
     )
 
 
-def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
-    """The focused job: where it is, its status and plan from run.json, its alerts in full."""
+def render_details(job: Job, alerts: Sequence[Alert] = (), prices: Prices = NO_PRICES) -> Text:
+    """The focused job: where it is, its status and plan from run.json, its alerts in full,
+    where its time went and what it cost (at `prices`, else its own)."""
     main = main_run(job)
     parts = ", ".join(terminal_text(p or "(run)", 30) for p in job.parts)
     tags = len(main.scalars) if main is not None else 0
@@ -84,6 +88,9 @@ def render_details(job: Job, alerts: Sequence[Alert] = ()) -> Text:
     ledger = job_ledger(job)
     if ledger is not None:
         lines += ledger_lines(ledger)
+        cost = job_cost(job, prices)
+        if cost is not None:
+            lines.append(Text.assemble(("cost ", "bold"), cost_line(cost)))
     if job.profile is not None:
         lines += profile_texts(job.profile)
     agent = job.agent
@@ -188,8 +195,9 @@ class DetailsPanel(Panel):
         job = next((j for j in jobs if j.name == focused), None)  # (no look-up per cursor move)
         self.display = job is not None
         alerts = snap.alerts if snap is not None else ()
-        if job is not None and self.changed((job, alerts)):
-            self.update(render_details(job, alerts))
+        prices = snapshot_prices(snap) if snap is not None else Prices()
+        if job is not None and self.changed((job, alerts, prices)):
+            self.update(render_details(job, alerts, prices))
 
 
 class GpusPanel(Panel):
