@@ -100,6 +100,20 @@ def test_a_window_profiles_the_input_share_the_job_measured(
         (summary.input_percent, measured)
 
 
+def test_an_input_bound_job_profiles_itself_once_per_interval(
+    tf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from distagent.train import run_job
+    from distcore.profile import find_profiles
+
+    counted = Counted(monkeypatch)
+    cfg = input_bound_job(tmp_path, {"on_input_bound": True, "input_bound_steps": 3}, steps=20)
+    assert run_job(cfg) == names.STATUS_FINISHED
+    # Every log point reads input-bound; the first one opens the window, the interval the rest.
+    assert (counted.starts, counted.traces) == (1, 3)
+    assert len(find_profiles(tmp_path / "job")) == 1
+
+
 def test_a_job_that_asks_for_no_profile_starts_no_profiler(
     tf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
