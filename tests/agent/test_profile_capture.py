@@ -163,3 +163,17 @@ def test_distagent_profile_refuses_what_it_cannot_profile_in_one_line(tmp_path: 
     assert ended.returncode == 2 and len(ended.stderr.splitlines()) == 1
     assert "not running (status finished)" in ended.stderr
     assert not (tmp_path / "profile-request.json").exists()
+
+
+def test_under_multi_worker_the_chief_alone_profiles(tmp_path: Path) -> None:
+    from distcore.profile import ProfileSummary, find_profiles, summarize
+    from tests.agent.test_multiworker import child_env, write_config
+
+    config = write_config(tmp_path, steps=4)
+    config.write_text(config.read_text() + "[profile]\nsteps = [2, 4]\n")
+    done = subprocess.run(agent("launch-local", str(config), "--workers", "2"),
+                          capture_output=True, text=True, env=child_env(), timeout=240)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    (path,) = find_profiles(tmp_path / "runs" / "mw")  # the workers share a host name
+    summary = summarize(path)
+    assert isinstance(summary, ProfileSummary) and summary.step_count == 2, summary
