@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("--timeout", type=float, default=60.0, help="seconds to wait (default 60)")
     stop.set_defaults(handler="distagent.commands.stop:run")
 
+    profile = sub.add_parser("profile", help="profile the next steps of a running job")
+    profile.add_argument("run_dir", help="the run directory (holds run.json)")
+    profile.add_argument("--steps", type=int, default=10, help="steps to profile (default 10)")
+    profile.add_argument("--timeout", type=float, default=120.0,
+                         help="seconds to wait for the profile (default 120)")
+    profile.set_defaults(handler="distagent.commands.profile:run")
+
     launch = sub.add_parser("launch-local", help="run a multi-worker job as N local processes")
     _add_config_args(launch)
     launch.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")

@@ -112,6 +112,10 @@ RULES: tuple[Rule, ...] = (
     Rule("cluster.hang_seconds", lambda v: v == "auto" or _positive(v),
          '"auto" or a number of seconds > 0'),
     Rule("telemetry.interval_seconds", lambda v: 0.1 <= v <= 3600, "seconds from 0.1 to 3600"),
+    Rule("profile.steps", lambda v: not v or (len(v) == 2 and 1 <= v[0] < v[1]),
+         "[start, end] with 1 <= start < end, or [] (none)"),
+    Rule("profile.input_bound_steps", _positive, "an integer > 0"),
+    Rule("profile.interval_minutes", _positive, "a number of minutes > 0"),
     Rule("telemetry.simulate_gpus", lambda v: 0 <= v <= MAX_SIMULATED_GPUS,
          f"an integer from 0 to {MAX_SIMULATED_GPUS}"),
     Rule("telemetry.peak_tflops", lambda v: v == 0 or MIN_PEAK_TFLOPS <= v <= MAX_PEAK_TFLOPS,
@@ -154,6 +158,8 @@ LIMITS: tuple[Rule, ...] = (
     Rule("model.hidden_units", _each_at_most(INT32_MAX), f"widths {_INT32}"),
     Rule("train.steps_per_execution", _at_most(INT32_MAX), _INT32),
     Rule("train.epochs", _at_most(INT32_MAX), _INT32),
+    Rule("profile.steps", _each_at_most(INT64_MAX), "steps within int64 (the step counter)"),
+    Rule("profile.input_bound_steps", _at_most(INT32_MAX), _INT32),
     Rule("data.autotune_ram_budget_mib", _at_most(INT64_MAX >> 20), "a budget within int64 bytes"),
 )
 

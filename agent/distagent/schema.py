@@ -299,6 +299,21 @@ class CostConfig:
 
 
 @dataclass(frozen=True)
+class ProfileConfig:
+    """TensorFlow profiles of the training steps, written under the run's `train/` where distmon
+    reads them. Off unless asked for: with none of these set, no profiler is ever started."""
+
+    steps: tuple[int, ...] = ()
+    """[start, end]: profile the steps from start up to (not including) end; empty = none."""
+    on_input_bound: bool = False
+    """Profile once when the job turns highly input-bound (its own measured input wait)."""
+    input_bound_steps: int = 10
+    """Steps in the profile that on_input_bound takes."""
+    interval_minutes: float = 30.0
+    """on_input_bound profiles at most once per this many minutes."""
+
+
+@dataclass(frozen=True)
 class JobConfig:
     run: RunConfig = field(default_factory=RunConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
@@ -309,3 +324,4 @@ class JobConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     cost: CostConfig = field(default_factory=CostConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)

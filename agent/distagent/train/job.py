@@ -46,6 +46,7 @@ from distagent.train.heartbeat import HangSettings, Heartbeat
 from distagent.train.ledger import AttemptClock, start_clock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
 from distagent.train.phases import PhaseProbe
+from distagent.train.profiling import Profiling
 from distagent.train.progress import Progress, Quiet
 from distagent.train.rundir import (
     RunRecord,
@@ -299,6 +300,8 @@ def _train(job: _Job) -> str:
         stop=job.stop, epochs=plan.epochs,
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
         clock=clock, retain=job.retain or kept.append,
+        profiling=Profiling(cfg.profile, run_dir=run_dir if job.is_chief else None,
+                            say=progress.message),
     )
     try:
         with _heartbeat(job, state, record) as heartbeat:

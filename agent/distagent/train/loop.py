@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import distagent.train.recovery as rec
 from distagent.train.ledger import STEPS, AttemptClock
+from distagent.train.profiling import Profiling
 from distagent.train.progress import Progress
 from distagent.train.rundir import RunRecord, thread_count
 from distagent.train.signals import StopRequest
@@ -122,6 +123,7 @@ class Trainer:
         heartbeat: Any = None,
         clock: AttemptClock | None = None,
         retain: Callable[[Any], None] | None = None,
+        profiling: Profiling | None = None,
     ) -> None:
         self.strategy = strategy
         self.train_step = train_step
@@ -145,6 +147,7 @@ class Trainer:
         # Given, the training iterator is handed to it to outlive run(): its end joins tf.data's
         # threads, seconds under load, which the caller decides when to wait for.
         self.retain = retain
+        self.profiling = profiling or Profiling()  # the default never profiles
         from distagent.train.schedule import rate_reader
 
         self.rate_at = rate_reader(schedule)
@@ -154,6 +157,12 @@ class Trainer:
 
     def run(self, start_step: int) -> Outcome:
         """Train from `start_step` (restored from a checkpoint, or 0) to the planned total."""
+        try:
+            return self._run(start_step)
+        finally:  # however the loop ends, an open profile is written
+            self.profiling.close()
+
+    def _run(self, start_step: int) -> Outcome:
         if start_step >= self.s.total_steps:
             return Outcome(names.STATUS_FINISHED, start_step, "already finished")
         if self.s.action == rec.ROLLBACK and start_step == 0:
@@ -176,14 +185,13 @@ class Trainer:
         while step < self.s.total_steps:
             n = steps_until_boundary(step, self.s)
             traces = self.train_step.tracing_count()
-            self.train_step(iterator, n, keep_gradients=_due(step + n, self.s.histogram_every))
+            # A profiled step spans what the interval's timing counts: the call and its
+            # bookkeeping; starting and writing a profile is counted as neither.
+            interval.start += self.profiling.between(step)
+            with self.profiling.trace(step):
+                self.train_step(iterator, n, keep_gradients=_due(step + n, self.s.histogram_every))
+                self._stepped(step + n)
             step += n
-            if self.heartbeat is not None:
-                self.heartbeat.step_ended(step)
-            if self.clock.state == "startup":  # the first call ends the start-up
-                self.clock.switch(STEPS)
-            if self.step_hook is not None:
-                self.step_hook(step)
             if self.train_step.tracing_count() != traces:
                 interval = self._untimed()
             else:
@@ -202,6 +210,15 @@ class Trainer:
             else:  # a checkpoint's seconds are not the steps'
                 interval.start += time.perf_counter() - boundary_start
         return self._ended(Outcome(names.STATUS_FINISHED, step))
+
+    def _stepped(self, step: int) -> None:
+        """A call ended at `step`: the heartbeat, the clock and the hook are told."""
+        if self.heartbeat is not None:
+            self.heartbeat.step_ended(step)
+        if self.clock.state == "startup":  # the first call ends the start-up
+            self.clock.switch(STEPS)
+        if self.step_hook is not None:
+            self.step_hook(step)
 
     def _ended(self, outcome: Outcome) -> Outcome:
         """The loop's last boundary is behind it: what follows (the heartbeat's stop, the final
@@ -270,6 +287,7 @@ class Trainer:
         self.clock.steps_logged(timing.wait_seconds)
         self.clock.switch(None)  # the log point's own writes: measured as unknown
         self.state.reset(self.state.interval)
+        self.profiling.logged(step, scalars.get(names.INPUT_WAIT_FRACTION))
         if self.heartbeat is not None:
             self.heartbeat.interval(step, scalars, steps=interval.steps)
         scalars[names.GRAD_NORM] = float(self.state.grad_norm.numpy())  # the last step's
