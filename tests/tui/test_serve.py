@@ -354,3 +354,16 @@ def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
     assert len(posted()) == 2  # each once
+
+
+def test_serve_waits_for_a_logdir_that_does_not_exist_yet_and_says_so(tmp_path: Path) -> None:
+    logdir = tmp_path / "later"
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logdir)])
+    try:
+        wait_for(lambda: f"waiting for {logdir} to be created" in serve.stderr())
+        assert serve.proc.poll() is None
+        write_job(logdir, "mnist", [1.0, 0.5, 0.25], status="running")
+        port = serve.port()
+        wait_for(lambda: 'run="mnist/train"' in scrape(port))
+    finally:
+        assert serve.stop() == 0

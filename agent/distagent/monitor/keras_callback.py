@@ -79,6 +79,8 @@ class KerasCallback(keras.callbacks.Callback):
         if session is None:
             return
         session.step_ended((logs or {}).get("loss"))
+        if session.step == 1 and session.batch_source is not None:
+            self._count_from_first_step(session)
         if session.stop.requested:
             self.model.stop_training = True
 
@@ -114,6 +116,21 @@ class KerasCallback(keras.callbacks.Callback):
             session.end(names.STATUS_FINISHED)
         self._remove_hooks()
 
+    def _count_from_first_step(self, session: Session) -> None:
+        """The global batch (the in-graph step's count) and the model's FLOPs, once."""
+        import tensorflow as tf
+
+        assert session.batch_source is not None
+        examples = session.batch_source()
+        if examples > 0:
+            session.set_batch(examples)
+        try:
+            input_shape: Any = tuple(self.model.inputs[0].shape[1:])
+        except (AttributeError, IndexError, TypeError, ValueError):
+            input_shape = None  # a subclassed model without inputs: no MFU
+        on_gpu = bool(tf.config.list_logical_devices("GPU"))
+        session.count_flops(self.model, input_shape, on_gpu=on_gpu)
+
     # The step's own wrapper
 
     def _wrap_train_function(self) -> bool:
@@ -122,10 +139,13 @@ class KerasCallback(keras.callbacks.Callback):
         if inner is None or session is None or keras.backend.backend() != "tensorflow":
             return False
         inner = getattr(inner, _WRAPPED, inner)  # a fit that raised left ours in place
+        timed = _in_graph_step(model, session) if model.steps_per_execution == 1 else None
         first = [True]
 
         def timed_train_function(iterator: Any) -> Any:
             try:
+                if timed is not None and _is_tf_iterator(iterator):
+                    return timed(iterator)
                 return inner(_TimedIterator(iterator, session, model, first))
             except StopIteration:
                 raise
@@ -173,6 +193,61 @@ class KerasCallback(keras.callbacks.Callback):
         session = self._session
         if session is not None and session.ended is None:
             session.end(names.STATUS_FAILED, error="the script ended while fit was training")
+
+
+def _is_tf_iterator(iterator: Any) -> bool:
+    import tensorflow as tf
+
+    return isinstance(iterator, tf.data.Iterator | tf.distribute.DistributedIterator)
+
+
+def _in_graph_step(model: Any, session: Session) -> Callable[[Any], Any] | None:
+    """fit's one step, as Keras compiles it (the model's `train_step` in `strategy.run`, its
+    outputs reduced as Keras reduces them, with the model's `jit_compile`), inside a function
+    that times its get-next in the graph, as distagent's own step does (train/steps.py): `t0`,
+    the get-next after it, `t1` after every replica's part of the batch exists. The waits add up
+    in a variable the session reads at log points. None where this Keras lacks the pieces
+    (then the callback times the get-next on the host, `_TimedIterator`)."""
+    import tensorflow as tf
+
+    try:
+        from keras.src.backend.tensorflow.trainer import reduce_per_replica
+    except ImportError:
+        return None
+    from distagent.train.steps import _flat_local_tensors
+
+    strategy = model.distribute_strategy
+    wait = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="monitor_input_wait")
+    batch = tf.Variable(0, dtype=tf.int64, trainable=False, name="monitor_batch")
+
+    def one_step(data: Any) -> Any:
+        outputs = strategy.run(model.train_step, args=(data,))
+        return reduce_per_replica(outputs, strategy, reduction="auto")
+
+    compiled = tf.function(one_step, reduce_retracing=True, jit_compile=model.jit_compile)
+
+    @tf.function(reduce_retracing=True)
+    def timed(iterator: Any) -> Any:
+        t0 = tf.timestamp()
+        with tf.control_dependencies([t0]):
+            data = iterator.get_next()
+        with tf.control_dependencies(_flat_local_tensors(strategy, data)):
+            t1 = tf.timestamp()
+        wait.assign_add(t1 - t0)
+        leaves = tf.nest.flatten(data)
+        parts = strategy.experimental_local_results(leaves[0]) if leaves else ()
+        if parts and parts[0].shape.rank:  # this worker's examples: its replicas' parts
+            batch.assign(tf.cast(tf.add_n([tf.shape(t)[0] for t in parts]), tf.int64))
+        return compiled(data)
+
+    def read_wait() -> float:
+        seconds = float(wait.read_value())
+        wait.assign(0.0)
+        return seconds
+
+    session.wait_source = read_wait
+    session.batch_source = lambda: int(batch.read_value()) * session.where.workers
+    return timed
 
 
 class _TimedIterator:

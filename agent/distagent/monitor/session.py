@@ -21,7 +21,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -163,6 +163,10 @@ class Session:
         self.peak_flops: float | None = None
         self.stop = StopRequest()
         self._interval: _Interval | None = None
+        self.wait_source: Callable[[], float] | None = None
+        """Given (fit's in-graph timing), the input wait summed since the last call."""
+        self.batch_source: Callable[[], int] | None = None
+        """Given, the global batch the last step took."""
         self._step_start = 0.0
         self._phase_at: float | None = None
 
@@ -249,6 +253,8 @@ class Session:
         self.heartbeat.step_ended(self.step)
         interval = self._interval
         if interval is None:  # the first step traced and compiled: it ends the start-up
+            if self.wait_source is not None:
+                self.wait_source()  # the first step's wait is start-up's, like its seconds
             self.clock.switch(STEPS)
             self._interval = _Interval()
             return
@@ -282,6 +288,8 @@ class Session:
         interval = self._interval
         if interval is None or interval.steps == 0:
             return
+        if self.wait_source is not None:
+            interval.wait += self.wait_source()
         out = self._scalars(interval)
         out.update(scalars or {})
         self.clock.steps_logged(interval.wait)
