@@ -81,10 +81,11 @@ class Run:
 
     def step(self, loss: Any = None, **scalars: Any) -> None:
         """The step ended; `loss` (a number or a scalar tensor, read at log points) and any
-        other scalars, written as `train/<name>` at the next log point."""
+        other scalars, written as `train/<name>` when this step is a log point."""
         session = self._session
+        logged = session.logged_step
         session.step_ended(loss)
-        if scalars and session.step % session.options.log_every == 0:
+        if scalars and session.logged_step != logged:
             session.writers.write(names.TRAIN_DIR, session.step,
                                   {k: float(v) for k, v in scalars.items()})
         if session.stop.requested:

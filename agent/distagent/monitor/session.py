@@ -45,7 +45,10 @@ class Options:
     """The `**options` of `monitor.run` and `monitor.KerasCallback`."""
 
     log_every: int = 10
-    """Steps per log point (scalars, run.json, the ledger)."""
+    """Steps per log point (scalars, run.json, the ledger)..."""
+    log_seconds: float = 1.0
+    """...and at least this long after the last one: a log point's writes cost a few
+    milliseconds, a fraction of a percent of any step once a second (0: by steps only)."""
     total_steps: int | None = None
     """The steps planned, for distmon's progress (Keras: from `fit`'s epochs and steps)."""
     global_batch_size: int | None = None
@@ -69,6 +72,8 @@ def parse_options(given: Mapping[str, Any]) -> Options:
     if not isinstance(options.log_every, int) or options.log_every < 1:
         raise MonitorError(f"log_every must be a whole number of steps >= 1, "
                            f"not {options.log_every!r}")
+    if not isinstance(options.log_seconds, int | float) or not options.log_seconds >= 0:
+        raise MonitorError(f"log_seconds must be seconds >= 0, not {options.log_seconds!r}")
     hang = options.hang_seconds
     if hang != "auto" and not (isinstance(hang, int | float) and hang > 0):
         raise MonitorError(f"hang_seconds must be \"auto\" or seconds > 0, not {hang!r}")
@@ -158,6 +163,7 @@ class Session:
         self.source = source
         self.step = 0
         self.reached = 0
+        self.logged_step = 0
         self.ended: str | None = None
         self.flops_per_step = self.options.flops_per_step
         self.peak_flops: float | None = None
@@ -267,7 +273,8 @@ class Session:
             interval.reduce += now - self._phase_at
         if loss is not None:
             interval.losses.append(loss)
-        if self.step % self.options.log_every == 0:
+        if self.step % self.options.log_every == 0 and \
+                now - interval.start >= self.options.log_seconds:
             self.log()
 
     def loop_left(self, bucket: str | None = "teardown") -> None:
@@ -298,6 +305,7 @@ class Session:
         finite = {tag: float(v) for tag, v in out.items() if math.isfinite(v)}
         self.writers.write_compiled(names.TRAIN_DIR, self.step,
                                     {**finite, **self.clock.scalars()})
+        self.logged_step = self.step
         self.record.update(throttle_s=1.0, last_step=self.step, metrics=finite,
                            threads=thread_count(), **self.clock.save(self.step))
         self.clock.switch(STEPS)
