@@ -373,3 +373,16 @@ def test_a_run_whose_events_file_was_deleted_is_no_longer_exported(tmp_path: Pat
         assert sample(text, "distmon_job_status", job="erased", distmon_job_status="gone") == 1
     finally:
         assert serve.stop() == 0, serve.stderr()
+
+
+def test_serve_waits_for_a_logdir_that_does_not_exist_yet_and_says_so(tmp_path: Path) -> None:
+    logdir = tmp_path / "later"
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logdir)])
+    try:
+        wait_for(lambda: f"waiting for {logdir} to be created" in serve.stderr())
+        assert serve.proc.poll() is None
+        write_job(logdir, "mnist", [1.0, 0.5, 0.25], status="running")
+        port = serve.port()
+        wait_for(lambda: 'run="mnist/train"' in scrape(port))
+    finally:
+        assert serve.stop() == 0

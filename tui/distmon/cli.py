@@ -41,6 +41,25 @@ def check_logdir(path: Path) -> None:
     raise DistmonError(f"{problem}: {terminal_text(path, 300)}")
 
 
+WAIT_POLL_SECONDS = 0.5
+
+
+def wait_for_logdirs(paths: Sequence[Path], *, poll: float = WAIT_POLL_SECONDS) -> None:
+    """A LOGDIR that does not exist yet (a job about to start writes it): say so once on
+    stderr, then wait until it appears. Only for the dashboard and --serve, which watch; a
+    one-shot report (--once) has nothing to wait for and says it is missing."""
+    import time
+
+    for path in paths:
+        said = False
+        while not os.path.lexists(path):
+            if not said:
+                print(f"distmon: waiting for {terminal_text(path, 300)} to be created "
+                      "(Ctrl-C to quit)", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(poll)
+
+
 def _tolerant_streams() -> None:
     """A non-UTF-8 locale or PYTHONIOENCODING=ascii:strict: write what cannot be encoded as
     backslash escapes instead of raising UnicodeEncodeError halfway through a report."""
@@ -60,16 +79,19 @@ def _is_terminal(stream: object) -> bool:
 def _run(argv: Sequence[str] | None) -> int:
     options = parse_options(argv)
     try:
+        # Textual draws on stderr: both must be terminals, or escape codes go into a file.
+        if not options.serve and not options.once and \
+                not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
+            options = dataclasses.replace(options, once=True)
         if not options.remotes:  # with remote sources: one line among the others (--once)
+            if not options.once:  # the dashboard and --serve watch: a logdir may come later
+                wait_for_logdirs(options.logdirs)
             for logdir in options.logdirs:
                 check_logdir(logdir)
         if options.serve:  # headless: no terminal needed
             from distmon.serve import run_serve
 
             return run_serve(options)
-        # Textual draws on stderr: both must be terminals, or escape codes go into a file.
-        if not options.once and not (_is_terminal(sys.stdout) and _is_terminal(sys.__stderr__)):
-            options = dataclasses.replace(options, once=True)
         from distmon.logs import configure  # tracebacks to DISTMON_LOG, never over the screen
 
         undo_logging = configure("once" if options.once else "dashboard", sys.stderr)
