@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -115,6 +116,8 @@ def test_a_hung_job_is_quoted_at_run_json_s_last_step(tmp_path: Path,
     old = time.time() - 120  # no beat for two minutes: past its hang limit
     doc["workers"]["0"].update(time=old, step_time=old, step=23)
     job_with(tmp_path, "stuck", doc)
+    # A first look ages a heartbeat by its file on this machine, never by the writer's clock.
+    os.utime(tmp_path / "stuck" / names.RUN_JSON, (old, old))
     alerts = json.loads(once(tmp_path, as_json=True))["alerts"]
     hung = next(a for a in alerts if a["kind"] == "hung")
     assert hung["message"].startswith("job hung after step 19: worker 0's heartbeat stopped")

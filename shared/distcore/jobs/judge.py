@@ -190,15 +190,17 @@ def judge_job(facts: JobFacts, now: float, local_gpus: Sequence[GpuDevice],
     `scheduler`: Slurm job id -> its state, as the scheduler producer last heard it."""
     agent_status = facts.agent.status if facts.agent is not None else None
     found = list(facts.point_alerts)
-    if agent_status == names.STATUS_RUNNING and facts.agent is not None \
+    ref = facts.agent.scheduler if facts.agent is not None else None
+    job_id = ref.slurm_job_id if ref is not None else None
+    state = scheduler.get(job_id) if scheduler and job_id else None
+    # A job whose scheduler's state is known is judged by it below (the job's or its step's
+    # end, in the scheduler's words); else by its process on this machine.
+    if agent_status == names.STATUS_RUNNING and facts.agent is not None and state is None \
             and process_gone(facts.agent.extra):
         # Its end is now: no stall, hang or idle-GPU rule applies to a job without a process.
         agent_status = names.STATUS_DIED
         found.append(agent_process_gone(facts.name, facts.agent.extra.get("pid"),
                                         facts.agent.extra.get("host"), now))
-    ref = facts.agent.scheduler if facts.agent is not None else None
-    job_id = ref.slurm_job_id if ref is not None else None
-    state = scheduler.get(job_id) if scheduler and job_id else None
     training = [r for p, r in facts.parts.items() if not is_system_part(p)]
     for run in training:
         stalled = run_stalled(run, now, agent_status, facts.intervals.get(run.name))
