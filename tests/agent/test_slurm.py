@@ -260,9 +260,11 @@ def test_a_dead_step_of_a_running_job_is_an_alert(slurm: SlurmCluster, tmp_path:
             died = wait_until("agent_died in /metrics", lambda: sample(
                 scrape(port), "distmon_alert", kind="agent_died", job="stepped"), timeout=120)
             assert died == 1 and slurm.job_state(job_id) == "RUNNING"
-            # The info series carries the job's real Slurm id and Slurm's own answer.
-            assert sample(scrape(port), "distmon_job_info", job="stepped", scheduler="slurm",
-                          slurm_job_id=job_id, state="RUNNING") == 1  # fmt: skip
+            # The info series carries the job's real Slurm id and Slurm's own answer (once
+            # squeue answered: before it, the job's process gone from this machine said it).
+            assert wait_until("Slurm's state in /metrics", lambda: sample(
+                scrape(port), "distmon_job_info", job="stepped", scheduler="slurm",
+                slurm_job_id=job_id, state="RUNNING"), timeout=120) == 1
         finally:
             assert serve.stop() == 0, serve.stderr()
         doc = distmon_json(slurm, tmp_path / "runs")
