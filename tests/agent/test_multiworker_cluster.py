@@ -270,6 +270,21 @@ def test_explain_trusts_the_message_when_the_peer_still_answers() -> None:
     assert unrelated is None  # not about a peer: the original error stands
 
 
+def test_explain_names_the_chief_when_its_coordination_service_stops_answering() -> None:
+    """A frozen chief still accepts connections: the failed call to the service it hosts
+    names it (TensorFlow's own message names no task)."""
+    frozen = ("Collective ops is aborted by: Deadline Exceeded\n\n"
+              "RPC: /tensorflow.CoordinationService/Heartbeat")
+    with _listening() as chief, _listening() as me:
+        ports = [chief.getsockname()[1], me.getsockname()[1]]
+        worker = layout_from_workers([f"127.0.0.1:{p}" for p in ports], 1)
+        chief_view = layout_from_workers([f"127.0.0.1:{p}" for p in ports], 0)
+        named = explain(RuntimeError(frozen), worker)
+        from_chief = explain(RuntimeError(frozen), chief_view)
+    assert named is not None and "lost worker 0 " in str(named)
+    assert from_chief is not None and "could not tell which" in str(from_chief)
+
+
 def test_first_line_skips_tensorflow_boilerplate() -> None:
     text = "Graph execution error:\n\nDetected at node x\n  File \"a.py\"\nCollective ops boom"
     assert first_line(text) == "Collective ops boom"

@@ -134,6 +134,6 @@ def test_a_frozen_chief_ends_the_other_worker_within_the_timeout(
     assert procs[1].wait(timeout=150) == 1
     log = (tmp_path / "worker-1.log").read_text(errors="replace")
     last = log.strip().splitlines()[-1]
-    assert last.startswith("distagent: worker 1: lost worker 0: its heartbeat stopped "), \
-        log[-3000:]
+    # Its heartbeat check or TensorFlow's own coordination deadline, whichever comes first.
+    assert last.startswith("distagent: worker 1") and "lost worker 0" in last, log[-3000:]
     assert "Traceback" not in log and (run_dir / names.stacks_name(1)).is_file()

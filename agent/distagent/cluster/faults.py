@@ -45,6 +45,14 @@ def is_reachable(address: str, timeout: float = PROBE_SECONDS) -> bool:
         return False
 
 
+def _service_host(message: str, layout: ClusterLayout) -> list[Task]:
+    """The chief, where a call to the coordination service it hosts failed: a chief that is
+    frozen (stopped, swapping) still accepts connections, so no probe finds it."""
+    if layout.is_chief or "coordinationservice" not in message.lower():
+        return []
+    return [t for t in layout.peers() if t.rank == 0]
+
+
 def unreachable_peers(layout: ClusterLayout) -> list[Task]:
     return [t for t in layout.peers() if not is_reachable(t.address)]
 
@@ -69,7 +77,8 @@ def _union(*groups: Iterable[Task]) -> list[Task]:
 def explain(err: BaseException, layout: ClusterLayout) -> WorkerLostError | None:
     """A WorkerLostError naming the lost worker(s), or None when `err` is not about a peer."""
     message = str(getattr(err, "message", None) or err)
-    lost = _union(unreachable_peers(layout), named_tasks(message, layout))
+    lost = _union(unreachable_peers(layout), named_tasks(message, layout),
+                  _service_host(message, layout))
     if not lost and not any(w in message.lower() for w in _PEER_WORDS):
         return None
     who = ", ".join(t.describe() for t in lost) if lost else "a peer worker (could not tell which)"

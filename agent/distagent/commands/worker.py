@@ -21,11 +21,14 @@ from typing import Any
 
 from distagent.cluster.faults import explain
 from distagent.cluster.layout import in_slurm_step, resolve_layout
-from distagent.cluster.leave import exit_in_order
+from distagent.cluster.leave import exit_in_order, leave_after_peers
 from distagent.cluster.strategy import ClusterRequest
 from distagent.schema import JobConfig
 from distagent.train.preempt import Preemption
 from distagent.train.signals import StopRequest
+from distcore.textsafe import terminal_text
+
+ERROR_LINE_LIMIT = 2000  # characters of the line, as the CLI's own error lines
 
 
 @contextlib.contextmanager
@@ -86,6 +89,12 @@ def run_worker(
         lost = explain(err, request.setup.layout) if request.setup is not None else None
         if lost is None:
             raise
+        if exit_code is not None and request.setup is not None:
+            # TensorFlow's teardown at exit waits on the coordination service, which a frozen
+            # or lost chief never answers: say it in one line and leave now, as a hang does.
+            print(terminal_text(f"distagent: {lost}", ERROR_LINE_LIMIT), file=sys.stderr,
+                  flush=True)
+            leave_after_peers(request.setup, lost.exit_code)
         raise lost from None
     if request.setup is not None:
         me = request.setup.layout.me.describe()

@@ -62,6 +62,9 @@ def quiet_watcher_failures() -> None:
     threading.excepthook = hook
 
 
+STOP_SECONDS = 5.0  # how long closing waits for the preemption watcher to stop
+
+
 class Preemption:
     """Builds the step hook once the job's checkpointer exists; `close()` ends its thread."""
 
@@ -108,11 +111,21 @@ class Preemption:
         return hook
 
     def close(self) -> None:
-        if self._handler is not None:
-            # What the handler's __del__ does, now: its watcher thread must not outlive the job.
+        """What the handler's __del__ does, now: its watcher thread must not outlive the job.
+        Stopping it writes a key to the coordination service, which a frozen or lost chief
+        never answers: done on a daemon thread and waited for at most STOP_SECONDS, so a job
+        that lost its chief still ends (the process leaves with os._exit either way)."""
+        handler, self._handler = self._handler, None
+        if handler is None:
+            return
+
+        def stop() -> None:
             with contextlib.suppress(Exception):
-                self._handler._stop_cluster_wise_termination_watcher_thread()
-            self._handler = None
+                handler._stop_cluster_wise_termination_watcher_thread()
+
+        stopping = threading.Thread(target=stop, name="distagent-preemption-stop", daemon=True)
+        stopping.start()
+        stopping.join(STOP_SECONDS)
 
     def __enter__(self) -> Preemption:
         return self
