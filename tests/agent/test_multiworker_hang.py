@@ -136,4 +136,6 @@ def test_a_frozen_chief_ends_the_other_worker_within_the_timeout(
     last = log.strip().splitlines()[-1]
     # Its heartbeat check or TensorFlow's own coordination deadline, whichever comes first.
     assert last.startswith("distagent: worker 1") and "lost worker 0" in last, log[-3000:]
-    assert "Traceback" not in log and (run_dir / names.stacks_name(1)).is_file()
+    # Stacks are written where distagent's own hang check comes first; TensorFlow's coordination
+    # deadline can come before it on a loaded machine, and ends the worker as well.
+    assert "Traceback" not in log
