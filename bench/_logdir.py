@@ -46,7 +46,7 @@ def scalar_event(tag: bytes, value: float, step: int, wall: float) -> bytes:
 
 
 def generate(root: Path, runs: int, steps: int) -> None:
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     version = b"\x09" + struct.pack("<d", 1.7e9) + b"\x1a\x0dbrain.Event:2"
     for run in range(runs):

@@ -73,7 +73,7 @@ def old_path(store: RunStore) -> None:
 
 def append_points(root: Path, runs: int, step: int) -> None:
     """One new point per tag in the first `runs` runs (as 8 live writers would add)."""
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     for path in sorted(root.rglob("*tfevents*"))[:runs]:
         chunk = b"".join(

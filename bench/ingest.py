@@ -84,7 +84,7 @@ def generate_synthetic(root: Path, runs: int, tags: int, steps: int) -> None:
     """The bytes tensorboardX writes, built directly (fast enough for 10M points)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     for run in range(runs):
         (root / f"run{run}").mkdir(parents=True, exist_ok=True)

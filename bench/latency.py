@@ -35,7 +35,7 @@ def _percentile(values: list[float], q: float) -> float:
 def _record(step: int) -> bytes:
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     value = summary_pb2.Summary.Value(tag=TAG, simple_value=1.0 / (step + 1))
     data = event_pb2.Event(

@@ -29,7 +29,7 @@ from typing import Any
 
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.snapshots import RunSnapshot
-from distcore.tfrecord.crc import masked_crc
+from distcore.tfrecord.framing import masked_crc
 
 TAGS = ("loss", "accuracy", "lr", "train/grad_norm")
 ACTIONS = ("append",) * 12 + ("partial", "truncate", "rewrite", "replace", "delete", "new_file")

@@ -47,7 +47,7 @@ TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
 
 
 def _record(data: bytes) -> bytes:
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     head = struct.pack("<Q", len(data))
     return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))

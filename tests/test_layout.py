@@ -35,7 +35,7 @@ DISTCORE_MODULES = [
     "distcore.events.watch",
     "distcore.events.jsonify",
     "distcore.tfrecord",
-    "distcore.tfrecord.chunk",
+    "distcore.tfrecord.kernel",
     "distcore.profile",
     "distcore.profile.analyze",
     "distcore.profile.worker",
@@ -121,8 +121,8 @@ def test_the_import_contracts_hold() -> None:
 PLANTS = [
     ("shared/distcore/events/store.py", "import distcore.jobs",
      "distcore.events.store -> distcore.jobs"),
-    ("shared/distcore/tfrecord/crc.py", "def _late() -> None:\n    import tensorflow",
-     "distcore.tfrecord.crc -> tensorflow"),
+    ("shared/distcore/tfrecord/framing.py", "def _late() -> None:\n    import tensorflow",
+     "distcore.tfrecord.framing -> tensorflow"),
     ("tui/distmon/render/__init__.py", "import textual", "distmon.render -> textual"),
     ("agent/distagent/cluster/layout.py", "import distagent.train", "distagent.cluster.layout"),
     ("tui/distmon/formats.py", "import distmon.view", "distmon.formats -> distmon.view"),
@@ -147,7 +147,7 @@ def test_a_planted_import_breaks_a_contract(
 @pytest.mark.parametrize(
     ("module", "banned"),
     [
-        ("distcore.tfrecord.chunk", ("distcore.events", "distcore.jobs", "distcore.remote")),
+        ("distcore.tfrecord.many", ("distcore.events", "distcore.jobs", "distcore.remote")),
         ("distcore.events.watch", ("distcore.jobs", "distcore.remote")),
     ],
 )

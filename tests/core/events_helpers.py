@@ -11,9 +11,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from distcore.events import RunStore, load_once
 from distcore.events.snapshots import RunSnapshot
-from distcore.tfrecord import decode
-from distcore.tfrecord.batch import Batch
-from distcore.tfrecord.crc import masked_crc
+from distcore.tfrecord import Batch, decode
+from distcore.tfrecord.framing import masked_crc
 
 
 def record(data: bytes) -> bytes:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
 from distcore.tfrecord import decode
-from distcore.tfrecord.fields import SCALARS_METADATA
+from distcore.tfrecord.wire import SCALARS_METADATA
 from tests.core.events_helpers import record
 
 # Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).

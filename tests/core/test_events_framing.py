@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from distcore.events import RunStore, load_once
 from distcore.events.watch import LogdirWatcher
 from distcore.tfrecord import PADDING, kernel
-from distcore.tfrecord.crc import masked_crc
-from distcore.tfrecord.framing import BAD_DATA_CRC, BAD_LENGTH_CRC, frame
+from distcore.tfrecord.framing import BAD_DATA_CRC, BAD_LENGTH_CRC, frame, masked_crc
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
 
 EVENT_FILE = "events.out.tfevents.100.host"

@@ -15,7 +15,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.events import load_once
 from distcore.events.jsonify import run_to_json, runs_to_json
 from distcore.textsafe import json_names, json_text, name_suffixes, shown_names, terminal_text

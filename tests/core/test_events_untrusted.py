@@ -16,13 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.jsonify import run_to_json
 from distcore.events.reader import CHUNK, FileState, read_new
-from distcore.tfrecord.batch import Batch
-from distcore.tfrecord.crc import masked_crc
-from distcore.tfrecord.framing import LENGTH_PAST_END, LENGTH_TOO_LARGE, MAX_RECORD, ZERO_BYTES
+from distcore.tfrecord import Batch
+from distcore.tfrecord.framing import (
+    LENGTH_PAST_END,
+    LENGTH_TOO_LARGE,
+    MAX_RECORD,
+    ZERO_BYTES,
+    masked_crc,
+)
 from tests.core.events_helpers import only_run, record, scalar_records, steps_values
 from tests.core.wire_builder import event_file, field, run_file, varint
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.events import load_once
 from distcore.tfrecord.wire import Expected, WireError, expected_wire_types, fields, validate
 from distmon.cli import main

@@ -13,8 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.fields as s
-from distcore.tfrecord.batch import decode_slow
+import distcore.tfrecord.wire as s
 from distcore.tfrecord.record import UndecodableError, decode_event
 from tests.core.conftest import compiled_kernel
 from tests.core.wire_builder import field, varint
@@ -77,10 +76,7 @@ def _decoded(data: bytes, compiled: ModuleType | None) -> object:
     plugins: dict[str, str] = {"_hparams_/session_start_info": "scalars"}
     updates: list[tuple[str, str]] = []
     try:
-        if compiled is None:
-            event = decode_event(data, plugins, updates)
-        else:
-            event = decode_slow(compiled, data, plugins, updates)
+        event = decode_event(data, plugins, updates, compiled)
         out: object = (
             struct.pack("<d", event.wall_time), event.step, event.scalars, event.session_start,
             event.histograms,

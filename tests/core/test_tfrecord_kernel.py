@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.tfrecord import PADDING, decode, kernel
 from distcore.tfrecord.framing import frame
 from tests.core.conftest import compiled_kernel

@@ -12,8 +12,14 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import summary_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from distcore.tfrecord.fields import WIRE_LEN
-from distcore.tfrecord.wire import WireError, as_bytes, expected_wire_types, fields, validate
+from distcore.tfrecord.wire import (
+    WIRE_LEN,
+    WireError,
+    as_bytes,
+    expected_wire_types,
+    fields,
+    validate,
+)
 from tests.core.wire_builder import field
 
 _MESSAGES = [

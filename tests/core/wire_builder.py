@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from tests.core.events_helpers import record
 
 
@@ -154,7 +154,7 @@ def event_file(draw: st.DrawFn) -> bytes:
 
 
 def record_header_crc(length: bytes) -> bytes:
-    from distcore.tfrecord.crc import masked_crc
+    from distcore.tfrecord.framing import masked_crc
 
     return struct.pack("<I", masked_crc(length))
 

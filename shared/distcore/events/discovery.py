@@ -44,9 +44,9 @@ def _prefixed(prefix: str, rel: str) -> str:
 
 class Found(NamedTuple):
     """A run as the walk found it, in strings: its RunDir is made when asked for. A first read
-    of a sweep reads its newest runs before it makes the other 10,000 runs' Paths (0.15 s of
-    CPU on the way to the first rows). A tuple: made 10,000 times by a sweep's walk, a frozen
-    dataclass's __init__ (object.__setattr__ per field) was a tenth of it."""
+    of a sweep reads its newest runs before it makes the other runs' Paths. A tuple: made once
+    a run by a sweep's walk, where a frozen dataclass's __init__ (object.__setattr__ per field)
+    was a measurable share of it (docs/benchmarks.md)."""
 
     name: str
     directory: str  # as the walk spelled it
@@ -124,13 +124,10 @@ def _walk(
             runs[run] = Found(run, directory, tuple(files), newest, cwd)
 
 
-# The walk runs where the first read does, after Textual loaded. Tried and measured (10,000 runs,
-# bench/first_row.py, 2 vCPUs): begun on a thread beside Textual's import, it gained nothing
-# measurable (its ~40,000 system calls each take the GIL back from the import's Python: it
-# took 0.58-1.35 s for its 0.24 s of CPU and ended about with the import); in a child forked
-# before Textual loaded, the child cost 0.2 s of CPU against 0.14 here and the UI thread's own
-# CPU grew 0.08-0.15 s while it ran, so the first row came later (1.81 against 1.39 s, medians
-# of 4, even at priority).
+# The walk runs where the first read does, after Textual loaded. Begun on a thread beside
+# Textual's import it gained nothing (its system calls each take the GIL back from the import's
+# Python), and in a child forked before Textual loaded the first row came later (the figures:
+# docs/benchmarks.md, "Measured choices").
 def walk_runs(
     roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False
 ) -> list[Found]:

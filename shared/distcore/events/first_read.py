@@ -25,12 +25,12 @@ from distcore.events.discovery import Found, RunDir
 from distcore.events.many import Apply, read_fresh_runs
 from distcore.events.reader import FileState
 from distcore.events.store import RunStore
-from distcore.tfrecord.batch import Batch
+from distcore.tfrecord import Batch
 
 FIRST_RUNS = 16  # a sweep's newest runs, read (and shown) before the rest
 # How long a first read waits, once its newest runs are in the store, for the front end to draw
-# them: the rest's reader threads would take the GIL that the draw needs (at 4 threads the
-# first rows took 0.3-0.5 s longer to appear on a loaded machine). A bound, not a pause.
+# them: the rest's reader threads would take the GIL that the draw needs (the first rows came
+# later: docs/benchmarks.md, "Measured choices"). A bound, not a pause.
 FIRST_DRAW_WAIT = 0.5
 Done = TypeVar("Done")
 

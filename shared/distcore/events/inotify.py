@@ -31,9 +31,9 @@ from distcore.events.discovery import EVENT_MARKER
 OnChange = Callable[[str, bool], None]  # (path, structural): directories, deletions and moves
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 # What inotify is asked for: writes only. Our own reads (open, close without a write) would
-# otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
-# overflowed the kernel's queue (16,384 events), and watchdog rebuilt its watches by walking the
-# whole tree each time (py-spy: most of the 50-80% of a core distmon took with nothing written).
+# otherwise queue events for every file a pass looks at: a pass over a sweep's runs overflowed
+# the kernel's queue, and watchdog rebuilt its watches by walking the whole tree each time
+# (most of the CPU distmon took with nothing written: docs/benchmarks.md, "Measured choices").
 _WATCHED_EVENTS = [
     FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent,
     DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent,

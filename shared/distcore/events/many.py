@@ -1,5 +1,5 @@
 """First reads of many small runs at once: their files read into one buffer, back to back,
-and decoded together by distcore.tfrecord.many (one framing and one vectorised decode for
+and decoded together by distcore.tfrecord.decode_files (one framing and one kernel decode for
 all, each file's result exactly a lone read's). A run with a file that is not small, not
 regular, unreadable, or not tiled exactly by its records (damaged, growing) is left to the
 ordinary reader, which reads it from the start as if this had never looked at it.
@@ -16,8 +16,7 @@ from typing import Final
 
 from distcore.events.discovery import RunDir
 from distcore.events.reader import FileState
-from distcore.tfrecord import PADDING, decode_files
-from distcore.tfrecord.batch import Batch
+from distcore.tfrecord import PADDING, Batch, decode_files
 
 SMALL_FILE: Final = 1 << 20  # larger files are read on their own (and in chunks)
 BATCH_BYTES: Final = 4 << 20  # bytes decoded together (its transient arrays are ~10x that)
@@ -47,9 +46,9 @@ class _Group:
     def __init__(self, raw: bytearray | None = None) -> None:
         self.runs: list[_Run] = []
         # Files are read straight into `raw`, which read_fresh_runs hands from one group to
-        # the next: growing a buffer file by file (zero bytes made, copied in, the buffer
-        # copied as it grew) and faulting in fresh memory for each group was ~7% of a
-        # 10,000-run read. Only the PADDING bytes after `size` need be zero (see buffer()).
+        # the next, rather than growing a buffer file by file (zero bytes made, copied in, the
+        # buffer copied as it grew) and faulting in fresh memory for each group. Only the
+        # PADDING bytes after `size` need be zero (see buffer()).
         self.raw = bytearray(PADDING) if raw is None else raw
         self.size = 0
 

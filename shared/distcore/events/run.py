@@ -9,7 +9,7 @@ from distcore.events.series import SeriesBuffer
 from distcore.events.snapshots import RunSnapshot, RunStatus
 from distcore.histograms.store import HistogramStore
 from distcore.location import RunLocation
-from distcore.tfrecord.batch import Batch
+from distcore.tfrecord import Batch
 
 MAX_PROBLEM_LINES: Final = 20
 

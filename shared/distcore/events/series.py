@@ -18,13 +18,13 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-import distcore.tfrecord.kernel as kernel
 from distcore.alerts.series import LOSS_SPIKE_RULE
 from distcore.alerts.spikes import BLOCK, SpikeTracker
 from distcore.decimate import keep_indices, stretch_share
 from distcore.events.snapshots import Column, Series
 from distcore.tags import tag_kind
 from distcore.tails import spike_candidates
+from distcore.tfrecord.kernel import first_stats
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -58,8 +58,8 @@ def _read_only(array: _A) -> _A:
 
 # A new series' columns until its first points come, and the weights of points read once: the
 # same read-only arrays for all (nothing writes a series' arrays in place: extend, purge and
-# decimate make new ones). A sweep's 20,000 series each made four empty arrays and a column
-# of ones (8 bytes a point: 160 MB for 10,000 runs of 2,000 points).
+# decimate make new ones), rather than four empty arrays and a column of ones (8 bytes a
+# point) for each of a sweep's many series.
 _NO_STEPS: I64 = _read_only(np.zeros(0, dtype=np.int64))
 _NO_VALUES: F64 = _read_only(np.zeros(0, dtype=np.float64))
 _ONES: list[I64] = [_read_only(np.ones(4096, dtype=np.int64))]
@@ -78,19 +78,10 @@ run's few new points) take the tracker's one bound, cheaper than numpy's calls."
 
 
 def _first_stats(steps: I64, values: F64) -> tuple[bool, float, float]:
-    """(_increasing(steps), _fmin(values), _fmax(values)), in one kernel call where it is
-    built; numpy decides wherever the kernel's answer may not be numpy's (zeros, NaN)."""
-    compiled = kernel.ACTIVE
-    if compiled is None:
-        return _increasing(steps), _fmin(values), _fmax(values)
-    increasing, low, high = compiled.stats(
-        np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(values, np.float64)
-    )
-    if low == 0 or low != low:
-        low = _fmin(values)
-    if high == 0 or high != high:
-        high = _fmax(values)
-    return bool(increasing), float(low), float(high)
+    """(_increasing(steps), _fmin(values), _fmax(values)): the decoder's kernel answers where
+    it can (kernel.first_stats), numpy elsewhere."""
+    found = first_stats(steps, values)
+    return found if found is not None else (_increasing(steps), _fmin(values), _fmax(values))
 
 
 class SeriesBuffer:

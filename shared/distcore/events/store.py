@@ -14,7 +14,7 @@ from distcore.events.run import RunState
 from distcore.events.snapshots import RunSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
-from distcore.tfrecord.batch import Batch
+from distcore.tfrecord import Batch
 
 Place = Path | RunLocation  # a Path is a place on this machine (the local watcher's runs)
 

@@ -31,7 +31,7 @@ from distcore.events.fstype import Mode, choose_mode, mount_fs_type
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
 from distcore.producer import Failing, Loop, ProducerError, backoff
-from distcore.tfrecord.batch import Batch
+from distcore.tfrecord import Batch
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5  # a failed pass is tried again soon: most are a file replaced mid-pass

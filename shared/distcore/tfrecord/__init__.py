@@ -2,7 +2,8 @@
 
 One entry, `decode(data, plugins) -> (Batch | None, consumed)`, used by the local reader
 (distcore.events.reader) and the remote tails (distcore.remote.tail) alike, and
-`decode_files` for a sweep's many small files at once (distcore.events.many). It imports nothing
+`decode_files` for a sweep's many small files at once (distcore.events.many); kernel.py picks
+the path they take. It imports nothing
 from distcore.events, jobs or remote (pyproject.toml's layers contract). The names below load
 lazily: `import distcore.tfrecord` costs nothing until one is used (numpy, protobuf and
 TensorBoard's protos come with the decoder, not with the package).
@@ -15,8 +16,6 @@ from typing import TYPE_CHECKING
 from distcore.lazy import lazy_names
 
 if TYPE_CHECKING:  # what the lazy names below are, for type checkers
-    from distcore.tfrecord.batch import Batch, Segment
-    from distcore.tfrecord.chunk import decode, decode_files
     from distcore.tfrecord.framing import (
         FOOTER,
         HEADER,
@@ -25,13 +24,15 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers
         ZERO_BYTES,
         find_header,
     )
+    from distcore.tfrecord.kernel import decode, decode_files
+    from distcore.tfrecord.record import Batch, Segment
 
 _LAZY = {
-    "Batch": "batch",
-    "Segment": "batch",
+    "Batch": "record",
+    "Segment": "record",
     "PADDING": "framing",
-    "decode": "chunk",
-    "decode_files": "chunk",
+    "decode": "kernel",
+    "decode_files": "kernel",
     "FOOTER": "framing",
     "HEADER": "framing",
     "MAX_RECORD": "framing",

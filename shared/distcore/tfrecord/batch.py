@@ -1,59 +1,87 @@
-"""The fast path: the framed records of one read into a Batch, the points per tag in written
-order, with the compiled kernel (`compiled`) deciding every single-scalar record and the
-per-record decoder (record.py) the rest. The reference path (reference.py) builds the same
-Batch from the per-record decoder alone.
+"""The kernel's path: the framed records of one read into a Batch, the points per tag in written
+order, the kernel (_kernel_scalars.c) deciding every single-scalar record in one call and
+record.decode_event the rest.
 
-Built outside the store's lock (decoding is the slow part); the store only appends it.
+Writers serialise fields in field-number order, so an event that holds one scalar has a fixed
+layout with a few optional parts: wall_time, [step], summary{value{tag, simple_value | tensor[,
+metadata]}}. The kernel checks each record against it; a record that fails any check is left to
+decode_event, so the kernel may be strict without being wrong. The reference path (reference.py)
+builds the same Batch from decode_event alone.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.histograms.points import histogram_point
 from distcore.histograms.records import HistogramPoint
-from distcore.tfrecord.fastpath import FastScalars, decode_scalars
 from distcore.tfrecord.framing import F64, HEADER, I64, U8, Frames
-from distcore.tfrecord.record import Decoded, UndecodableError, decode_event
+from distcore.tfrecord.record import (
+    UNDECODABLE,
+    Batch,
+    Decoded,
+    Segment,
+    UndecodableError,
+    decode_event,
+    newest,
+)
 
-UNDECODABLE = "undecodable record"
-_HPARAMS_KEYS: Final = bytes(s.HPARAMS_RECORD_KEYS)  # the kernel's hparams_event, in its order
-_HPARAMS_PLUGIN: Final = s.HPARAMS_PLUGIN.encode()
+Bools = npt.NDArray[np.bool_]
+_MAX_TAG: Final = 96
+_KEYS: Final = bytes(
+    [s.K_WALL, s.K_STEP, s.K_SUMMARY, s.K_VALUE, s.K_TAG, s.K_SIMPLE, s.K_TENSOR, s.K_METADATA]
+)
 
 
-@dataclass
-class Segment:
-    """Points per tag and histograms, then (if not None) a session restart at that step for the
-    whole run: what comes before a restart in the same read is purged by it."""
-
-    points: dict[str, tuple[I64, F64, F64]]  # tag -> (steps, wall_times, values)
-    restart_at: int | None = None
-    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)  # written order
-
-
-@dataclass
-class Batch:
-    segments: list[Segment] = field(default_factory=list)
-    hparams: dict[str, Any] = field(default_factory=dict)
-    problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset in chunk)
-    newest_wall_time: float | None = None
+def counting_pays(names: int, items: int) -> bool:
+    """Whether a pass with a count per name (bincount, the kernel's by_tag and split) costs
+    less than sorting the items: the one threshold between the two, wherever either serves."""
+    return names <= 4 * items + 64
 
 
 @dataclass
-class _Columns:
+class FastScalars:
+    index: I64  # which records (positions in the batch) were decoded here
+    tag_ids: I64  # into `tags`
+    tags: list[str]
+    steps: I64
+    wall_times: F64
+    values: F64
+    is_tensor: Bools  # a TF2 tensor scalar (needs the tag's plugin to be "scalars")
+    has_metadata: Bools  # carried the plain scalars metadata
+
+
+def decode_scalars(compiled: ModuleType, buf: U8, starts: I64, lengths: I64) -> FastScalars:
+    """The single-scalar records among buf's records at `starts`, with tags interned exactly."""
+    index, tag_ids, tags, steps, walls, values, is_tensor, has_md = compiled.scalars(
+        buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(lengths, np.int64),
+        _KEYS, s.F32_TENSOR_PREFIX, s.F64_TENSOR_PREFIX, s.SCALARS_METADATA, _MAX_TAG,
+    )  # fmt: skip
+    return FastScalars(
+        np.frombuffer(index, np.int64), np.frombuffer(tag_ids, np.int64), tags,
+        np.frombuffer(steps, np.int64), np.frombuffer(walls, np.float64),
+        np.frombuffer(values, np.float64), np.frombuffer(is_tensor, np.bool_),
+        np.frombuffer(has_md, np.bool_),
+    )  # fmt: skip
+
+
+@dataclass
+class Columns:
+    """decode_event's points and histograms, in record order, before they join the kernel's."""
+
     records: list[int] = field(default_factory=list)
     tags: list[str] = field(default_factory=list)
     steps: list[int] = field(default_factory=list)
     walls: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)
+    restarts: list[tuple[int, int, int]] = field(default_factory=list)  # see collect()
 
 
 def decode_frames(
@@ -74,66 +102,32 @@ def decode_frames(
     slow[fast.index] = False
     before = dict(plugins)
     timeline = _Timeline(fast)
-    restarts: list[tuple[int, int, int]] = []
-    columns = _Columns()
+    columns = Columns()
     for i in np.flatnonzero(slow).tolist():
         start, size = int(frames.starts[i]), int(frames.lengths[i])
         timeline.replay_fast_until(i, plugins)
         updates: list[tuple[str, str]] = []
         try:
-            event = decode_slow(compiled, bytes(raw[start : start + size]), plugins, updates)
+            event = decode_event(bytes(raw[start : start + size]), plugins, updates, compiled)
         except UndecodableError:
             batch.problems.append((UNDECODABLE, start - HEADER))
             continue
         finally:
             timeline.add_slow(i, updates)
-        _collect(i, event, columns, restarts, batch)
+        collect(i, event, columns, batch)
     timeline.replay_fast_until(len(frames.starts), plugins)
     keep = timeline.fast_keep(before)
-    batch.segments = _segments(compiled, fast, keep, columns, restarts)
+    batch.segments = _segments(compiled, fast, keep, columns)
     walls = fast.wall_times if keep is None else fast.wall_times[keep]
     if columns.walls:
         walls = np.concatenate([walls, np.asarray(columns.walls, dtype=np.float64)])
-    batch.newest_wall_time = _newest(walls)
+    batch.newest_wall_time = newest(walls)
     return batch
 
 
-def decode_slow(
-    compiled: ModuleType, data: bytes, plugins: dict[str, str],
-    updates: list[tuple[str, str]] | None = None,
-) -> Decoded:
-    """decode_event, with the hparams plugin's usual record decoded by the kernel (a sweep has
-    one a run; protobuf's parse of it was most of a small run's decode)."""
-    found = compiled.hparams_event(data, _HPARAMS_KEYS, _HPARAMS_PLUGIN)
-    if found is None:
-        return decode_event(data, plugins, updates)
-    wall_time, step, tag, hparams = found
-    plugins[tag] = s.HPARAMS_PLUGIN
-    if updates is not None:
-        updates.append((tag, s.HPARAMS_PLUGIN))
-    return Decoded(wall_time, step, hparams=hparams)
-
-
-def _newest(walls: F64) -> float | None:
-    """The largest finite wall time, if any."""
-    if len(walls) == 0:
-        return None
-    newest = walls.max()
-    if np.isfinite(newest):  # no NaN, no +inf: the largest of all is the largest finite one
-        return float(newest)
-    walls = walls[np.isfinite(walls)]
-    return float(walls.max()) if len(walls) else None
-
-
-def _collect(
-    index: int,
-    event: Decoded,
-    columns: _Columns,
-    restarts: list[tuple[int, int, int]],
-    batch: Batch,
-) -> None:
-    """One event of the general decoder into the columns; a restart notes the record it is at,
-    its step and how many histograms came before it (they belong to the segment it ends)."""
+def collect(index: int, event: Decoded, columns: Columns, batch: Batch) -> None:
+    """One event of decode_event into the columns; a restart notes the record it is at, its
+    step and how many histograms came before it (they belong to the segment it ends)."""
     for tag, value in event.scalars:
         columns.records.append(index)
         columns.tags.append(tag)
@@ -141,7 +135,7 @@ def _collect(
         columns.walls.append(event.wall_time)
         columns.values.append(value)
     if event.session_start:
-        restarts.append((index, event.step, len(columns.histograms)))
+        columns.restarts.append((index, event.step, len(columns.histograms)))
     if event.hparams:
         batch.hparams.update(event.hparams)
     for tag, buckets in event.histograms:  # compressed here, outside the store's lock
@@ -149,12 +143,12 @@ def _collect(
 
 
 class _Timeline:
-    """Which plugin each tag had at each record, as the per-record decoder would have seen it.
+    """Which plugin each tag had at each record, as decode_event would have seen it.
 
     A record's metadata sets its tag's plugin from that record on; a TF2 tensor without
-    metadata counts as a scalar only where the tag's plugin is "scalars" at that point. The fast
-    path's records with the scalars metadata are replayed into `plugins` in record order,
-    between the records the general decoder reads, so both paths see the same state.
+    metadata counts as a scalar only where the tag's plugin is "scalars" at that point. The
+    kernel's records with the scalars metadata are replayed into `plugins` in record order,
+    between the records decode_event reads, so both paths see the same state.
     """
 
     def __init__(self, fast: FastScalars) -> None:
@@ -167,7 +161,7 @@ class _Timeline:
         self._slow: list[tuple[int, str, str]] = []  # (record, tag, plugin)
 
     def replay_fast_until(self, record: int, plugins: dict[str, str]) -> None:
-        """Apply the fast records' metadata before `record`: each sets "scalars" (TF2 writers
+        """Apply the kernel's records' metadata before `record`: each sets "scalars" (TF2 writers
         attach it to every record, so only the distinct tags of the stretch are applied)."""
         if self._next == self._md_count:  # all applied (or none to apply: simple_value files)
             return
@@ -180,7 +174,7 @@ class _Timeline:
     def add_slow(self, record: int, updates: list[tuple[str, str]]) -> None:
         self._slow.extend((record, tag, plugin) for tag, plugin in updates)
 
-    def fast_keep(self, before: dict[str, str]) -> npt.NDArray[np.bool_] | None:
+    def fast_keep(self, before: dict[str, str]) -> Bools | None:
         """simple_value always counts; a tensor where its tag's plugin there is "scalars".
         None: every record counts (no mask to apply)."""
         fast = self.fast
@@ -214,26 +208,22 @@ class _Timeline:
 
 def _distinct(ids: I64, names: int) -> list[int]:
     """np.unique(ids).tolist(), in one counting pass where the names are few."""
-    if names <= 4 * len(ids) + 64:
+    if counting_pays(names, len(ids)):
         return np.flatnonzero(np.bincount(ids, minlength=names)).tolist()
     return np.unique(ids).tolist()
 
 
 def _segments(
-    compiled: ModuleType | None,  # None: the reference's (no fast records, no kernel)
-    fast: FastScalars,
-    keep: npt.NDArray[np.bool_] | None,
-    columns: _Columns,
-    restarts: list[tuple[int, int, int]],
+    compiled: ModuleType, fast: FastScalars, keep: Bools | None, columns: Columns
 ) -> list[Segment]:
-    # One id per distinct name. The fast path's ids are remapped rather than trusted to be
+    # One id per distinct name. The kernel's ids are remapped rather than trusted to be
     # distinct names: were two of its tags equal as strings, ids and names would drift apart
     # and one tag's values would be filed under another's name.
     ids: dict[str, int] = {}
     fast_ids = np.array([ids.setdefault(t, len(ids)) for t in fast.tags], dtype=np.int64)
     slow_ids = [ids.setdefault(t, len(ids)) for t in columns.tags]
     names = list(ids)
-    # Every record kept (a mask costs a copy per column): the columns are the fast path's own,
+    # Every record kept (a mask costs a copy per column): the columns are the kernel's own,
     # to be copied before they are handed out (_by_tag).
     owned = keep is not None
     records, tag_ids = fast.index, fast.tag_ids
@@ -243,7 +233,7 @@ def _segments(
         steps, walls, values = steps[keep], walls[keep], values[keep]
     if len(fast_ids) and len(names) - len(slow_ids) < len(fast_ids):
         tag_ids = fast_ids[tag_ids]  # (else the ids are the names' own: 0, 1, ...)
-    if columns.records:  # the general decoder's points, merged in record order
+    if columns.records:  # decode_event's points, merged in record order
         records = np.concatenate([records, np.asarray(columns.records, dtype=np.int64)])
         tag_ids = np.concatenate([tag_ids, np.asarray(slow_ids, dtype=np.int64)])
         steps = np.concatenate([steps, np.asarray(columns.steps, dtype=np.int64)])
@@ -255,28 +245,21 @@ def _segments(
         owned = True
     segments = []
     lo = h_lo = 0
-    ends = [*restarts, (None, None, len(columns.histograms))]
-    for record, step, h_hi in ends:
+    for record, step, h_hi in [*columns.restarts, (None, None, len(columns.histograms))]:
         hi = len(records) if record is None else int(np.searchsorted(records, record))
-        part = slice(lo, hi)
-        segments.append(
-            Segment(
-                _by_tag(compiled, names, tag_ids[part], steps[part], walls[part], values[part],
-                        owned),
-                step,
-                columns.histograms[h_lo:h_hi],
-            )
-        )
+        points = _by_tag(compiled, names, tag_ids[lo:hi], steps[lo:hi], walls[lo:hi],
+                         values[lo:hi], owned)  # fmt: skip
+        segments.append(Segment(points, step, columns.histograms[h_lo:h_hi]))
         lo, h_lo = hi, h_hi
     return segments
 
 
 def _by_tag(
-    compiled: ModuleType | None,
+    compiled: ModuleType,
     names: list[str], tag_ids: I64, steps: I64, walls: F64, values: F64, owned: bool = True
 ) -> dict[str, tuple[I64, F64, F64]]:
-    """The points tag by tag, in written order; `owned`: the columns may be handed out as
-    they are (else they are the fast path's, shared with other files: copied)."""
+    """The points tag by tag, in written order (the kernel's by_tag); `owned`: the columns may
+    be handed out as they are (else they are the kernel's, shared with other files: copied)."""
     if len(tag_ids) == 0:
         return {}
     first = int(tag_ids[0])
@@ -284,22 +267,14 @@ def _by_tag(
         if not owned:
             steps, walls, values = steps.copy(), walls.copy(), values.copy()
         return {names[first]: (steps, walls, values)}
-    if compiled is not None and len(names) <= 4 * len(tag_ids) + 64:  # (a count per name)
-        # The same order in one counting pass: this argsort and its gathers were a sweep's
-        # largest per-file cost (10,000 small runs).
-        spans, *cols = compiled.by_tag(
-            np.ascontiguousarray(tag_ids, np.int64), len(names),
-            np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
-            np.ascontiguousarray(values, np.float64),
-        )  # fmt: skip
-        steps = np.frombuffer(cols[0], np.int64)
-        walls, values = np.frombuffer(cols[1], np.float64), np.frombuffer(cols[2], np.float64)
-        return {names[t]: (steps[lo:hi], walls[lo:hi], values[lo:hi]) for t, lo, hi in spans}
-    order = np.argsort(tag_ids, kind="stable")
-    sorted_ids = tag_ids[order]
-    edges = [0, *(np.flatnonzero(sorted_ids[1:] != sorted_ids[:-1]) + 1).tolist(), len(order)]
-    steps, walls, values = steps[order], walls[order], values[order]
-    return {
-        names[int(sorted_ids[lo])]: (steps[lo:hi], walls[lo:hi], values[lo:hi])
-        for lo, hi in itertools.pairwise(edges)
-    }
+    if not counting_pays(len(names), len(tag_ids)):  # ids made dense: a count per name used
+        used, dense = np.unique(tag_ids, return_inverse=True)
+        names, tag_ids = [names[i] for i in used.tolist()], dense.ravel()
+    spans, *cols = compiled.by_tag(
+        np.ascontiguousarray(tag_ids, np.int64), len(names),
+        np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
+        np.ascontiguousarray(values, np.float64),
+    )  # fmt: skip
+    steps = np.frombuffer(cols[0], np.int64)
+    walls, values = np.frombuffer(cols[1], np.float64), np.frombuffer(cols[2], np.float64)
+    return {names[t]: (steps[lo:hi], walls[lo:hi], values[lo:hi]) for t, lo, hi in spans}

@@ -12,6 +12,8 @@ stretches (preallocated or sparse files) are skipped with one vectorised search.
 The records are followed and checked by the compiled kernel (`compiled`, the extension module)
 on the fast path, and by the plain Python below on the reference path: the rules above are
 this module's alone, only the walks differ (tests/core/test_tfrecord_kernel.py compares them).
+`record()` is the writers' side (tests, benchmarks). The CRC is masked CRC-32C
+(google_crc32c); the kernel has its own (_kernel_crc.c).
 """
 
 from __future__ import annotations
@@ -21,10 +23,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Final
 
+import google_crc32c
 import numpy as np
 import numpy.typing as npt
-
-from distcore.tfrecord.crc import masked_crc
 
 U8 = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -45,6 +46,17 @@ BAD_DATA_CRC: Final = "bad data CRC"
 LENGTH_PAST_END: Final = "record length past the end of the file"
 LENGTH_TOO_LARGE: Final = "record length over 256 MiB"
 ZERO_BYTES: Final = "zero bytes skipped"
+
+
+def masked_crc(data: bytes) -> int:
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def record(data: bytes) -> bytes:
+    """`data` framed as one record, as TensorFlow's writers frame it."""
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
 
 
 @dataclass

@@ -1,14 +1,20 @@
-"""First reads of many small files at once, on the fast path: one framing and one kernel
+"""First reads of many small files at once, on the kernel's path: one framing and one kernel
 decode for all.
 
 A sweep is thousands of runs of one small file each; read one by one, each file pays the fixed
-cost of every numpy call in framing, CRC and decoding (~5.7 ms a run). Here the
-files lie in one buffer, back to back (the caller reads them: distcore.events.many), are
-framed and fast-decoded once, and then each file's share is assembled by the same code as a
-lone read (batch.decode_frames), so the result is exactly a lone read's. A file takes this
-path only when its records tile it exactly (no problem, no partial record at its end, nothing
-crossing its edges): then framing it alone would find the same records. A group with any
-other file (damaged, growing) is refused, and its caller reads it the ordinary way.
+cost of every numpy call in framing, CRC and decoding. Here the files lie in one buffer, back to
+back (the caller reads them: distcore.events.many), are framed and decoded once, and then each
+file's share is assembled by the same code as a lone read (batch.decode_frames), so the result
+is exactly a lone read's. A file takes this path only when its records tile it exactly (no
+problem, no partial record at its end, nothing crossing its edges): then framing it alone would
+find the same records. A group with any other file (damaged, growing) is refused, and its
+caller reads it the ordinary way.
+
+Plain files (PlainFiles: every scalar a simple_value record the kernel decoded, a sweep's usual
+file) skip even that: the per-record plugin timeline has nothing to do for them, so their
+batches are the kernel's points split by (file, tag) in one pass, decode_event's few other
+records (file version, hparams) and the newest wall times found in one reduction. A file whose
+other records hold points or a restart is not plain after all, and is read as a lone file.
 """
 
 from __future__ import annotations
@@ -20,12 +26,26 @@ from types import ModuleType
 
 import numpy as np
 
-from distcore.tfrecord.batch import Batch, decode_frames
-from distcore.tfrecord.fastpath import FastScalars, decode_scalars
-from distcore.tfrecord.framing import I64, U8, Frames, frame
-from distcore.tfrecord.plain import PlainFiles
+from distcore.tfrecord.batch import (
+    Columns,
+    FastScalars,
+    collect,
+    counting_pays,
+    decode_frames,
+    decode_scalars,
+)
+from distcore.tfrecord.framing import F64, HEADER, I64, U8, Frames, frame
+from distcore.tfrecord.record import (
+    UNDECODABLE,
+    Batch,
+    Segment,
+    UndecodableError,
+    decode_event,
+    newest,
+)
 
 Span = tuple[int, int]  # (where a file's bytes start in the buffer, its size)
+Points = dict[str, tuple[I64, F64, F64]]
 
 
 @dataclass
@@ -114,8 +134,7 @@ def _ranges(firsts: list[int], counts: list[int]) -> I64:
 
 def _tiles(compiled: ModuleType, frames: Frames, spans: list[Span]) -> list[_Tile]:
     """Each span's range of frames, and whether its records cover it exactly, edge to edge,
-    with no problem inside it: all of them in one kernel call (the numpy calls over every
-    record of the group were ~1 ms a group)."""
+    with no problem inside it: all of them in one kernel call."""
     if not spans:
         return []
     trouble = np.array(sorted(off for _, off in frames.problems), dtype=np.int64)
@@ -135,10 +154,9 @@ def _tiles(compiled: ModuleType, frames: Frames, spans: list[Span]) -> list[_Til
 
 def _shares(fast: FastScalars, counts: list[int]) -> list[FastScalars]:
     """Each file's _share, for files of `counts` records back to back: the (file, tag) pairs
-    found once for the whole group (a presence table), where that table stays small; per
-    file, that was ~8% of a sweep's read."""
+    found once for the whole group (a presence table), where that table stays small."""
     tags, files = len(fast.tags), len(counts)
-    if files == 0 or files * tags > 4 * len(fast.index) + 64 * files:
+    if files == 0 or not counting_pays(files * tags, len(fast.index) + 16 * files):
         pos = np.cumsum([0, *counts]).tolist()
         return [_share(fast, p, c) for p, c in zip(pos, counts, strict=False)]
     starts = np.cumsum([0, *counts])  # each file's first record among the group's
@@ -171,7 +189,7 @@ def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
     and only the tags they use (so that each file's cost follows its own tags)."""
     lo, hi = np.searchsorted(fast.index, [pos, pos + count]).tolist()
     ids = fast.tag_ids[lo:hi]
-    if len(fast.tags) <= 4 * len(ids) + 64:  # a count per tag of the group costs little
+    if counting_pays(len(fast.tags), len(ids)):
         counts = np.bincount(ids, minlength=len(fast.tags))
         used = np.flatnonzero(counts)
         remap = np.zeros(len(counts), dtype=np.int64)
@@ -184,3 +202,108 @@ def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
         [fast.tags[i] for i in used.tolist()], fast.steps[lo:hi], fast.wall_times[lo:hi],
         fast.values[lo:hi], fast.is_tensor[lo:hi], fast.has_metadata[lo:hi],
     )
+
+
+class PlainFiles:
+    """The plain files among a group's kept files, whose records are `counts` (in order) of
+    the group's fast decode `fast`; `starts`/`lengths`: every kept record's place in `raw`."""
+
+    def __init__(
+        self, compiled: ModuleType, fast: FastScalars, counts: list[int], starts: I64,
+        lengths: I64,
+    ) -> None:  # fmt: skip
+        self._compiled = compiled
+        files = len(counts)
+        first = np.cumsum([0, *counts]).astype(np.int64)  # each file's first record
+        bounds = np.searchsorted(fast.index, first)  # where each file's points start
+        # The files with a tensor or metadata among their fast records (a sweep's have none).
+        odd = np.flatnonzero(fast.is_tensor | fast.has_metadata)
+        plain = np.ones(files, dtype=bool)
+        plain[np.searchsorted(bounds, odd, side="right") - 1] = False
+        if len(set(fast.tags)) != len(fast.tags):  # (see batch._segments): read alone
+            plain[:] = False
+        self.plain: list[bool] = plain.tolist()
+        slow = np.ones(int(first[-1]), dtype=bool)
+        slow[fast.index] = False
+        at = np.flatnonzero(slow)
+        self._slow_bounds = np.searchsorted(at, first).tolist()
+        self._slow = list(zip(starts[at].tolist(), lengths[at].tolist(), strict=True))
+        self._points = _points(compiled, fast, bounds, plain)
+        self._newest = _newest_each(fast.wall_times, bounds.tolist(), self.plain)
+
+    def batch(
+        self, f: int, raw: bytes | bytearray, base: int, plugins: dict[str, str]
+    ) -> Batch | None:
+        """File f's batch (its bytes start at `base` in raw), or None when it is not plain
+        after all (then `plugins` is as it was)."""
+        before = dict(plugins)
+        batch = Batch()
+        columns = Columns()
+        for start, size in self._slow[self._slow_bounds[f] : self._slow_bounds[f + 1]]:
+            try:
+                event = decode_event(bytes(raw[start : start + size]), plugins, None,
+                                     self._compiled)  # fmt: skip
+            except UndecodableError:
+                batch.problems.append((UNDECODABLE, start - HEADER - base))
+                continue
+            collect(0, event, columns, batch)
+            if columns.records or columns.restarts:
+                plugins.clear()
+                plugins.update(before)
+                return None
+        batch.segments = [Segment(self._points.get(f, {}), None, columns.histograms)]
+        batch.newest_wall_time = self._newest[f]
+        return batch
+
+
+def _points(
+    compiled: ModuleType, fast: FastScalars, bounds: I64, plain: np.ndarray
+) -> dict[int, Points]:
+    """The plain files' points by tag, in written order, tags in the order of their ids (as
+    batch._by_tag gives them), each file's columns in memory of its own (a view into the
+    group's would keep all of them alive as long as any one run keeps its points)."""
+    steps, walls, values, ids = fast.steps, fast.wall_times, fast.values, fast.tag_ids
+    sizes = np.diff(bounds)
+    if not plain.all():
+        keep = np.repeat(plain, sizes)
+        ids = ids[keep]
+        steps, walls, values = steps[keep], walls[keep], values[keep]
+        sizes = sizes * plain
+        bounds = np.cumsum([0, *sizes.tolist()]).astype(np.int64)
+    if len(ids) == 0:
+        return {}
+    names = fast.tags
+    out: dict[int, Points] = {}
+    split = compiled.split(
+        np.ascontiguousarray(ids, np.int64), len(names), np.ascontiguousarray(bounds),
+        np.ascontiguousarray(steps, np.int64), np.ascontiguousarray(walls, np.float64),
+        np.ascontiguousarray(values, np.float64),
+    )  # fmt: skip
+    for f, found in enumerate(split):
+        if found is not None:
+            raw, spans = found
+            n = spans[-1][2]
+            s = np.frombuffer(raw, np.int64, n)
+            w = np.frombuffer(raw, np.float64, n, 8 * n)
+            v = np.frombuffer(raw, np.float64, n, 16 * n)
+            out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
+    return out
+
+
+def _newest_each(walls: F64, bounds: list[int], plain: list[bool]) -> list[float | None]:
+    """record.newest of each plain file's wall times, from one reduction: a finite, nonzero
+    maximum is the same value whichever way it is found; anything else (NaN, infinities, a
+    zero of either sign) is looked at again file by file, exactly as newest does."""
+    files = len(plain)
+    out: list[float | None] = [None] * files
+    # The non-empty files' points lie back to back: reduceat at each one's first point
+    # reduces exactly its own.
+    some = [f for f in range(files) if bounds[f + 1] > bounds[f]]
+    if not any(plain[f] for f in some):
+        return out
+    tops = np.maximum.reduceat(walls, [bounds[f] for f in some])
+    good = np.isfinite(tops) & (tops != 0)
+    for f, top, ok in zip(some, tops.tolist(), good.tolist(), strict=True):
+        if plain[f]:
+            out[f] = top if ok else newest(walls[bounds[f] : bounds[f + 1]])
+    return out

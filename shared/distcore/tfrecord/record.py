@@ -1,24 +1,29 @@
-"""The per-record decoder: one event at a time, with TensorBoard's protos, in plain Python.
+"""The per-record decoder, one event at a time, and what a decode gives (Batch, Segment).
 
-It is the reference path (reference.py: every record) and the fast path's decoder for whatever
-the kernel leaves: first values with metadata that is not the
-plain scalars one, several values per event, hparams, session logs, odd tensor types. Images,
-audio and histograms are skipped by field number, their payloads never parsed.
+decode_event is the one decoding of an event: every record of the reference path
+(reference.py), and on the kernel's path (batch.py) whatever its scalars leave: values with
+metadata that is not the plain scalars one, several values per event, hparams (the kernel
+decodes the plugin's usual record), session logs, odd tensor types. Images, audio and
+histograms are skipped by field number, their payloads never parsed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Final
 
+import numpy as np
 from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-import distcore.tfrecord.fields as s
+import distcore.tfrecord.wire as s
 from distcore.histograms import decode as histo
 from distcore.histograms.buckets import Buckets
+from distcore.histograms.records import HistogramPoint
 from distcore.tensors import DTYPES, tensor_values
+from distcore.tfrecord.framing import F64, I64
 from distcore.tfrecord.wire import (
     WireError,
     as_bytes,
@@ -33,6 +38,40 @@ from distcore.tfrecord.wire import (
 _EVENT: Final = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _SUMMARY: Final = expected_wire_types(summary_pb2.Summary.DESCRIPTOR)
 _VALUE: Final = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
+_HPARAMS_KEYS: Final = bytes(s.HPARAMS_RECORD_KEYS)  # the kernel's hparams_event, in its order
+_HPARAMS_PLUGIN: Final = s.HPARAMS_PLUGIN.encode()
+UNDECODABLE: Final = "undecodable record"
+
+
+@dataclass
+class Segment:
+    """Points per tag and histograms, then (if not None) a session restart at that step for the
+    whole run: what comes before a restart in the same read is purged by it."""
+
+    points: dict[str, tuple[I64, F64, F64]]  # tag -> (steps, wall_times, values)
+    restart_at: int | None = None
+    histograms: list[tuple[str, HistogramPoint]] = field(default_factory=list)  # written order
+
+
+@dataclass
+class Batch:
+    """What one read decodes; built outside the store's lock, which only appends it."""
+
+    segments: list[Segment] = field(default_factory=list)
+    hparams: dict[str, Any] = field(default_factory=dict)
+    problems: list[tuple[str, int]] = field(default_factory=list)  # (kind, offset in chunk)
+    newest_wall_time: float | None = None
+
+
+def newest(walls: F64) -> float | None:
+    """The largest finite wall time, if any."""
+    if len(walls) == 0:
+        return None
+    top = walls.max()
+    if np.isfinite(top):  # no NaN, no +inf: the largest of all is the largest finite one
+        return float(top)
+    walls = walls[np.isfinite(walls)]
+    return float(walls.max()) if len(walls) else None
 
 
 class UndecodableError(ValueError):
@@ -50,10 +89,21 @@ class Decoded:
 
 
 def decode_event(
-    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]] | None = None
-) -> Decoded:
+    data: bytes, plugins: dict[str, str], updates: list[tuple[str, str]] | None = None,
+    compiled: ModuleType | None = None,
+) -> Decoded:  # fmt: skip
     """Decode one record; `plugins` (tag -> plugin name, per run) is read and updated, and each
-    update is also appended to `updates` (kept even when the record then proves undecodable)."""
+    update is also appended to `updates` (kept even when the record then proves undecodable).
+    `compiled`: the kernel, which decodes the hparams plugin's usual record (a sweep has one a
+    run, and protobuf's parse of it was most of a small run's decode)."""
+    found = None if compiled is None else compiled.hparams_event(data, _HPARAMS_KEYS,
+                                                                  _HPARAMS_PLUGIN)  # fmt: skip
+    if found is not None:
+        wall_time, step, tag, hparams = found
+        plugins[tag] = s.HPARAMS_PLUGIN
+        if updates is not None:
+            updates.append((tag, s.HPARAMS_PLUGIN))
+        return Decoded(wall_time, step, hparams=hparams)
     try:
         return _decode(data, plugins, updates if updates is not None else [])
     except (WireError, DecodeError, ValueError) as err:

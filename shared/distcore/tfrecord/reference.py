@@ -1,6 +1,6 @@
-"""The reference path: every record through the per-record decoder (record.py), in plain
-Python. It runs where the compiled kernel is not built, and it is what the tests hold the fast
-path to (every batch bit for bit)."""
+"""The reference path: every record through record.decode_event, in plain Python, the points
+gathered tag by tag in lists. It runs where the kernel is not built, and it is what the tests
+hold the kernel's path to (every batch bit for bit)."""
 
 from __future__ import annotations
 
@@ -8,44 +8,63 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from distcore.tfrecord.batch import (
+from distcore.histograms.points import histogram_point
+from distcore.tfrecord.framing import HEADER, PADDING, Frames, frame
+from distcore.tfrecord.record import (
     UNDECODABLE,
     Batch,
-    _collect,
-    _Columns,
-    _newest,
-    _segments,
+    Segment,
+    UndecodableError,
+    decode_event,
+    newest,
 )
-from distcore.tfrecord.fastpath import FastScalars
-from distcore.tfrecord.framing import HEADER, PADDING, Frames, frame
-from distcore.tfrecord.record import UndecodableError, decode_event
 
-_I64, _F64, _BOOL = np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.bool_)
-_NO_FAST = FastScalars(_I64, _I64, [], _I64, _F64, _F64, _BOOL, _BOOL)
+_Points = dict[str, tuple[list[int], list[float], list[float]]]
 
 
 def decode_records(raw: bytes | bytearray, frames: Frames, plugins: dict[str, str]) -> Batch:
-    """The batch of the framed records, one by one; `plugins` is read and updated."""
+    """The batch of the framed records, one by one; `plugins` is read and updated. A restart
+    ends the segment before its own record's points and histograms."""
     batch = Batch(problems=list(frames.problems))
-    columns, restarts = _Columns(), list[tuple[int, int, int]]()
-    starts, lengths = frames.starts.tolist(), frames.lengths.tolist()
-    for i, (start, size) in enumerate(zip(starts, lengths, strict=True)):
+    segment, points = Segment({}), _Points()
+    walls: list[float] = []
+    for start, size in zip(frames.starts.tolist(), frames.lengths.tolist(), strict=True):
         try:
             event = decode_event(bytes(raw[start : start + size]), plugins)
         except UndecodableError:
             batch.problems.append((UNDECODABLE, start - HEADER))
             continue
-        _collect(i, event, columns, restarts, batch)
-    batch.segments = _segments(None, _NO_FAST, None, columns, restarts)
-    batch.newest_wall_time = _newest(np.asarray(columns.walls, dtype=np.float64))
+        if event.session_start:
+            segment.points, segment.restart_at = _arrays(points), event.step
+            batch.segments.append(segment)
+            segment, points = Segment({}), {}
+        for tag, value in event.scalars:
+            column = points.setdefault(tag, ([], [], []))
+            column[0].append(event.step)
+            column[1].append(event.wall_time)
+            column[2].append(value)
+            walls.append(event.wall_time)
+        batch.hparams.update(event.hparams or {})
+        for tag, buckets in event.histograms:
+            segment.histograms.append((tag, histogram_point(event.step, event.wall_time, buckets)))
+    segment.points = _arrays(points)
+    batch.segments.append(segment)
+    batch.newest_wall_time = newest(np.array(walls, dtype=np.float64))
     return batch
+
+
+def _arrays(points: _Points) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    return {
+        tag: (np.array(steps, np.int64), np.array(walls, np.float64), np.array(values, np.float64))
+        for tag, (steps, walls, values) in points.items()
+    }
 
 
 def decode_files(
     raw: bytearray, groups: Sequence[Sequence[tuple[int, int]]],
     plugins: Callable[[int], dict[str, str]],
 ) -> list[list[Batch | None] | None]:  # fmt: skip
-    """chunk.decode_files on the reference path: each file framed and decoded alone, and a
+    """kernel.decode_files on the reference path: each file framed and decoded alone, and a
     group taken only when each of its files is whole records, edge to edge, with no damage
     (as the kernel's tiling takes it); else None, and `plugins(g)` untouched."""
     out: list[list[Batch | None] | None] = []
