@@ -13,7 +13,7 @@ caller reads it the ordinary way.
 Plain files (PlainFiles: every scalar a simple_value record the kernel decoded, a sweep's usual
 file) skip even that: the per-record plugin timeline has nothing to do for them, so their
 batches are the kernel's points split by (file, tag) in one pass, decode_event's few other
-records (file version, hparams) and the newest wall times found in one reduction. A file whose
+records (file version, hparams) and the newest wall time. A file whose
 other records hold points or a restart is not plain after all, and is read as a lone file.
 """
 
@@ -153,27 +153,25 @@ def _tiles(compiled: ModuleType, frames: Frames, spans: list[Span]) -> list[_Til
 
 
 def _shares(fast: FastScalars, counts: list[int]) -> list[FastScalars]:
-    """Each file's _share, for files of `counts` records back to back: the (file, tag) pairs
-    found once for the whole group (a presence table), where that table stays small."""
+    """The records of each file (`counts` of them, back to back) as if decoded alone: positions
+    from 0, and only the tags each uses (so that each file's cost follows its own tags). The
+    (file, tag) pairs are found once for the whole group: by a presence table where it stays
+    small, else by sorting."""
     tags, files = len(fast.tags), len(counts)
-    if files == 0 or not counting_pays(files * tags, len(fast.index) + 16 * files):
-        pos = np.cumsum([0, *counts]).tolist()
-        return [_share(fast, p, c) for p, c in zip(pos, counts, strict=False)]
     starts = np.cumsum([0, *counts])  # each file's first record among the group's
     bounds = np.searchsorted(fast.index, starts)  # where each file's points start
     file_of = np.repeat(np.arange(files), np.diff(bounds))
     index = fast.index - starts[file_of]
     key = file_of * tags + fast.tag_ids
-    present = np.bincount(key, minlength=files * tags) > 0
-    if present.all():  # every file has every tag (a sweep's usual group): ids stay as they are
-        local, firsts = fast.tag_ids, [f * tags for f in range(files + 1)]
-        names = fast.tags * files
+    if counting_pays(files * tags, len(key) + 16 * files):
+        present = np.bincount(key, minlength=files * tags) > 0
+        used, rank = np.flatnonzero(present), np.cumsum(present) - 1
+        dense = rank[key]
     else:
-        rank = np.cumsum(present) - 1  # each (file, tag) pair's place among those present
-        used = np.flatnonzero(present)
-        firsts = np.searchsorted(used, np.arange(files + 1) * tags).tolist()  # each file's
-        local = (rank[key] - np.asarray(firsts[:-1], np.int64)[file_of]).astype(np.int64)
-        names = [fast.tags[i] for i in (used % tags).tolist()]
+        used, dense = np.unique(key, return_inverse=True)
+    firsts = np.searchsorted(used, np.arange(files + 1) * tags).tolist()  # each file's
+    local = (dense.ravel() - np.asarray(firsts[:-1], np.int64)[file_of]).astype(np.int64)
+    names = [fast.tags[i] for i in (used % max(tags, 1)).tolist()]
     return [
         FastScalars(
             index[lo:hi], local[lo:hi], names[firsts[f] : firsts[f + 1]], fast.steps[lo:hi],
@@ -182,26 +180,6 @@ def _shares(fast: FastScalars, counts: list[int]) -> list[FastScalars]:
         )
         for f, (lo, hi) in enumerate(itertools.pairwise(bounds.tolist()))
     ]
-
-
-def _share(fast: FastScalars, pos: int, count: int) -> FastScalars:
-    """The records pos..pos+count of a group's decode, as if decoded alone: positions from 0,
-    and only the tags they use (so that each file's cost follows its own tags)."""
-    lo, hi = np.searchsorted(fast.index, [pos, pos + count]).tolist()
-    ids = fast.tag_ids[lo:hi]
-    if counting_pays(len(fast.tags), len(ids)):
-        counts = np.bincount(ids, minlength=len(fast.tags))
-        used = np.flatnonzero(counts)
-        remap = np.zeros(len(counts), dtype=np.int64)
-        remap[used] = np.arange(len(used))
-        local = remap[ids]
-    else:
-        used, local = np.unique(ids, return_inverse=True)
-    return FastScalars(
-        fast.index[lo:hi] - pos, local.astype(np.int64).ravel(),
-        [fast.tags[i] for i in used.tolist()], fast.steps[lo:hi], fast.wall_times[lo:hi],
-        fast.values[lo:hi], fast.is_tensor[lo:hi], fast.has_metadata[lo:hi],
-    )
 
 
 class PlainFiles:
@@ -229,7 +207,7 @@ class PlainFiles:
         self._slow_bounds = np.searchsorted(at, first).tolist()
         self._slow = list(zip(starts[at].tolist(), lengths[at].tolist(), strict=True))
         self._points = _points(compiled, fast, bounds, plain)
-        self._newest = _newest_each(fast.wall_times, bounds.tolist(), self.plain)
+        self._walls, self._bounds = fast.wall_times, bounds.tolist()
 
     def batch(
         self, f: int, raw: bytes | bytearray, base: int, plugins: dict[str, str]
@@ -252,7 +230,7 @@ class PlainFiles:
                 plugins.update(before)
                 return None
         batch.segments = [Segment(self._points.get(f, {}), None, columns.histograms)]
-        batch.newest_wall_time = self._newest[f]
+        batch.newest_wall_time = newest(self._walls[self._bounds[f] : self._bounds[f + 1]])
         return batch
 
 
@@ -287,23 +265,4 @@ def _points(
             w = np.frombuffer(raw, np.float64, n, 8 * n)
             v = np.frombuffer(raw, np.float64, n, 16 * n)
             out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
-    return out
-
-
-def _newest_each(walls: F64, bounds: list[int], plain: list[bool]) -> list[float | None]:
-    """record.newest of each plain file's wall times, from one reduction: a finite, nonzero
-    maximum is the same value whichever way it is found; anything else (NaN, infinities, a
-    zero of either sign) is looked at again file by file, exactly as newest does."""
-    files = len(plain)
-    out: list[float | None] = [None] * files
-    # The non-empty files' points lie back to back: reduceat at each one's first point
-    # reduces exactly its own.
-    some = [f for f in range(files) if bounds[f + 1] > bounds[f]]
-    if not any(plain[f] for f in some):
-        return out
-    tops = np.maximum.reduceat(walls, [bounds[f] for f in some])
-    good = np.isfinite(tops) & (tops != 0)
-    for f, top, ok in zip(some, tops.tolist(), good.tolist(), strict=True):
-        if plain[f]:
-            out[f] = top if ok else newest(walls[bounds[f] : bounds[f + 1]])
     return out
