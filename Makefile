@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest hunt bench clean
+.PHONY: demo test lint typecheck pytest hunt bench wheel clean
 
 # Reinstall only when the project's metadata changed (the code itself is installed editable),
 # or a source of the decoder's C kernel did (pip builds it in place; see setup.py).
@@ -47,6 +47,22 @@ hunt: $(STAMP)
 bench: $(STAMP)
 	@for script in bench/[!_]*.py; do echo "== $$script"; $(BIN)/python $$script || exit 1; done
 
+# The wheel, into $(DIST): the decoder's C kernel compiled in where a C compiler ($(CC)) and this
+# Python's headers are found (DISTMON_REQUIRE_KERNEL: a kernel that fails to build fails the
+# wheel); else a pure-Python wheel, said so (its decoder runs the reference path: the same
+# results, more CPU). Needs pip and its package index (for the build's setuptools), not .venv.
+DIST ?= dist
+wheel:
+	@rm -rf build  # (a build left there would lend its files, the kernel's too, to this wheel)
+	@if command -v $(CC) >/dev/null 2>&1 && test -f "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h"; then \
+		echo "wheel: with the decoder's C kernel ($(CC))"; \
+		CC="$(CC)" DISTMON_REQUIRE_KERNEL=1 $(PYTHON) -m pip wheel -q --no-deps -w $(DIST) . ; \
+	else \
+		echo "wheel: no C compiler ($(CC)) or no Python headers here: a pure-Python wheel, whose decoder runs the reference path (same results, more CPU)"; \
+		DISTMON_NO_KERNEL=1 $(PYTHON) -m pip wheel -q --no-deps -w $(DIST) . ; \
+	fi
+	@ls $(DIST)/distmon-*.whl
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
 	rm -f shared/distcore/tfrecord/_kernel*.so  # (an older build's name would shadow a newer)

@@ -3,7 +3,8 @@
 distcore.tfrecord._kernel is built with the system's C compiler and Python's headers; where
 either is missing the build of it fails quietly (optional) and the decoder runs its reference
 path in plain Python (distcore/tfrecord/kernel.py), with the same results, and says so.
-DISTMON_REQUIRE_KERNEL=1 makes a failed build an error (wheels, CI). Its sources are one file
+DISTMON_REQUIRE_KERNEL=1 makes a failed build an error (wheels, CI); DISTMON_NO_KERNEL=1 leaves
+it out altogether, for a pure-Python wheel (py3-none-any: `make wheel` where no compiler is). Its sources are one file
 per purpose (listed in _kernel.c) sharing the private header _kernel.h: every .c is compiled
 into the one module, and the header is a dependency (a change to it rebuilds them; the sdist
 carries it).
@@ -21,17 +22,17 @@ LIMITED_API = "0x030B0000"
 SOURCES = ["_kernel.c", "_kernel_crc.c", "_kernel_framing.c", "_kernel_scalars.c",
            "_kernel_columns.c", "_kernel_hparams.c"]  # fmt: skip
 
-setup(
-    ext_modules=[
-        Extension(
-            "distcore.tfrecord._kernel",
-            [KERNEL + name for name in SOURCES],
-            depends=[KERNEL + "_kernel.h"],
-            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-            define_macros=[("Py_LIMITED_API", LIMITED_API)],
-            py_limited_api=True,
-            optional=not os.environ.get("DISTMON_REQUIRE_KERNEL"),
-        )
-    ],
-    options={"bdist_wheel": {"py_limited_api": "cp311"}},
+KERNEL_MODULE = Extension(
+    "distcore.tfrecord._kernel",
+    [KERNEL + name for name in SOURCES],
+    depends=[KERNEL + "_kernel.h"],
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+    define_macros=[("Py_LIMITED_API", LIMITED_API)],
+    py_limited_api=True,
+    optional=not os.environ.get("DISTMON_REQUIRE_KERNEL"),
 )
+
+if os.environ.get("DISTMON_NO_KERNEL"):
+    setup()
+else:
+    setup(ext_modules=[KERNEL_MODULE], options={"bdist_wheel": {"py_limited_api": "cp311"}})
