@@ -9,7 +9,6 @@ import os
 import shutil
 import struct
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-dashboard"))
@@ -23,11 +22,6 @@ def _varint(n: int) -> bytes:
         out.append(byte | (0x80 if n else 0))
         if not n:
             return bytes(out)
-
-
-def record(data: bytes, masked_crc: Callable[[bytes], int]) -> bytes:
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
 
 
 def scalar_event(tag: bytes, value: float, step: int, wall: float) -> bytes:
@@ -46,18 +40,18 @@ def scalar_event(tag: bytes, value: float, step: int, wall: float) -> bytes:
 
 
 def generate(root: Path, runs: int, steps: int) -> None:
-    from distcore.tfrecord.framing import masked_crc
+    from distcore.tfrecord.framing import record
 
     version = b"\x09" + struct.pack("<d", 1.7e9) + b"\x1a\x0dbrain.Event:2"
     for run in range(runs):
         run_dir = root / f"exp{run // 2:03d}" / ("train" if run % 2 == 0 else "validation")
         run_dir.mkdir(parents=True, exist_ok=True)
-        chunks = [record(version, masked_crc)]
+        chunks = [record(version)]
         for step in range(steps):
             wall = 1.7e9 + step * 0.5
             for i, tag in enumerate(TAGS):
                 value = 1.0 / (1 + step * 0.01) + i
-                chunks.append(record(scalar_event(tag.encode(), value, step, wall), masked_crc))
+                chunks.append(record(scalar_event(tag.encode(), value, step, wall)))
         (run_dir / f"events.out.tfevents.{1_700_000_000 + run}.bench").write_bytes(b"".join(chunks))
 
 

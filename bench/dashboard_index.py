@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _logdir import CACHE, TAGS, generate, record, scalar_event
+from _logdir import CACHE, TAGS, generate, scalar_event
 
 from distcore.alerts import Alert
 from distcore.alerts.cadence import run_stalled
@@ -73,12 +73,10 @@ def old_path(store: RunStore) -> None:
 
 def append_points(root: Path, runs: int, step: int) -> None:
     """One new point per tag in the first `runs` runs (as 8 live writers would add)."""
-    from distcore.tfrecord.framing import masked_crc
+    from distcore.tfrecord.framing import record
 
     for path in sorted(root.rglob("*tfevents*"))[:runs]:
-        chunk = b"".join(
-            record(scalar_event(t.encode(), 0.1, step, time.time()), masked_crc) for t in TAGS
-        )
+        chunk = b"".join(record(scalar_event(t.encode(), 0.1, step, time.time())) for t in TAGS)
         with open(path, "ab") as f:
             f.write(chunk)
 

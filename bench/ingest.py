@@ -26,7 +26,6 @@ import re
 import resource
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -84,7 +83,7 @@ def generate_synthetic(root: Path, runs: int, tags: int, steps: int) -> None:
     """The bytes tensorboardX writes, built directly (fast enough for 10M points)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from distcore.tfrecord.framing import masked_crc
+    from distcore.tfrecord.framing import record
 
     for run in range(runs):
         (root / f"run{run}").mkdir(parents=True, exist_ok=True)
@@ -97,12 +96,9 @@ def generate_synthetic(root: Path, runs: int, tags: int, steps: int) -> None:
                         value=[summary_pb2.Summary.Value(
                             tag=f"metric/{tag}", simple_value=value_at(tag, step))]
                     )
-                    data = event_pb2.Event(
+                    chunk.append(record(event_pb2.Event(
                         wall_time=1.7e9 + step, step=step, summary=summary
-                    ).SerializeToString()
-                    head = struct.pack("<Q", len(data))
-                    chunk.append(head + struct.pack("<I", masked_crc(head)) + data
-                                 + struct.pack("<I", masked_crc(data)))
+                    ).SerializeToString()))
                 f.write(b"".join(chunk))
 
 

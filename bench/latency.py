@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -35,14 +34,12 @@ def _percentile(values: list[float], q: float) -> float:
 def _record(step: int) -> bytes:
     from tensorboard.compat.proto import event_pb2, summary_pb2
 
-    from distcore.tfrecord.framing import masked_crc
+    from distcore.tfrecord.framing import record
 
     value = summary_pb2.Summary.Value(tag=TAG, simple_value=1.0 / (step + 1))
-    data = event_pb2.Event(
+    return record(event_pb2.Event(
         wall_time=time.time(), step=step, summary=summary_pb2.Summary(value=[value])
-    ).SerializeToString()
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
+    ).SerializeToString())
 
 
 def _write_points(root: Path, points: int, flushed: dict[int, float]) -> None:

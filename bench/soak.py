@@ -29,15 +29,10 @@ from typing import Any
 
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.snapshots import RunSnapshot
-from distcore.tfrecord.framing import masked_crc
+from distcore.tfrecord.framing import record as frame
 
 TAGS = ("loss", "accuracy", "lr", "train/grad_norm")
 ACTIONS = ("append",) * 12 + ("partial", "truncate", "rewrite", "replace", "delete", "new_file")
-
-
-def frame(data: bytes) -> bytes:
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
 
 
 def event(step: int, tag: str, value: float) -> bytes:

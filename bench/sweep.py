@@ -30,7 +30,6 @@ import math
 import os
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -47,10 +46,9 @@ TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
 
 
 def _record(data: bytes) -> bytes:
-    from distcore.tfrecord.framing import masked_crc
+    from distcore.tfrecord.framing import record
 
-    head = struct.pack("<Q", len(data))
-    return head + struct.pack("<I", masked_crc(head)) + data + struct.pack("<I", masked_crc(data))
+    return record(data)
 
 
 def _hparams_event(lr: float, batch: int, optimizer: str) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -12,14 +11,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from distcore.events import RunStore, load_once
 from distcore.events.snapshots import RunSnapshot
 from distcore.tfrecord import Batch, decode
-from distcore.tfrecord.framing import masked_crc
-
-
-def record(data: bytes) -> bytes:
-    """One TFRecord: length, masked CRC of the length, data, masked CRC of the data."""
-    length = struct.pack("<Q", len(data))
-    header = length + struct.pack("<I", masked_crc(length))
-    return header + data + struct.pack("<I", masked_crc(data))
+from distcore.tfrecord.framing import record
 
 
 def scalar_event(tag: str, step: int, value: float, wall_time: float = 1000.0) -> bytes:
