@@ -7,11 +7,11 @@
  *   crc_ok(buf, starts, lengths)    masked CRC-32C of each record's data against its footer
  *   records(buf, heads)             framing._records: the records whose data CRC holds
  *   scalars(buf, starts, lengths, keys, f32, f64, md, max_tag)
- *                                   the one-scalar records (fastpath.py), tags interned exactly
+ *                                   the one-scalar records (batch.py), tags interned exactly
  *   by_tag(tag_ids, n, steps, walls, values)
- *                                   batch._by_tag's stable argsort by tag, as a counting sort
+ *                                   a stable sort by tag (batch._by_tag), as a counting sort
  *   split(tag_ids, n, bounds, steps, walls, values)
- *                                   by_tag for each file of a group (tfrecord/plain.py)
+ *                                   by_tag for each file of a group (tfrecord/many.py)
  *   stats(steps, values)            series._increasing, _fmin and _fmax of a first read
  *   tiles(starts, lengths, end, trouble, bases, sizes)
  *                                   many._tiles: each file's records, and if they tile it

@@ -1,6 +1,6 @@
-/* Decoded points regrouped and summarised: batch.py's, plain.py's and series.py's loops.
+/* Decoded points regrouped and summarised: batch.py's, many.py's and series.py's loops.
  *   by_tag   one file's points ordered tag by tag (batch._by_tag)
- *   split    the same for each file of a group, each file's memory its own (plain.py)
+ *   split    the same for each file of a group, each file's memory its own (many.py)
  *   stats    what a series' first read needs of its points (series.py)
  */
 #include "_kernel.h"

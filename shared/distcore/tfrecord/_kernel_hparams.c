@@ -6,7 +6,7 @@
 #include "_kernel.h"
 
 /* The one-byte keys of the record's fields, in this order (record.py passes them from
- * fields.py), and the plugin's name. */
+ * wire.py), and the plugin's name. */
 enum {
     H_WALL, H_STEP, H_SUMMARY, H_VALUE, H_TAG, H_TENSOR, H_METADATA, H_PLUGIN_DATA,
     H_PLUGIN_NAME, H_CONTENT, H_VERSION, H_START, H_HPARAMS, H_KEY, H_VAL, H_NUMBER, H_STRING,

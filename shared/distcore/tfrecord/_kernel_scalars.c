@@ -1,11 +1,11 @@
-/* scalars: fastpath.decode_scalars, the one-scalar events of a file decoded in one pass.
+/* scalars: batch.decode_scalars, the one-scalar events of a file decoded in one pass.
  *
  * The whole fast path (the event's fixed layout, the value, the tag interning) is in this one
  * file so that the compiler inlines it into the loop as it did when the kernel was one file.
  */
 #include "_kernel.h"
 
-/* The schema's one-byte keys, in this order (fastpath.py passes them from fields.py). */
+/* The schema's one-byte keys, in this order (batch.py passes them from wire.py). */
 enum { K_WALL, K_STEP, K_SUMMARY, K_VALUE, K_TAG, K_SIMPLE, K_TENSOR, K_METADATA, N_KEYS };
 
 typedef struct {
@@ -32,7 +32,7 @@ static uint64_t varint(const Buf *b, int64_t pos, int64_t *width) {
     return value;
 }
 
-/* fastpath._field_len: (length clamped to limit, offset of the payload). */
+/* field_len: (length clamped to limit, offset of the payload). */
 static int64_t field_len(const Buf *b, int64_t pos, int64_t *payload) {
     int64_t width;
     uint64_t value = varint(b, pos + 1, &width);
@@ -68,7 +68,7 @@ typedef struct {
     char is_tensor, has_md;
 } Scalar;
 
-/* fastpath._value: the value after the tag. Returns whether the record is a scalar. */
+/* value_of: the value after the tag. Returns whether the record is a scalar. */
 static int value_of(const Buf *b, const Schema *sc, int64_t pos, int64_t end, Scalar *out) {
     const uint8_t *k = sc->keys;
     uint8_t kind = b->buf[pos];
@@ -100,7 +100,7 @@ static int value_of(const Buf *b, const Schema *sc, int64_t pos, int64_t end, Sc
     return simple || tensor_ok;
 }
 
-/* fastpath.decode_scalars for one record: whether it is an event with one scalar only. */
+/* batch.decode_scalars for one record: whether it is an event with one scalar only. */
 static int scalar_of(const Buf *b, const Schema *sc, int64_t start, int64_t end, Scalar *out) {
     const uint8_t *k = sc->keys;
     const uint8_t *buf = b->buf;
@@ -270,7 +270,7 @@ static Py_ssize_t scalars_loop(const Bytes v[N_ARGS], Py_ssize_t n, long long ma
 }
 
 /* scalars(buf, starts, lengths, keys, f32, f64, md, max_tag) -> (index, tag ids, tags, steps,
- * walls, values, is_tensor, has_md): fastpath.decode_scalars' columns, one row a scalar. */
+ * walls, values, is_tensor, has_md): batch.decode_scalars' columns, one row a scalar. */
 PyObject *kernel_scalars(PyObject *self, PyObject *args) {
     Bytes v[N_ARGS];
     Py_ssize_t n;

@@ -10,7 +10,7 @@ followed by another), so the reader resyncs there instead of waiting forever. Ze
 stretches (preallocated or sparse files) are skipped with one vectorised search.
 
 The records are followed and checked by the compiled kernel (`compiled`, the extension module)
-on the fast path, and by the plain Python below on the reference path: the rules above are
+on its path, and by the plain Python below on the reference path: the rules above are
 this module's alone, only the walks differ (tests/core/test_tfrecord_kernel.py compares them).
 `record()` is the writers' side (tests, benchmarks). The CRC is masked CRC-32C
 (google_crc32c); the kernel has its own (_kernel_crc.c).

@@ -259,7 +259,7 @@ VALUE_SKIPPED: Final = frozenset(
     number(_VALUE, f) for f in ("obsolete_old_style_histogram", "image", "histo", "audio")
 )
 
-# One-byte keys for the vectorised fast path.
+# One-byte keys for the kernel (batch.py passes them).
 K_WALL: Final = key(_EVENT, "wall_time", WIRE_FIXED64)
 K_STEP: Final = key(_EVENT, "step", WIRE_VARINT)
 K_SUMMARY: Final = key(_EVENT, "summary", WIRE_LEN)
