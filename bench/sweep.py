@@ -1,14 +1,20 @@
 """Hyperparameter sweeps: many small runs, against TensorBoard's Rust data server.
 
-Generates a sweep (default 10,000 runs x 2 tags x 1,000 steps, one small events
-file per run, its hparams in the TF hparams plugin's session-start record, as Keras' hparams
-callback writes it; tensorboardX's simple_value bytes), cached under --cache, and measures in
-one run, alternating A B A B:
+Generates two sweeps (10,000 runs x 2 tags x 1,000 steps, and 100,000 runs x 2 tags x 100 steps;
+or the one --runs/--steps/--tags name), one small events file per run, its hparams in the TF
+hparams plugin's session-start record, as Keras' hparams callback writes it; tensorboardX's
+simple_value bytes), cached under --cache, and measures in one run, alternating A B A B:
   distmon_once  the whole `distmon --once --json --no-gpu SWEEP` process, spawn to exit, its
                 peak RSS and CPU seconds (and it must report every point)
   rustboard     `tensorboard_data_server --reload once`, every point kept
                 (`--samples-per-plugin=scalars=all`), spawn to its "Finished load cycle" line,
-                its VmHWM and CPU seconds then
+                its VmHWM and CPU seconds then. It must have loaded every run (every tag, to
+                its last step: asked over its gRPC API after the timing), or no ratio is
+                printed: at its open-file limit it skips runs and still finishes its cycle.
+                A sweep of more than PART_RUNS runs is written in folders of PART_RUNS runs
+                (part-0/...), which the data server reads one process each, one after the
+                other: its time and CPU seconds are those of all the parts, its RSS the
+                largest part's (one process over 100,000 runs hits the open-file limit).
 Each figure is the median of --repeats rounds (with min-max); ratios are distmon / rustboard.
 CPU seconds are the fairer figure on a shared, loaded machine (wall time there is mostly
 waiting for a core). Targets: time and memory at most the data server's.
@@ -18,7 +24,7 @@ and to all jobs listed (targets 1 s and 10 s), the CPU seconds it took to list t
 threads, and the UI thread's share: on a loaded machine the wall times mostly say how loaded
 it is), then its CPU and RSS while the sweep sits idle.
 
-Run: python bench/sweep.py [--runs 10000] [--steps 1000] [--tags 2] [--repeats 3]
+Run: python bench/sweep.py [--runs N] [--steps N] [--tags 2] [--repeats 3]
                            [--cache DIR] [--generate-only] [--dashboard [--skip-once]]
 """
 
@@ -43,6 +49,8 @@ import ingest  # bench/ is not a package: its helpers drive the same loaders
 
 DEFAULT_CACHE = Path(os.environ.get("DISTMON_BENCH_CACHE", "/tmp/distmon-bench-sweep"))
 TAG_NAMES = ("loss", "accuracy", "val_loss", "val_accuracy", "learning_rate")
+SWEEPS = ((10_000, 1_000), (100_000, 100))  # (runs, steps) measured by default
+PART_RUNS = 12_500  # runs per folder of a larger sweep: one data server process reads each
 
 
 def _record(data: bytes) -> bytes:
@@ -91,9 +99,23 @@ def _run_bytes(run: int, tags: int, steps: int) -> bytes:
     return b"".join(out)
 
 
+def run_dir(root: Path, runs: int, run: int) -> Path:
+    """Where a sweep's run is: in root, or in its part's folder when there are more than
+    PART_RUNS."""
+    name = f"lr-sweep-{run:05d}"
+    return root / name if runs <= PART_RUNS else root / f"part-{run // PART_RUNS}" / name
+
+
+def parts(root: Path, runs: int) -> list[Path]:
+    """The folders one data server process reads each."""
+    if runs <= PART_RUNS:
+        return [root]
+    return [root / f"part-{k}" for k in range(math.ceil(runs / PART_RUNS))]
+
+
 def generate(root: Path, runs: int, tags: int, steps: int) -> None:
     for run in range(runs):
-        directory = root / f"lr-sweep-{run:05d}"
+        directory = run_dir(root, runs, run)
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"events.out.tfevents.{1_700_000_000 + run}.sweep"
         path.write_bytes(_run_bytes(run, tags, steps))
@@ -133,9 +155,11 @@ def _cpu_seconds_of(stat: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_rustboard(root: Path) -> dict[str, Any] | None:
-    """The data server, every point kept: spawn to its "Finished load cycle" line (its whole
-    process, as for distmon), its VmHWM and its CPU seconds then."""
+def run_rustboard(root: Path, runs: int, tags: int, steps: int) -> dict[str, Any] | None:
+    """The data server, every point kept, over each part of the sweep in turn: spawn to its
+    "Finished load cycle" line (its whole process, as for distmon), its VmHWM and its CPU
+    seconds then; after the timing, how many runs it holds whole. Summed over the parts (RSS:
+    the largest part's)."""
     try:
         from tensorboard_data_server import server_binary  # type: ignore[import-untyped]
     except ImportError:
@@ -143,24 +167,64 @@ def run_rustboard(root: Path) -> dict[str, Any] | None:
     binary = server_binary()
     if not binary or not os.path.exists(binary):
         return None
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v",
-         "--samples-per-plugin=scalars=all"],
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    seconds = None
-    for line in proc.stderr:
-        if ingest.LOAD_CYCLE.search(line):
-            seconds = time.perf_counter() - start
-            break
-    cpu, rss_kib = _cpu_seconds(proc.pid), ingest._vm_hwm_kib(proc.pid)
-    proc.kill()
-    proc.wait()
-    if seconds is None:
+    total = {"seconds": 0.0, "cpu": 0.0, "rss_mib": 0.0, "loaded": 0}
+    for part in parts(root, runs):
+        one = _rustboard_part(binary, part, tags, steps)
+        if one is None:
+            return None
+        for key in ("seconds", "cpu", "loaded"):
+            total[key] += one[key]
+        total["rss_mib"] = max(total["rss_mib"], one["rss_mib"])
+    return total
+
+
+def _rustboard_part(binary: str, root: Path, tags: int, steps: int) -> dict[str, Any] | None:
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [binary, "--logdir", str(root), "--reload", "once", "--port", "0", "-v",
+             "--port-file", str(port_file), "--samples-per-plugin=scalars=all"],
+            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        seconds = None
+        try:
+            for line in proc.stderr:
+                if ingest.LOAD_CYCLE.search(line):
+                    seconds = time.perf_counter() - start
+                    break
+            cpu, rss_kib = _cpu_seconds(proc.pid), ingest._vm_hwm_kib(proc.pid)
+            loaded = None
+            if seconds is not None:
+                loaded = _runs_loaded(int(port_file.read_text()), tags, steps)
+        finally:
+            proc.kill()
+            proc.wait()
+    if seconds is None or loaded is None:
         return None
-    return {"seconds": seconds, "cpu": cpu, "rss_mib": rss_kib / 1024}
+    return {"seconds": seconds, "cpu": cpu, "rss_mib": rss_kib / 1024, "loaded": loaded}
+
+
+def _runs_loaded(port: int, tags: int, steps: int) -> int | None:
+    """Runs the data server holds with every tag to the last step (its gRPC API's
+    ListScalars); None without grpc."""
+    try:
+        import grpc  # type: ignore[import-untyped]
+        from tensorboard.data.proto import data_provider_pb2, data_provider_pb2_grpc
+    except ImportError:
+        return None
+    big = 1 << 30
+    options = [("grpc.max_receive_message_length", big)]
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=options) as channel:
+        stub = data_provider_pb2_grpc.TensorBoardDataProviderStub(channel)
+        request = data_provider_pb2.ListScalarsRequest(
+            plugin_filter=data_provider_pb2.PluginFilter(plugin_name="scalars"))
+        response = stub.ListScalars(request, timeout=600)
+    return sum(
+        1 for run in response.runs
+        if len(run.tags) == tags and all(t.metadata.max_step == steps - 1 for t in run.tags)
+    )
 
 
 def run_distmon_once(root: Path) -> dict[str, Any]:
@@ -183,6 +247,10 @@ def run_distmon_once(root: Path) -> dict[str, Any]:
             "rss_mib": usage.ru_maxrss / 1024}
 
 
+def _ratio(mine: float, theirs: float) -> float:
+    return mine / theirs if theirs > 0 else math.nan
+
+
 def _row(name: str, results: list[dict[str, Any]], anchor: dict[str, float] | None) -> str:
     seconds = [r["seconds"] for r in results]
     median_s = statistics.median(seconds)
@@ -190,36 +258,46 @@ def _row(name: str, results: list[dict[str, Any]], anchor: dict[str, float] | No
     median_cpu = statistics.median(r["cpu"] for r in results)
     ratios = ""
     if anchor:
-        ratios = (f"{median_s / anchor['seconds']:>9.2f}x{median_cpu / anchor['cpu']:>9.2f}x"
-                  f"{median_rss / anchor['rss_mib']:>9.2f}x")
+        ratios = "".join(f"{_ratio(mine, anchor[key]):>9.2f}x" for mine, key in (
+            (median_s, "seconds"), (median_cpu, "cpu"), (median_rss, "rss_mib")))
     spread = f"({min(seconds):.2f}-{max(seconds):.2f}, {len(seconds)})"
     return f"{name:<14}{median_s:>9.2f}{spread:>20}{median_cpu:>8.2f}{median_rss:>9.0f} MB{ratios}"
 
 
-def bench(root: Path, expected: int, repeats: int) -> None:
+def bench(root: Path, runs: int, tags: int, steps: int, repeats: int) -> None:
+    expected = runs * tags * steps
     size_mb = ingest.logdir_bytes(root) / 1e6
-    print(f"\n== {root} ({expected:,} points, {size_mb:.0f} MB); alternating rounds, "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    runs: dict[str, list[dict[str, Any]]] = {"rustboard": [], "distmon_once": []}
+    print(f"\n== {root} ({runs:,} runs, {expected:,} points, {size_mb:.0f} MB); alternating "
+          f"rounds, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    results: dict[str, list[dict[str, Any]]] = {"rustboard": [], "distmon_once": []}
+    short = None  # a round where the data server did not hold every run
     for _ in range(repeats):
-        rust = run_rustboard(root)
+        rust = run_rustboard(root, runs, tags, steps)
         if rust is not None:
-            runs["rustboard"].append(rust)
+            results["rustboard"].append(rust)
+            if rust["loaded"] != runs:
+                short = rust["loaded"]
         once = run_distmon_once(root)
         if once["points"] != expected:
             raise SystemExit(f"distmon --once read {once['points']:,} points, not {expected:,}")
-        runs["distmon_once"].append(once)
+        results["distmon_once"].append(once)
     anchor = None
-    if runs["rustboard"]:
-        anchor = {key: statistics.median(r[key] for r in runs["rustboard"])
+    if results["rustboard"] and short is None:
+        anchor = {key: statistics.median(r[key] for r in results["rustboard"])
                   for key in ("seconds", "cpu", "rss_mib")}
     print(f"{'loader':<14}{'median s':>9}{'(min-max, n)':>20}{'CPU s':>8}{'peak RSS':>12}"
           f"{'time/rust':>10}{'CPU/rust':>10}{'RSS/rust':>10}")
-    if runs["rustboard"]:
-        print(_row("rustboard", runs["rustboard"], None))
+    if results["rustboard"]:
+        print(_row("rustboard", results["rustboard"], None)
+              + (f"  ({len(parts(root, runs))} parts)" if runs > PART_RUNS else ""))
     else:
-        print("rustboard     unavailable (pip install tensorboard-data-server)")
-    print(_row("distmon_once", runs["distmon_once"], anchor), flush=True)
+        print("rustboard     unavailable (pip install tensorboard-data-server grpcio)")
+    if short is not None:
+        print(f"rustboard     held {short:,} of {runs:,} runs whole: no ratio")
+    print(_row("distmon_once", results["distmon_once"], anchor), flush=True)
+    if anchor is not None:  # the ratio the targets are read from: rust / distmon CPU
+        cpu = statistics.median(r["cpu"] for r in results["distmon_once"])
+        print(f"   rustboard CPU / distmon CPU: {_ratio(anchor['cpu'], cpu):.2f} (target >= 1.0)")
 
 
 def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
@@ -256,9 +334,9 @@ def dashboard(root: Path, jobs: int, timeout: float, idle: float) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in the sweep")
+    parser.add_argument("--runs", type=int, help="runs in the sweep (default: both sweeps)")
     parser.add_argument("--tags", type=int, default=2, help="scalar tags per run")
-    parser.add_argument("--steps", type=int, default=1_000, help="steps per tag")
+    parser.add_argument("--steps", type=int, help="steps per tag (default: both sweeps)")
     parser.add_argument("--repeats", type=int, default=3, help="alternating rounds")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--generate-only", action="store_true", help="only build the sweep")
@@ -269,16 +347,21 @@ def main() -> int:
     parser.add_argument("--skip-once", action="store_true", help="skip the --once comparison")
     args = parser.parse_args()
     for name in ("runs", "tags", "steps", "repeats"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
-    root = ensure_sweep(args.cache, args.runs, args.tags, args.steps)
+    sweeps: tuple[tuple[int, int], ...] = SWEEPS
+    if args.runs is not None or args.steps is not None:
+        sweeps = ((args.runs or SWEEPS[0][0], args.steps or SWEEPS[0][1]),)
+    roots = [(ensure_sweep(args.cache, runs, args.tags, steps), runs, steps)
+             for runs, steps in sweeps]
     if args.generate_only:
         return 0
     installed.warm_caches()
-    if not args.skip_once:
-        bench(root, args.runs * args.tags * args.steps, args.repeats)
-    if args.dashboard:
-        dashboard(root, args.runs, args.dashboard_timeout, args.idle)
+    for root, runs, steps in roots:
+        if not args.skip_once:
+            bench(root, runs, args.tags, steps, args.repeats)
+        if args.dashboard:
+            dashboard(root, runs, args.dashboard_timeout, args.idle)
     return 0
 
 

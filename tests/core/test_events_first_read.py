@@ -54,7 +54,9 @@ def test_the_newest_runs_are_told_before_the_others_are_made(
 
     monkeypatch.setattr(discovery.Found, "run", run_made)
     store = RunStore()
-    watcher = LogdirWatcher([tmp_path], store, workers=1)
+    drawn = threading.Event()
+    drawn.set()
+    watcher = LogdirWatcher([tmp_path], store, workers=1, first_drawn=drawn)
     first: list[tuple[frozenset[str], list[str], tuple[int, int] | None]] = []
 
     def tell_first(names: frozenset[str]) -> None:
@@ -80,9 +82,35 @@ def test_a_head_start_reads_what_a_read_without_one_reads(
     LogdirWatcher([tmp_path], plain, workers=2).scan_once()  # 6 runs: FIRST_RUNS covers them
     monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
     headed = RunStore()
-    LogdirWatcher([tmp_path], headed, workers=2).scan_once()
+    drawn = threading.Event()
+    drawn.set()
+    LogdirWatcher([tmp_path], headed, workers=2, first_drawn=drawn).scan_once()
     assert _state(headed) == _state(plain)
     assert {r.name for r in headed.snapshot()} == {f"run{i}" for i in range(RUNS)}
+
+
+def test_with_no_front_end_no_mtime_is_looked_up_before_the_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--once` and `--serve` draw no first rows: a sweep's first read takes the runs as the
+    walk found them, each file's mtime from the fstat its read makes anyway (a stat of each
+    of 100,000 event files first was a share of the whole read), and ends as the ordered one."""
+    _sweep(tmp_path)
+    monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
+    drawn = threading.Event()
+    drawn.set()
+    ordered = RunStore()
+    LogdirWatcher([tmp_path], ordered, workers=2, first_drawn=drawn).scan_once()
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an mtime looked up before the read")
+
+    monkeypatch.setattr(first_read, "newest_first", refused)
+    monkeypatch.setattr(first_read, "_newest_mtime", refused)
+    monkeypatch.setattr(os.DirEntry, "stat", refused, raising=False)
+    store = RunStore()
+    LogdirWatcher([tmp_path], store, workers=2).scan_once()
+    assert _state(store) == _state(ordered)
 
 
 def test_the_rest_is_read_once_the_first_rows_are_drawn(

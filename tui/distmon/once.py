@@ -186,10 +186,10 @@ def _report(options: Options, out: TextIO) -> int:
         return run_plot(options, out)
     snap = collect(options)
     if options.json:  # valid JSON whatever the logdir held: no NaN, no lone surrogate
-        from distcore import jsonout  # json.dump's text, without its slow indenting
-        from distcore.jobs.jsonify import to_json
+        from distcore import jsonout  # each run and job written as it is made
+        from distcore.jobs.jsonify import document
 
-        out.write(jsonout.dumps(to_json(snap)) + "\n")
+        jsonout.write(document(snap), out)
     else:  # every outside string escaped (control characters, ANSI) and elided
         render_text(snap, out)
     return CRITICAL_EXIT if options.check and has_critical(snap, options.ended_within) else 0

@@ -78,24 +78,27 @@ def head_start(walked: list[Found]) -> list[Found] | None:
 
 
 def read_fresh(
-    runs: list[RunDir], known: dict[str, float | None], landed: Landed, *, store: RunStore,
-    apply: Apply, plugins: Callable[[str], dict[str, str]], workers: int,
+    runs: list[RunDir], known: dict[str, float | None] | None, landed: Landed, *,
+    store: RunStore, apply: Apply, plugins: Callable[[str], dict[str, str]], workers: int,
     stop: threading.Event, drawn: Callable[[], None],
 ) -> list[tuple[RunDir, list[FileState]]]:
     """Read runs none of whose files was read before, batched (many.py), newest first and in
     turns; `drawn()` once the newest are told. The store hears of each run as it lands (its
     files, then its points through `apply`), so that the first rows show while the rest is
     read. Returns the runs read with their file states; those many.py leaves are not in it.
-    `known`: mtimes the walk found (the others are looked up)."""
-    runs, mtimes = newest_first(runs, known)
+    `known`: mtimes the walk found (the others are looked up); None where no front end waits
+    for the newest rows (`--once`, `--serve`): the runs are read as the walk found them, and
+    no file is looked at before its read opens it."""
+    if known is not None:
+        runs = newest_first(runs, known)[0]
     begun: set[str] = set()  # each run is one thread's: no lock needed
 
-    def apply_fresh(run: RunDir, path: Path, batch: Batch) -> None:
+    def apply_fresh(run: RunDir, path: Path, batch: Batch, newest: float | None) -> None:
         if run.name not in begun:  # its files (and so its status) before its points, and
             # now: set at the end, they changed every run at once (the index judged all
             # 10,000 jobs again, the table updated every row, after all were listed)
             begun.add(run.name)
-            store.set_files(run.name, run.path, len(run.files), mtimes[run.name])
+            store.set_files(run.name, run.path, len(run.files), newest)
         apply(run, path, batch)
         landed.add(run.name)
 

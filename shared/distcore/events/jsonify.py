@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from distcore.alerts.spikes import SpikeSeen
@@ -82,7 +82,11 @@ class _Names:
 def runs_to_json(runs: Iterable[RunSnapshot]) -> list[dict[str, Any]]:
     """Runs whose names would print alike (a directory named with the byte 0xFF and one named
     with the text `\\xff`) are told apart by the one rule: " #2"."""
-    runs = list(runs)
+    return list(iter_runs_json(list(runs)))
+
+
+def iter_runs_json(runs: Sequence[RunSnapshot]) -> Iterator[dict[str, Any]]:
+    """runs_to_json's elements, each made as it is read."""
     names = json_names(r.name for r in runs)
     keys = _Names()
-    return [run_to_json(r, names[r.name], keys) for r in runs]
+    return (run_to_json(r, names[r.name], keys) for r in runs)

@@ -24,6 +24,8 @@ _ROOM: Final = BATCH_BYTES + SMALL_FILE  # the most a group holds before it is d
 _MARK: Final = 32  # as reader._MARK: bytes remembered at the start and before the offset
 
 Apply = Callable[[RunDir, Path, Batch], None]
+# As Apply, with the run's newest file mtime as the read found it (None: none known).
+ApplyRead = Callable[[RunDir, Path, Batch, float | None], None]
 
 
 @dataclass
@@ -103,12 +105,13 @@ class _Group:
 
 
 def read_fresh_runs(
-    runs: Sequence[RunDir], plugins: Callable[[str], dict[str, str]], apply: Apply
+    runs: Sequence[RunDir], plugins: Callable[[str], dict[str, str]], apply: ApplyRead
 ) -> tuple[dict[str, list[FileState]], list[RunDir]]:
     """Read runs none of whose files was read before, in groups of about BATCH_BYTES.
 
     Returns (each batched run's file states, in its files' order; the runs left to the
-    ordinary reader). `apply` gets each file's batch in order, as a lone read emits it."""
+    ordinary reader). `apply` gets each file's batch in order, as a lone read emits it, and
+    the run's newest mtime as its files' fstat gave it."""
     states: dict[str, list[FileState]] = {}
     left: list[RunDir] = []
     group = _Group(bytearray(_ROOM + PADDING))
@@ -124,7 +127,7 @@ def read_fresh_runs(
 
 
 def _decode_group(
-    group: _Group, plugins: Callable[[str], dict[str, str]], apply: Apply,
+    group: _Group, plugins: Callable[[str], dict[str, str]], apply: ApplyRead,
     states: dict[str, list[FileState]],
 ) -> list[RunDir]:
     spans = [[(f.base, f.size) for f in entry.files] for entry in group.runs]
@@ -135,10 +138,11 @@ def _decode_group(
         if batches is None:
             left.append(entry.run)
             continue
+        newest = max((f.state.mtime for f in entry.files if f.state.mtime), default=None)
         for f, batch in zip(entry.files, batches, strict=True):
             if batch is not None:
                 _consumed(f, group.raw)
-                apply(entry.run, f.path, batch)
+                apply(entry.run, f.path, batch, newest)
         states[entry.run.name] = [f.state for f in entry.files]
     return left
 

@@ -3,7 +3,6 @@ immutable snapshots and is told which runs changed."""
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import threading
 import time
@@ -41,7 +40,11 @@ class RunStore:
         # runs written since (dirty), and live ones whose time to turn idle has come (a sweep
         # just written has 10,000 live runs: looking at each of them every refresh was most
         # of the dashboard's idle CPU).
-        self._order: list[str] = []  # the runs' names, sorted
+        # The runs' names, sorted when a snapshot is taken: a first read adds a sweep's runs
+        # newest first, about the reverse of their names' order, and keeping the list sorted
+        # at each insertion moved the whole list each time.
+        self._order: list[str] = []
+        self._sorted = True
         self._frozen: dict[str, RunSnapshot] = {}
         self._dirty: set[str] = set()
         self._idle_at: dict[str, float] = {}  # live run -> when it turns idle
@@ -68,6 +71,9 @@ class RunStore:
                     self._frozen[name], changed = new, True
                 self._track_live(name, run if new.status == "live" else None)
             if changed:
+                if not self._sorted:
+                    self._order.sort()
+                    self._sorted = True
                 self._last = tuple(self._frozen[name] for name in self._order)
             return self._last
 
@@ -131,6 +137,7 @@ class RunStore:
         if run is None:
             where = path if isinstance(path, RunLocation) else RunLocation.on_this_machine(path)
             run = self._runs[name] = RunState(name, where, self.max_points)
-            bisect.insort(self._order, name)
+            self._order.append(name)
+            self._sorted = False
         self._dirty.add(name)
         return run

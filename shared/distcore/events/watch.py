@@ -58,10 +58,13 @@ class LogdirWatcher:
         first_drawn: threading.Event | None = None,
     ) -> None:
         """`first_drawn`: set by a front end once it drew the first runs a first read told it
-        of; the read of the rest waits for it (first_read.FIRST_DRAW_WAIT at most).
+        of; the read of the rest waits for it (first_read.FIRST_DRAW_WAIT at most). Without
+        one (`--once`, `--serve`), runs never read are read in the walk's order, their mtimes
+        not looked up before the read's own fstat.
         `observer_factory`: makes the inotify observer (watchdog's `Observer` unless given)."""
         self._roots = tuple(Path(r) for r in roots)
         self._first_drawn = first_drawn
+        self._newest_first = first_drawn is not None  # a front end shows rows as they land
         self._store = store
         self._poll_interval = poll_interval
         self._rescan_interval = rescan_interval
@@ -206,7 +209,9 @@ class LogdirWatcher:
 
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
-        first = not self._runs and not self._files  # nothing read yet: the walk's mtimes help
+        # Nothing read yet and a front end waits for the newest rows: the walk's mtimes order
+        # the first read. Else nothing needs them before the read's own fstat.
+        first = not self._runs and not self._files and self._newest_first
         walked = walk_runs(self._roots, problems, mtimes=first)
         self._problems = tuple(problems)
         mtimes = {w.name: w.mtime or None for w in walked} if first else None
@@ -271,8 +276,9 @@ class LogdirWatcher:
         those it leaves are not in the result. `known`: mtimes the walk found."""
         # One progress for a whole first read (_read_newest began it), else this read's own
         landed = self._landing = self._landing or Landed(self._store.notify, len(runs))
+        order = (known or {}) if self._newest_first else None
         read = read_fresh(
-            runs, known or {}, landed, store=self._store, apply=self._apply,
+            runs, order, landed, store=self._store, apply=self._apply,
             plugins=lambda name: self._plugins.setdefault(name, {}), workers=self._workers,
             stop=self._stop, drawn=self._wait_for_the_draw,
         )

@@ -154,7 +154,11 @@ def job_prices(job: Job, given: Prices) -> Prices:
 def job_cost(job: Job, given: Prices) -> JobCost | None:
     """The job's cost at distmon's prices (else its own), or None for a job with no ledger
     (nothing measured its wall time)."""
-    ledger = job_ledger(job)
+    return ledger_cost(job, given, job_ledger(job))
+
+
+def ledger_cost(job: Job, given: Prices, ledger: Ledger | None) -> JobCost | None:
+    """job_cost, with the job's ledger (job_ledger's) already at hand."""
     if ledger is None:
         return None
     return cost_of(ledger, job_gpus(job), job_energy(job.parts), job_prices(job, given))

@@ -11,10 +11,11 @@ Names from outside go through `json_text` (undecodable bytes as `\\xNN`); number
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from distcore.alerts.efficiency import job_mfu
-from distcore.jobs.cost import cost_to_json, job_cost, snapshot_prices
+from distcore.jobs.cost import cost_to_json, ledger_cost, snapshot_prices
 from distcore.jobs.hosts import host_age, is_stale
 from distcore.jobs.ledger import Ledger, job_ledger
 from distcore.jobs.snapshots import Host, Job, JobsSnapshot, Prices
@@ -73,6 +74,7 @@ def job_to_json(job: Job, name: str | None = None,
                 prices: Prices | None = None) -> dict[str, Any]:
     agent = job.agent
     parts = json_names(job.parts)
+    ledger = job_ledger(job)  # once: the cost is the ledger's too
     return {
         "name": json_text(job.name) if name is None else name,
         "path": json_text(str(job.directory)) if job.directory is not None else None,
@@ -83,8 +85,8 @@ def job_to_json(job: Job, name: str | None = None,
         "error": json_text(agent.error) if agent is not None and agent.error else None,
         "scheduler": scheduler_to_json(job),
         "workers": workers_to_json(job),
-        "ledger": ledger_to_json(job_ledger(job)),
-        "cost": cost_to_json(job_cost(job, prices or Prices())),
+        "ledger": ledger_to_json(ledger),
+        "cost": cost_to_json(ledger_cost(job, prices or Prices(), ledger)),
         "profile": profile_to_json(job.profile),
     }
 
@@ -148,10 +150,17 @@ def error_to_json(error: ProducerError) -> dict[str, Any]:
 def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
     """`hosts`, `jobs`, `alerts`, `errors` and `problems` (the logdirs' own: a directory that
     cannot be listed, ...) of the document. Job names that would print alike: " #2"."""
+    return {key: list(value) if isinstance(value, Iterator) else value
+            for key, value in _index_parts(snap).items()}
+
+
+def _index_parts(snap: JobsSnapshot) -> dict[str, Any]:
+    """index_to_json's keys, `jobs` made one by one as it is read."""
     names = json_names(j.name for j in snap.jobs)
+    prices = snapshot_prices(snap)
     return {
         "hosts": [host_to_json(h, snap.generated_at) for h in snap.hosts],
-        "jobs": [job_to_json(j, names[j.name], snapshot_prices(snap)) for j in snap.jobs],
+        "jobs": (job_to_json(j, names[j.name], prices) for j in snap.jobs),
         "alerts": [
             {**a.to_json(), "run": json_text(a.run) if a.run else a.run,
              "host": json_text(a.host) if a.host else a.host}
@@ -162,20 +171,27 @@ def index_to_json(snap: JobsSnapshot) -> dict[str, Any]:
     }
 
 
-def to_json(snap: JobsSnapshot) -> dict[str, Any]:
-    """The whole document, keys in their published order."""
-    from distcore.events.jsonify import runs_to_json  # the reader's protos: only when printing
+def document(snap: JobsSnapshot) -> dict[str, Any]:
+    """The whole document, keys in their published order; `runs` and `jobs` are iterators
+    that make each element as it is read, for distcore.jsonout.write to write one by one."""
+    from distcore.events.jsonify import iter_runs_json  # the reader's protos: when printing
 
     telemetry = snap.local_telemetry
     gpus, host = telemetry_to_json(telemetry) if telemetry is not None else ({}, None)
-    parts = index_to_json(snap)
+    parts = _index_parts(snap)
     return {
         "version": SNAPSHOT_VERSION,
         "generated_at": snap.generated_at,
         "logdirs": list(snap.logdirs),
-        "runs": runs_to_json(run for job in snap.jobs for run in job.parts.values()),
+        "runs": iter_runs_json([run for job in snap.jobs for run in job.parts.values()]),
         "gpus": gpus,
         "host": host,
         "alerts": parts.pop("alerts"),
         **parts,
     }
+
+
+def to_json(snap: JobsSnapshot) -> dict[str, Any]:
+    """The whole document, built whole."""
+    return {key: list(value) if isinstance(value, Iterator) else value
+            for key, value in document(snap).items()}
