@@ -46,7 +46,7 @@ from distagent.train.ledger import AttemptClock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
 from distagent.train.profiling import Profiling
 from distagent.train.progress import Progress, Quiet
-from distagent.train.rundir import RunRecord, is_same_process, run_dir_for
+from distagent.train.rundir import RunRecord, is_same_process, run_dir_for, threads_now
 from distagent.train.schedule import WarmupDecay
 from distagent.train.signals import StopRequest
 from distagent.train.steps import EvalStep, Health, TrainState, TrainStep
@@ -251,7 +251,8 @@ def _started(job: _Job, plan: Plan, resumed: str | None, start_step: int,
     if resumed:
         clock.resumed(start_step)
     record = RunRecord(run_dir, initial_record(cfg, plan, run_dir, resumed),
-                       enabled=job.is_chief, free_space=checkpointer.remove_partial)
+                       enabled=job.is_chief, free_space=checkpointer.remove_partial,
+                       at_write=threads_now)
     if job.is_chief:
         write_resolved(cfg, run_dir)
     record.update(last_step=start_step, **clock.save(start_step))
