@@ -344,6 +344,7 @@ class Session:
                                message=message, error=error, traceback=trace,
                                error_step=self.step if error else None,
                                **self.clock.save(self.step))
+            self.record.close()
             self.clock.close()
             self.system.close()
             self.stop.__exit__(None, None, None)

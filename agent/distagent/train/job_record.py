@@ -83,6 +83,10 @@ def failed(err: BaseException, at: int, record: RunRecord, writers: Writers,
 
 def finish(record: RunRecord, outcome: Outcome, *, clock: AttemptClock,
            error: str | None = None, trace: str | None = None) -> None:
-    record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
-                  message=outcome.message, error=error, error_step=outcome.error_step,
-                  traceback=trace, **clock.save(outcome.step))
+    """The final record, written now; the record's writing thread ended."""
+    try:
+        record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
+                      message=outcome.message, error=error, error_step=outcome.error_step,
+                      traceback=trace, **clock.save(outcome.step))
+    finally:
+        record.close()

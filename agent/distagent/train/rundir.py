@@ -79,6 +79,10 @@ def write_json_in_place(path: Path, data: Mapping[str, Any]) -> None:
     rewrite_in_place(path, text.encode("utf-8", "surrogateescape"))
 
 
+WRITER_IDLE_S = 5.0
+"""How long the thread that writes `later` records waits for the next before it ends."""
+
+
 class RunRecord:
     """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it.
 
@@ -97,11 +101,13 @@ class RunRecord:
         self.at_write = at_write
         self._last_write = 0.0
         self._lock = threading.Lock()  # the loop and the heartbeat (its `workers`) both update
+        self._wake = threading.Condition(self._lock)  # a record taken `later`
         self._file = threading.Lock()  # one write at a time, the newest record never undone
         self._taken = 0  # records taken to be written, numbered
         self._written = 0  # the newest of them on disk
         self._pending: tuple[int, dict[str, Any]] | None = None
-        self._writing = False
+        self._thread: threading.Thread | None = None  # writes the records taken `later`
+        self._closed = False
         self._error: BaseException | None = None
 
     def update(self, *, throttle_s: float = 0.0, later: bool = False, **fields: Any) -> None:
@@ -121,12 +127,14 @@ class RunRecord:
             self._last_write = now
             self._taken += 1
             taken = (self._taken, dict(self.data))
-            if later:
+            if later and not self._closed:
                 self._pending = taken
-                if not self._writing:
-                    self._writing = True
-                    threading.Thread(target=self._write_pending, name="distagent-run-json",
-                                     daemon=True).start()
+                if self._thread is not None:
+                    self._wake.notify()
+                else:  # started under load, a thread takes milliseconds: one kept a while
+                    self._thread = threading.Thread(
+                        target=self._write_pending, name="distagent-run-json", daemon=True)
+                    self._thread.start()
                 return
         self._write(*taken)
         with self._lock:
@@ -145,18 +153,30 @@ class RunRecord:
             self._written = number
 
     def _write_pending(self) -> None:
-        """The newest record taken `later`, until none is left; an error kept for the caller."""
+        """The newest record taken `later`, until none came for WRITER_IDLE_S or the record is
+        closed; an error kept for the caller."""
         while True:
             with self._lock:
+                if self._pending is None and not self._closed:
+                    self._wake.wait(WRITER_IDLE_S)
                 taken, self._pending = self._pending, None
                 if taken is None:
-                    self._writing = False
+                    self._thread = None
                     return
             try:
                 self._write(*taken)
             except BaseException as err:  # raised on the caller's thread, never lost with this
                 with self._lock:
                     self._error = err
+
+    def close(self) -> None:
+        """The writing thread ended, its last record written; later updates write at once."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
 
 def write_json_whatever_the_disk(path: Path, data: Mapping[str, Any],
