@@ -1,16 +1,17 @@
-"""The ledger's cost per step, and how much of a job's wall time it leaves `unknown`.
+"""What a job's own instrumentation costs per step, and how much wall time the ledger leaves
+`unknown`.
 
 The same job (quickstart's small MLP on 2 CPU replicas, a log point every 10 steps, a
-checkpoint every 100) runs with the ledger and without it (its clock replaced by one that
-does nothing: no switches, no `time/` tags, no ledger file), alternating, `--runs` times each.
-A run's time per step is from the first log point (compilation done) to the last step, taken
-by the step hook that runs after every compiled call; the ratio is of the two medians. On a
-shared machine runs differ by more than the ledger costs, so the cost is also measured from
-inside: the seconds spent in the clock's own calls during the runs with it, per step, plus the
-ledger's eleven `time/` tags in a log point's compiled write (the same write with and without
-them, alternating, medians) over the log interval. Target: under 1% of the step. The unknown
-share is the ledger's own figure, `unknown` over the job's wall, median of the runs with the
-ledger. Target: at most 5%.
+checkpoint every 100) runs instrumented (as every job runs) and bare (DISTAGENT_BENCH_BARE=1,
+distagent.train.bare: no in-graph timestamps, no heartbeat, no ledger, no system samplers),
+alternating, `--runs` times each. A run's time per step is from the first log point
+(compilation done) to the last step, taken by the step hook that runs after every compiled
+call; the ratio is of the two medians. Target: at most 1.01. On a shared machine runs differ
+by more than that, so the ledger's part is also measured from inside: the seconds spent in the
+clock's own calls during the instrumented runs, per step, plus the ledger's `time/` tags in a
+log point's compiled write (the same write with and without them, alternating, medians) over
+the log interval. The unknown share is the ledger's own figure, `unknown` over the job's wall,
+median of the instrumented runs. Target: at most 5%.
 
     .venv/bin/python bench/ledger.py [--runs 5] [--steps 600]
 """
@@ -21,6 +22,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -50,37 +52,19 @@ def _config(logdir: Path, name: str, steps: int) -> Any:
 
 
 @contextlib.contextmanager
-def _without_ledger() -> Iterator[None]:
-    """The job's clock replaced by one that measures nothing."""
-    import distagent.train.job as job
-    from distagent.train.ledger import AttemptClock
+def _bare(on: bool) -> Iterator[None]:
+    """The benchmarks' switch in this process's environment, as a job's own would hold it."""
+    from distagent.train.bare import BARE_ENV
 
-    class Idle(AttemptClock):
-        def switch(self, state: str | None) -> str | None:
-            return None
-
-        def steps_logged(self, wait_seconds: float) -> None:
-            pass
-
-        def checkpointed(self, step: int) -> None:
-            pass
-
-        def save(self, step: int | None = None) -> dict[str, Any]:
-            return {}
-
-        def scalars(self) -> dict[str, float]:
-            return {}
-
-    real = job.start_clock
-
-    def idle(*args: Any, **kwargs: Any) -> AttemptClock:
-        return Idle(None, process_start=time.time())
-
-    job.start_clock = idle
+    before = os.environ.pop(BARE_ENV, None)
+    if on:
+        os.environ[BARE_ENV] = "1"
     try:
         yield
     finally:
-        job.start_clock = real
+        os.environ.pop(BARE_ENV, None)
+        if before is not None:
+            os.environ[BARE_ENV] = before
 
 
 SPENT = [0.0]  # seconds inside the clock's calls, in the runs with the ledger
@@ -89,7 +73,7 @@ SPENT = [0.0]  # seconds inside the clock's calls, in the runs with the ledger
 @contextlib.contextmanager
 def _timed_ledger() -> Iterator[None]:
     """The real clock, with the seconds spent in its calls added to SPENT."""
-    import distagent.train.job as job
+    import distagent.train.watchers as job
     from distagent.train.ledger import AttemptClock
 
     def timed(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,7 +107,8 @@ def _timed_ledger() -> Iterator[None]:
 
 
 def _tags_cost(calls: int = 200, rounds: int = 5) -> float:
-    """Seconds the ledger's tags add to one log point's compiled write (medians)."""
+    """Seconds the ledger's tags add to one log point's compiled write (medians), on the
+    writing thread."""
     from distagent.train.ledger import AttemptClock
     from distagent.train.summaries import Writers
 
@@ -139,13 +124,15 @@ def _tags_cost(calls: int = 200, rounds: int = 5) -> float:
             start = time.perf_counter()
             for step in range(calls):
                 writers.write_compiled("train", step, full if side else base)
+            writers.flush()  # the writing thread's seconds: its CPU is the job's too
             samples[int(side)].append((time.perf_counter() - start) / calls)
         writers.close()
     return statistics.median(samples[1]) - statistics.median(samples[0])
 
 
 def _run(logdir: Path, steps: int, ledger: bool) -> tuple[float, float | None]:
-    """(seconds per step past the first log point, unknown over wall or None)."""
+    """(seconds per step past the first log point, unknown over wall or None); instrumented
+    with `ledger`, else bare."""
     from distagent.train import run_job
     from distagent.train.progress import Progress
 
@@ -155,8 +142,8 @@ def _run(logdir: Path, steps: int, ledger: bool) -> tuple[float, float | None]:
         return lambda step: marks.append((step, time.perf_counter()))
 
     name = f"{'on' if ledger else 'off'}-{time.monotonic_ns()}"
-    context = _timed_ledger() if ledger else _without_ledger()
-    with context:
+    context = _timed_ledger() if ledger else contextlib.nullcontext()
+    with context, _bare(not ledger):
         run_job(_config(logdir, name, steps), run_dir=logdir / name,
                 progress=Progress(io.StringIO(), tty=False), make_step_hook=make_hook)
     first = next(m for m in marks if m[0] >= LOG_EVERY)
@@ -177,20 +164,21 @@ def main(argv: list[str] | None = None) -> int:
     off: list[float] = []
     unknown: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        _run(Path(tmp), 2 * LOG_EVERY, True)  # warm: TensorFlow's first graphs
+        for warm in (True, False):  # TensorFlow's first graphs, of both steps
+            _run(Path(tmp), 2 * LOG_EVERY, warm)
         SPENT[0] = 0.0
         for i in range(2 * args.runs):
-            with_ledger = i % 2 == (i // 2) % 2  # on, off, off, on, on, off, ...
+            with_ledger = i % 2 == (i // 2) % 2  # on, bare, bare, on, on, bare, ...
             per_step, share = _run(Path(tmp), args.steps, with_ledger)
             (on if with_ledger else off).append(per_step)
             if share is not None:
                 unknown.append(share)
-            print(f"run {i + 1}: ledger {'on ' if with_ledger else 'off'} "
+            print(f"run {i + 1}: {'instrumented' if with_ledger else 'bare        '} "
                   f"{per_step * 1e3:.3f} ms/step", flush=True)
     with_it, without = statistics.median(on), statistics.median(off)
-    cost = (with_it - without) / without
-    print(f"ledger: {with_it * 1e3:.3f} ms/step against {without * 1e3:.3f} without "
-          f"({cost:+.2%} per step), medians of {args.runs} alternating runs each")
+    print(f"instrumented: {with_it * 1e3:.3f} ms/step against {without * 1e3:.3f} bare: ratio "
+          f"{with_it / without:.4f} (target <= 1.01), medians of {args.runs} alternating runs "
+          f"each")
     tags = _tags_cost()
     inside = SPENT[0] / (args.runs * args.steps) + tags / LOG_EVERY
     print(f"ledger from inside: {inside * 1e6:.1f} µs/step ({inside / without:.2%} of the step; "

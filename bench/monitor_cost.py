@@ -13,7 +13,7 @@ its end with the log points) during the runs with it, after the same warm-up, pe
 the step without it (`inside_ratio`; fit's in-graph timestamps are inside its step and only in
 `ratio`). Target: at most 1.01.
 
-    .venv/bin/python bench/monitor_cost.py [--runs 5] [--steps 300]
+    .venv/bin/python bench/monitor_cost.py [--runs 5] [--steps 300] [--only fit/slow ...]
 """
 
 from __future__ import annotations
@@ -161,12 +161,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--only", action="append", default=[], metavar="SCRIPT/STEP",
+                        help="measure only these cases (loop/fast, loop/slow, fit/fast, "
+                             "fit/slow); all by default")
     args = parser.parse_args()
     tf = _tf()
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     results = {}
     for script, run in (("loop", loop_run), ("fit", fit_run)):
         for kind, width in WIDTHS.items():
+            if args.only and f"{script}/{kind}" not in args.only:
+                continue
             found = measure(run, tf, strategy, width, args.steps, args.runs)
             results[f"{script}/{kind}"] = found
             print(f"{script:4} {kind:4}: {found['step_ms_without']:8.3f} ms/step without, "

@@ -210,3 +210,28 @@ def test_partial_saves_left_by_a_killed_job_are_removed_and_nothing_else(tmp_pat
     assert record(tmp_path / "again")["status"] == names.STATUS_FINISHED
     assert not list(checkpoints.glob("ckpt-*_temp"))
     assert (checkpoints / "mine_temp").is_dir() and (checkpoints / "ckpt-3_temp.notes").is_dir()
+
+
+def test_a_log_points_record_is_written_by_a_thread_whose_error_the_next_one_raises(
+        tmp_path: Path) -> None:
+    """`later`: the training thread goes on while run.json is replaced; a write that failed
+    there is raised by the next log point's update, and the job's final record is written."""
+    rec = RunRecord(tmp_path, {"status": "running"}, at_write=lambda: {"threads": 7})
+    rec.update(later=True, last_step=1)
+    wait_for(lambda: (tmp_path / names.RUN_JSON).exists())  # replaced whole: never half
+    assert record(tmp_path)["threads"] == 7
+
+    def raised() -> bool:
+        try:
+            rec.update(later=True, last_step=2)
+        except IsADirectoryError:
+            return True
+        return False
+
+    (tmp_path / names.RUN_JSON).unlink()
+    (tmp_path / names.RUN_JSON).mkdir()  # os.replace onto a directory: IsADirectoryError
+    wait_for(raised)
+    (tmp_path / names.RUN_JSON).rmdir()
+    rec.update(status="finished", last_step=4)
+    rec.close()
+    assert record(tmp_path) == {"status": "finished", "last_step": 4, "threads": 7}

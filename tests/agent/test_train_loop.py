@@ -196,18 +196,33 @@ def test_stop_then_resume_trains_each_step_once(
     assert list(run.scalars[names.LOSS].steps) == sorted({*LOG_STEPS, 13})
 
 
-def test_nan_loss_stops_the_run_as_diverged(tf: Any, tmp_path: Path) -> None:
+def test_nan_loss_stops_a_bare_run_as_diverged(
+    tf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run with the benchmarks' switch (train/bare.py): a divergence is found as ever, and the
+    job leaves no heartbeat, ledger, system samples, `time/` or in-graph timing tags."""
     from distagent.train import run_job
+    from distagent.train.bare import BARE_ENV
 
+    monkeypatch.setenv(BARE_ENV, "1")
     cfg = job(tmp_path, "nan", "optimizer.name=sgd", "optimizer.base_learning_rate=1e30",
               epochs=1)
     assert run_job(cfg) == names.STATUS_DIVERGED
-    record = json.loads((tmp_path / "nan" / names.RUN_JSON).read_text())
+    run_dir = tmp_path / "nan"
+    record = json.loads((run_dir / names.RUN_JSON).read_text())
     assert record["status"] == names.STATUS_DIVERGED
     assert "NaN or infinite at step" in record["error"]
     bad_step = int(record["error"].rsplit(" ", 1)[-1])
-    saved = [int(p.stem.split("-")[1]) for p in (tmp_path / "nan" / "checkpoints").glob("*.index")]
+    saved = [int(p.stem.split("-")[1]) for p in (run_dir / "checkpoints").glob("*.index")]
     assert all(step < bad_step for step in saved)
+    assert "ledger" not in record and "workers" not in record
+    assert not any((run_dir / p).exists() for p in
+                   (names.heartbeat_name(0), "ledger", names.SYSTEM_DIR))
+    tags = set(_scalars(run_dir / names.TRAIN_DIR))
+    assert names.LOSS in tags and names.STEP_TIME_MS in tags
+    assert not [t for t in tags if t.startswith("time/")]
+    assert not tags & {names.INPUT_WAIT_MS, names.INPUT_WAIT_FRACTION,
+                       names.STEP_COMPUTE_SECONDS, names.REDUCE_WAIT_SECONDS}
 
 
 def test_a_checkpoint_of_another_model_is_refused_in_one_line(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from distagent.commands.status import format_table, table_row
+from distagent.train.bare import BARE_ENV, is_bare
 from distagent.train.loop import LoopSettings, steps_until_boundary
 from distagent.train.progress import Progress, format_progress, input_wait_band
 from distagent.train.summaries import Timing, epoch_scalars, interval_scalars
@@ -73,6 +74,22 @@ def test_interval_with_no_timed_steps_writes_no_perf_tags() -> None:
     counters = {"loss_sum": 4.0, "metric:accuracy": 1.0, "examples": 8.0, "wait_seconds": 3.0}
     out = interval_scalars(counters, Timing(0, 0.0, 0.0), global_batch_size=8, learning_rate=1.0)
     assert set(out) == {names.LOSS, names.ACCURACY, names.LEARNING_RATE}
+
+
+def test_a_step_not_timed_inside_writes_no_input_wait() -> None:
+    """A bare step's timers are NaN: no input wait tags (not a fraction of 1), the wall's kept."""
+    counters = {"loss_sum": 4.0, "metric:accuracy": 1.0, "examples": 8.0}
+    out = interval_scalars(counters, Timing(2, 0.5, math.nan), global_batch_size=8,
+                           learning_rate=1.0)
+    assert set(out) == {names.LOSS, names.ACCURACY, names.LEARNING_RATE,
+                        names.EXAMPLES_PER_SECOND, names.STEP_TIME_MS}
+
+
+@pytest.mark.parametrize(("value", "bare"), [
+    (None, False), ("", False), ("0", False), (" 0 ", False), ("1", True), ("yes", True),
+])
+def test_the_bench_switch(value: str | None, bare: bool) -> None:
+    assert is_bare({} if value is None else {BARE_ENV: value}) is bare
 
 
 def test_epoch_scalars_unknown_without_examples() -> None:

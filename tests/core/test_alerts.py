@@ -9,7 +9,7 @@ import pytest
 
 from distcore import names
 from distcore.alerts import Alert, keep_since, sort_alerts
-from distcore.alerts.cadence import run_stalled, usual_interval
+from distcore.alerts.cadence import IDLE, STALLED, run_stalled, silence, usual_interval
 from distcore.alerts.outcomes import agent_outcome
 from distcore.alerts.series import RISING_WINDOW, input_stall, loss_rising
 from distcore.events.snapshots import RunSnapshot, Series
@@ -152,6 +152,39 @@ def test_run_stalled(interval: float, gap: float, agent_status: str | None, fire
     statuses = {"j/train": agent_status} if agent_status else None
     found = kinds(evaluate([r], [], now=NOW, agent_status=statuses))
     assert (("run_stalled", "warning", "j/train") in found) is fires
+
+
+@pytest.mark.parametrize(
+    ("agent_status", "files", "gap", "says"),
+    [
+        ("running", "live", 20.0, None),  # within the run's own limit (30 s here)
+        ("running", "live", 31.0, STALLED),  # run.json says it should be writing
+        ("running", "idle", 700.0, STALLED),  # however long: it still says running
+        ("finished", "live", 31.0, None),  # ended (a job's, or the monitor's end): never
+        ("stopped", "idle", 400.0, None),
+        ("failed", "live", 31.0, None),
+        (None, "live", 20.0, None),
+        (None, "live", 31.0, STALLED),  # no run.json, files still live: it may be stuck
+        (None, "idle", 31.0, IDLE),  # files idle: ended or stopped writing, not a warning
+        (None, "idle", 400.0, IDLE),
+        (None, "idle", 601.0, None),  # old: the status column says idle
+        (None, "gone", 31.0, None),
+        ("running", "gone", 31.0, None),
+    ],
+)
+def test_what_a_silence_says(agent_status: str | None, files: str, gap: float,
+                             says: str | None) -> None:
+    assert silence(agent_status, files, gap, limit=30.0) == says
+
+
+def test_a_plain_run_whose_files_went_idle_is_idle_not_stalled() -> None:
+    """A script of the user's own that ended: no run.json says so, its files went idle."""
+    r = run("j/train", series("loss", [1.0] * 40, interval=1.0, end=NOW - 400), status="idle")
+    found = kinds(evaluate([r], [], now=NOW))
+    assert ("run_idle", "info", "j/train") in found
+    assert not [k for k in found if k[0] == "run_stalled"]
+    (idle,) = [a for a in evaluate([r], [], now=NOW) if a.kind == "run_idle"]
+    assert idle.message == "idle: no new data for 400 s (usually every 1 s)"
 
 
 def test_gone_run_is_not_stalled() -> None:

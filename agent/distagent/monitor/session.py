@@ -29,7 +29,7 @@ from typing import Any
 from distagent.train.heartbeat import HangSettings, Heartbeat
 from distagent.train.ledger import STEPS, AttemptClock, process_start_time, worker_ledger_path
 from distagent.train.phases import PhaseProbe
-from distagent.train.rundir import RunRecord, process_identity, thread_count
+from distagent.train.rundir import RunRecord, process_identity, threads_now
 from distagent.train.signals import StopRequest
 from distagent.train.summaries import Timing, Writers, interval_scalars
 from distcore import names
@@ -189,7 +189,7 @@ class Session:
                      "global_batch_size": self.options.global_batch_size},
             "last_step": None, "total_steps": self.options.total_steps, "metrics": {},
             "error": None, "error_step": None, "message": None,
-        }, enabled=where.is_chief)
+        }, enabled=where.is_chief, at_write=threads_now)
         self.clock = AttemptClock(None, process_start=max(process_start_time(), self.entered),
                                   path=worker_ledger_path(run_dir, where.worker))
         self.writers = Writers(run_dir, enabled=where.is_chief)
@@ -306,8 +306,8 @@ class Session:
         self.writers.write_compiled(names.TRAIN_DIR, self.step,
                                     {**finite, **self.clock.scalars()})
         self.logged_step = self.step
-        self.record.update(throttle_s=1.0, last_step=self.step, metrics=finite,
-                           threads=thread_count(), **self.clock.save(self.step))
+        self.record.update(throttle_s=1.0, later=True, last_step=self.step, metrics=finite,
+                           **self.clock.save(self.step))
         self.clock.switch(STEPS)
         self._interval = _Interval()
 
@@ -344,6 +344,7 @@ class Session:
                                message=message, error=error, traceback=trace,
                                error_step=self.step if error else None,
                                **self.clock.save(self.step))
+            self.record.close()
             self.clock.close()
             self.system.close()
             self.stop.__exit__(None, None, None)

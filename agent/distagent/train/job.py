@@ -24,9 +24,7 @@ passed as `stop`, which every worker then honours at that step boundary.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,30 +32,26 @@ from typing import Any
 
 import keras
 
-from distagent.config import config_to_dict, write_resolved
+from distagent.config import write_resolved
 from distagent.devices import StrategySetup, resolve_strategy
 from distagent.model_check import checked_objective, job_model
+from distagent.objective import Objective
 from distagent.pipeline import build_input, plan_for
 from distagent.plan import Plan
-from distagent.schema import JobConfig, TelemetryConfig
+from distagent.schema import JobConfig
+from distagent.train.bare import is_bare
 from distagent.train.checkpoint import Checkpointer
-from distagent.train.failure import error_line
-from distagent.train.heartbeat import HangSettings, Heartbeat
-from distagent.train.ledger import AttemptClock, start_clock
+from distagent.train.job_record import failed, finish, initial_record, refused
+from distagent.train.ledger import AttemptClock
 from distagent.train.loop import LoopSettings, Outcome, Trainer
-from distagent.train.phases import PhaseProbe
 from distagent.train.profiling import Profiling
 from distagent.train.progress import Progress, Quiet
-from distagent.train.rundir import (
-    RunRecord,
-    is_same_process,
-    process_identity,
-    run_dir_for,
-)
+from distagent.train.rundir import RunRecord, is_same_process, run_dir_for, threads_now
 from distagent.train.schedule import WarmupDecay
 from distagent.train.signals import StopRequest
 from distagent.train.steps import EvalStep, Health, TrainState, TrainStep
 from distagent.train.summaries import Writers
+from distagent.train.watchers import heartbeat, job_clock, system_recorder
 from distcore import names
 from distcore.errors import DistmonError, StorageError, storage_problem
 from distcore.jobs.agent import read_run_json
@@ -100,56 +94,6 @@ def _precision(mixed: bool) -> Iterator[None]:
         yield
     finally:
         keras.mixed_precision.set_global_policy(previous)
-
-
-@contextlib.contextmanager
-def _system_recorder(
-    run_dir: Path, setup: StrategySetup, telemetry: TelemetryConfig
-) -> Iterator[None]:
-    from distagent.system_record import SystemRecorder
-
-    several = setup.workers > 1
-    subdir = names.worker_system_dir(setup.task_index) if several else names.SYSTEM_DIR
-    # A resumed run keeps counting from its first start, so earlier samples are not superseded.
-    origin = (read_run_json(run_dir) or {}).get("first_start_time")
-    recorder = SystemRecorder(
-        run_dir, interval=telemetry.interval_seconds, subdir=subdir, pids=[os.getpid()],
-        origin=origin if isinstance(origin, int | float) else None,
-        simulate_gpus=telemetry.simulate_gpus, worker=setup.task_index if several else None,
-    )
-    recorder.start()
-    try:
-        yield
-    finally:
-        recorder.close()
-
-
-def _initial_record(
-    cfg: JobConfig, plan: Plan, run_dir: Path, resumed: str | None
-) -> dict[str, Any]:
-    previous = read_run_json(run_dir) or {}
-    now = time.time()
-    return {
-        # The first session's start survives resumes; start_time is this session's.
-        "first_start_time": previous.get("first_start_time", now) if resumed else now,
-        "metrics": previous.get("metrics") or {} if resumed else {},
-        # Rollbacks after divergence (recovery.py); a resumed run keeps counting its own.
-        "recoveries": previous.get("recoveries") or [] if resumed else [],
-        **process_identity(),
-        "run_dir": str(run_dir.resolve()),
-        "name": cfg.run.name,
-        "status": names.STATUS_RUNNING,
-        "config": config_to_dict(cfg),
-        "plan": plan.to_json(),
-        "start_time": now,
-        "end_time": None,
-        "last_step": None,
-        "total_steps": plan.total_steps,
-        "resumed_from": resumed,
-        "error": None,
-        "error_step": None,  # diverged: the first non-finite loss; failed: the step reached
-        "message": None,
-    }
 
 
 StepHook = Callable[[int], None]
@@ -208,7 +152,7 @@ def run_job(
     keras.utils.set_random_seed(cfg.run.seed)
     try:
         with _precision(cfg.train.mixed_precision), \
-                _system_recorder(run_dir, setup, cfg.telemetry), \
+                system_recorder(run_dir, setup, cfg.telemetry), \
                 stop or StopRequest() as stop_request:
             job = _Job(cfg, plan, setup, run_dir, is_chief, progress, stop_request,
                        steps_per_call or cfg.train.steps_per_execution, make_step_hook, cluster,
@@ -221,9 +165,53 @@ def run_job(
         raise StorageError(problem) from None
 
 
+@dataclass(frozen=True)
+class _Model:
+    """What the steps train, and with what: built in the strategy's scope."""
+
+    data: Any  # pipeline.Input
+    model: Any
+    optimizer: Any
+    objective: Objective
+    state: TrainState
+    schedule: WarmupDecay
+
+
 def _train(job: _Job) -> str:
-    cfg, plan, run_dir, progress = job.cfg, job.plan, job.run_dir, job.progress
-    strategy = job.setup.strategy
+    built = _build(job)
+    plan = _counted(job, built.model, built.data.element_spec[0])
+    checkpointer = Checkpointer(
+        job.run_dir, {"model": built.model, "optimizer": built.optimizer,
+                      **built.state.checkpointables()},
+        is_chief=job.is_chief, task_index=job.setup.task_index,
+    )
+    if job.is_chief:  # what killed or refused saves left behind
+        checkpointer.remove_partial()
+    clock = job_clock(job.run_dir, checkpointer, job.setup.task_index, job.entered)
+    resumed = _restore(job, plan, checkpointer, clock)
+    start_step = int(built.state.step.numpy())
+    record = _started(job, plan, resumed, start_step, checkpointer, clock)
+    writers = Writers(job.run_dir, enabled=job.is_chief)
+    # The training iterator ends after the final record: its end joins tf.data's threads (0.3-1.9
+    # s measured under load), which run.json's end and the user's last line need not wait for.
+    kept: list[Any] = []
+    trainer = _trainer(job, built, plan, writers=writers, checkpointer=checkpointer,
+                       record=record, clock=clock, retain=job.retain or kept.append)
+    outcome = _run(job, trainer, start_step)
+    if job.is_chief:
+        checkpointer.remove_partial()
+    finish(record, outcome, clock=clock,
+           error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
+    clock.close()
+    job.progress.message(terminal_text(
+        f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
+        + (f": {outcome.message}" if outcome.message else "") + f"  ({job.run_dir})"))
+    kept.clear()
+    return outcome.status
+
+
+def _build(job: _Job) -> _Model:
+    cfg, plan, strategy = job.cfg, job.plan, job.setup.strategy
     data = build_input(cfg, plan, strategy=strategy)
     with strategy.scope():
         model = job_model(cfg, data.source, data.element_spec,
@@ -239,29 +227,35 @@ def _train(job: _Job) -> str:
         optimizer = make_optimizer(cfg.optimizer.name, schedule,
                                    mixed_precision=cfg.train.mixed_precision)
         optimizer.build(model.trainable_variables)
-    plan = _counted(job, model, data.element_spec[0])
-    checkpointer = Checkpointer(
-        run_dir, {"model": model, "optimizer": optimizer, **state.checkpointables()},
-        is_chief=job.is_chief, task_index=job.setup.task_index,
-    )
-    if job.is_chief:  # what killed or refused saves left behind
-        checkpointer.remove_partial()
-    clock = start_clock(run_dir, checkpointer, job.setup.task_index, entered=job.entered)
+    return _Model(data, model, optimizer, objective, state, schedule)
+
+
+def _restore(job: _Job, plan: Plan, checkpointer: Checkpointer,
+             clock: AttemptClock) -> str | None:
+    """The checkpoint resumed from, if any; a corrupt one, or one of another job, is said in
+    run.json too, and raised."""
     try:
         with clock.spent("restore"):
-            resumed = checkpointer.restore()
-    except DistmonError as err:  # a corrupt checkpoint, or one of another job: say so there too
-        _refused(job, run_dir, checkpointer.latest(), str(err), clock)
+            return checkpointer.restore()
+    except DistmonError as err:
+        refused(job.cfg, plan, job.run_dir, is_chief=job.is_chief,
+                checkpoint=checkpointer.latest(), error=str(err), clock=clock)
         clock.close()
         raise
-    start_step = int(state.step.numpy())
+
+
+def _started(job: _Job, plan: Plan, resumed: str | None, start_step: int,
+             checkpointer: Checkpointer, clock: AttemptClock) -> RunRecord:
+    """run.json as the job starts (the earlier attempts' ledger too), and the user told."""
+    cfg, run_dir, progress = job.cfg, job.run_dir, job.progress
     if resumed:
         clock.resumed(start_step)
-    record = RunRecord(run_dir, _initial_record(cfg, plan, run_dir, resumed),
-                       enabled=job.is_chief, free_space=checkpointer.remove_partial)
+    record = RunRecord(run_dir, initial_record(cfg, plan, run_dir, resumed),
+                       enabled=job.is_chief, free_space=checkpointer.remove_partial,
+                       at_write=threads_now)
     if job.is_chief:
         write_resolved(cfg, run_dir)
-    record.update(last_step=start_step, **clock.save(start_step))  # the earlier attempts too
+    record.update(last_step=start_step, **clock.save(start_step))
     # Names and paths come from the config: escaped, like every outside string on a terminal.
     progress.message(terminal_text(
         f"{cfg.run.name}: {counted(plan.total_steps, 'step')} of "
@@ -271,58 +265,64 @@ def _train(job: _Job) -> str:
     ))
     if resumed:
         progress.message(terminal_text(f"resuming {run_dir} from step {start_step} ({resumed})"))
-    writers = Writers(run_dir, enabled=job.is_chief)
-    # The training iterator ends after the final record: its end joins tf.data's threads (0.3-1.9
-    # s measured under load), which run.json's end and the user's last line need not wait for.
-    kept: list[Any] = []
-    trainer = Trainer(
+    return record
+
+
+def _trainer(job: _Job, built: _Model, plan: Plan, *, writers: Writers,
+             checkpointer: Checkpointer, record: RunRecord, clock: AttemptClock,
+             retain: Callable[[Any], None]) -> Trainer:
+    cfg, strategy, train = job.cfg, job.setup.strategy, job.cfg.train
+    return Trainer(
         strategy=strategy,
-        train_step=TrainStep(strategy, model, optimizer, state,
+        train_step=TrainStep(strategy, built.model, built.optimizer, built.state,
                              global_batch_size=plan.global_batch_size,
-                             jit_compile=cfg.train.jit_compile, health=_health(cfg),
-                             objective=objective),
-        eval_step=EvalStep(strategy, model, objective),
-        state=state, schedule=schedule,
-        train_dataset=data.train, validation_dataset=data.validation,
+                             jit_compile=train.jit_compile, health=_health(cfg),
+                             objective=built.objective, timed=not is_bare()),
+        eval_step=EvalStep(strategy, built.model, built.objective),
+        state=built.state, schedule=built.schedule,
+        train_dataset=built.data.train, validation_dataset=built.data.validation,
         settings=LoopSettings(
             total_steps=plan.total_steps, steps_per_epoch=plan.steps_per_epoch,
-            global_batch_size=plan.global_batch_size, log_every=cfg.train.log_every_steps,
-            checkpoint_every=cfg.train.checkpoint_every_steps,
-            steps_per_call=job.steps_per_call, stop_on_nan=cfg.train.stop_on_nan,
-            on_divergence=cfg.train.on_divergence, max_recoveries=cfg.train.max_recoveries,
-            recovery_lr_factor=cfg.train.recovery_lr_factor,
-            loss_upper_bound=cfg.train.loss_upper_bound,
-            loss_bound_factor=cfg.train.loss_bound_factor,
-            histogram_every=cfg.train.histogram_every_steps,
+            global_batch_size=plan.global_batch_size, log_every=train.log_every_steps,
+            checkpoint_every=train.checkpoint_every_steps,
+            steps_per_call=job.steps_per_call, stop_on_nan=train.stop_on_nan,
+            on_divergence=train.on_divergence, max_recoveries=train.max_recoveries,
+            recovery_lr_factor=train.recovery_lr_factor,
+            loss_upper_bound=train.loss_upper_bound,
+            loss_bound_factor=train.loss_bound_factor,
+            histogram_every=train.histogram_every_steps,
             flops_per_step=plan.flops_per_step, peak_flops=plan.peak_flops_per_second,
         ),
-        writers=writers, checkpointer=checkpointer, record=record, progress=progress,
+        writers=writers, checkpointer=checkpointer, record=record, progress=job.progress,
         stop=job.stop, epochs=plan.epochs,
         step_hook=job.make_step_hook(checkpointer) if job.make_step_hook else None,
-        clock=clock, retain=job.retain or kept.append,
-        profiling=Profiling(cfg.profile, run_dir=run_dir if job.is_chief else None,
-                            say=progress.message),
+        clock=clock, retain=retain,
+        profiling=Profiling(cfg.profile, run_dir=job.run_dir if job.is_chief else None,
+                            say=job.progress.message),
     )
+
+
+def _run(job: _Job, trainer: Trainer, start_step: int) -> Outcome:
+    """The loop under the heartbeat, to its outcome with every log point written; a failure
+    ends run.json `failed` and is raised."""
+    state, clock = trainer.state, trainer.clock
+
+    def read() -> tuple[int, int]:
+        return int(state.reduced.numpy()), int(state.reached.numpy())
+
     try:
-        with _heartbeat(job, state, record) as heartbeat:
-            trainer.heartbeat = heartbeat
+        with heartbeat(job.run_dir, job.setup, job.cfg.cluster, is_chief=job.is_chief,
+                       read=read, record=trainer.record, cluster=job.cluster) as beat:
+            trainer.heartbeat = beat
             outcome = trainer.run(start_step)
+        clock.switch("teardown")
+        trainer.writers.close()  # the writing thread's points, and its error if any
     except BaseException as err:
         clock.switch("teardown")
-        _failed(job, err, int(state.step.numpy()), record, writers, clock)
+        failed(err, int(state.step.numpy()), trainer.record, trainer.writers, clock,
+               job.cluster)
         raise
-    clock.switch("teardown")
-    writers.close()
-    if job.is_chief:
-        checkpointer.remove_partial()
-    _finish(record, outcome, clock=clock,
-            error=outcome.message if outcome.status == names.STATUS_DIVERGED else None)
-    clock.close()
-    progress.message(terminal_text(
-        f"{outcome.status} at step {outcome.step}/{plan.total_steps}"
-        + (f": {outcome.message}" if outcome.message else "") + f"  ({run_dir})"))
-    kept.clear()
-    return outcome.status
+    return outcome
 
 
 def _counted(job: _Job, model: Any, features: Any) -> Plan:
@@ -337,74 +337,6 @@ def _counted(job: _Job, model: Any, features: Any) -> Plan:
     return plan
 
 
-def _heartbeat(job: _Job, state: TrainState, record: RunRecord) -> Heartbeat:
-    """This worker's heartbeat; the chief's also keeps run.json's `workers` and, on an abort
-    for a hang, ends run.json `hung` (the other workers exit the same way, on their own)."""
-    def read() -> tuple[int, int]:
-        return int(state.reduced.numpy()), int(state.reached.numpy())
-
-    def abort(message: str, step: int) -> None:
-        record.update(status=names.STATUS_HUNG, last_step=step, end_time=time.time(),
-                      message=message, error=message, error_step=None)
-
-    def leave(code: int) -> None:  # the chief last, as at a job's end (commands/worker.py)
-        from distagent.cluster.leave import leave_after_peers
-
-        setup = getattr(job.cluster, "setup", None)
-        if setup is None:
-            os._exit(code)
-        leave_after_peers(setup, code)
-
-    cluster = job.cfg.cluster
-    return Heartbeat(
-        job.run_dir, worker=job.setup.task_index, workers=job.setup.workers,
-        settings=HangSettings(hang_seconds=cluster.hang_seconds, on_hang=cluster.on_hang,
-                              lost_seconds=cluster.timeout_seconds),
-        probe=PhaseProbe(read), on_abort=abort, is_chief=job.is_chief,
-        publish=lambda workers: record.update(workers=workers), exit_process=leave,
-    )
-
-
-def _refused(job: _Job, run_dir: Path, checkpoint: str | None, error: str,
-             clock: AttemptClock) -> None:
-    """run.json says `failed` with the one line the user sees, keeping the last step reached."""
-    initial = _initial_record(job.cfg, job.plan, run_dir, checkpoint)
-    reached = (read_run_json(run_dir) or {}).get("last_step")
-    step = reached if isinstance(reached, int) and not isinstance(reached, bool) else 0
-    record = RunRecord(run_dir, initial, enabled=job.is_chief)
-    _finish(record, Outcome(names.STATUS_FAILED, step, None), error=error, clock=clock)
-
-
-def _failed(job: _Job, err: BaseException, at: int, record: RunRecord, writers: Writers,
-            clock: AttemptClock) -> None:
-    """run.json ends `failed` with the error's one line. A refused write (a full disk) ends as
-    StorageError, one line, rather than TensorFlow's traceback; so does a run.json that cannot
-    record the end, naming both causes."""
-    line = error_line(err, job.cluster)
-    try:
-        _finish(record, Outcome(names.STATUS_FAILED, at, None, error_step=at),
-                error=line, trace=traceback.format_exc(), clock=clock)
-    except StorageError as unrecorded:
-        raise StorageError(f"{line}; {unrecorded}") from None
-    finally:
-        try:  # the events' last flush meets the same full disk: the cause is said above
-            writers.close()
-        except Exception:
-            if storage_problem(err) is None:
-                raise
-        finally:
-            clock.close()
-    if not isinstance(err, DistmonError) and storage_problem(err) is not None:
-        raise StorageError(line) from None
-
-
 def _health(cfg: JobConfig) -> Health:
     return Health(clip_norm=cfg.optimizer.clip_norm,
                   non_finite_gradient_diverges=not cfg.train.mixed_precision)
-
-
-def _finish(record: RunRecord, outcome: Outcome, *, clock: AttemptClock,
-            error: str | None = None, trace: str | None = None) -> None:
-    record.update(status=outcome.status, last_step=outcome.step, end_time=time.time(),
-                  message=outcome.message, error=error, error_step=outcome.error_step,
-                  traceback=trace, **clock.save(outcome.step))

@@ -27,7 +27,7 @@ import distagent.train.recovery as rec
 from distagent.train.ledger import STEPS, AttemptClock
 from distagent.train.profiling import Profiling
 from distagent.train.progress import Progress
-from distagent.train.rundir import RunRecord, thread_count
+from distagent.train.rundir import RunRecord
 from distagent.train.signals import StopRequest
 from distagent.train.summaries import Timing, Writers, epoch_scalars, interval_scalars
 from distcore import names
@@ -299,7 +299,7 @@ class Trainer:
         self.writers.write_compiled(names.TRAIN_DIR, step, {**finite, **self.clock.scalars()})
         epoch = min(self.epochs, (step - 1) // self.s.steps_per_epoch + 1)
         self.progress.update(step, self.s.total_steps, epoch, self.epochs, scalars)
-        self.record.update(throttle_s=1.0, last_step=step, metrics=finite, threads=thread_count(),
+        self.record.update(throttle_s=1.0, later=True, last_step=step, metrics=finite,
                            **self.clock.save(step))
         return diverged
 

@@ -52,6 +52,11 @@ def thread_count() -> int | None:
         return None
 
 
+def threads_now() -> dict[str, Any]:
+    """run.json's `threads`, measured as it is written (RunRecord's `at_write`)."""
+    return {"threads": thread_count()}
+
+
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """run.json, replaced whole (`distcore.safefile.write_atomic`: a new file, never a link)."""
     text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
@@ -74,33 +79,104 @@ def write_json_in_place(path: Path, data: Mapping[str, Any]) -> None:
     rewrite_in_place(path, text.encode("utf-8", "surrogateescape"))
 
 
+WRITER_IDLE_S = 5.0
+"""How long the thread that writes `later` records waits for the next before it ends."""
+
+
 class RunRecord:
     """Owns `<run_dir>/run.json` for one process: updates merge into the record and rewrite it.
 
     `free_space`, called when the disk refuses run.json's new file, removes what the job can
-    spare (its partial checkpoints) before the record is written over the old file instead."""
+    spare (its partial checkpoints) before the record is written over the old file instead.
+    `at_write`, given, returns fields measured when the record is written (the process's
+    threads), by whichever thread writes it."""
 
     def __init__(self, run_dir: Path, initial: Mapping[str, Any], *, enabled: bool = True,
-                 free_space: Callable[[], None] | None = None) -> None:
+                 free_space: Callable[[], None] | None = None,
+                 at_write: Callable[[], Mapping[str, Any]] | None = None) -> None:
         self.path = run_dir / names.RUN_JSON
         self.data: dict[str, Any] = dict(initial)
         self.enabled = enabled  # False on non-chief workers: they never write the record
         self.free_space = free_space
+        self.at_write = at_write
         self._last_write = 0.0
         self._lock = threading.Lock()  # the loop and the heartbeat (its `workers`) both update
+        self._wake = threading.Condition(self._lock)  # a record taken `later`
+        self._file = threading.Lock()  # one write at a time, the newest record never undone
+        self._taken = 0  # records taken to be written, numbered
+        self._written = 0  # the newest of them on disk
+        self._pending: tuple[int, dict[str, Any]] | None = None
+        self._thread: threading.Thread | None = None  # writes the records taken `later`
+        self._closed = False
+        self._error: BaseException | None = None
 
-    def update(self, *, throttle_s: float = 0.0, **fields: Any) -> None:
-        """Merge `fields`; write now unless the last write is younger than `throttle_s`."""
+    def update(self, *, throttle_s: float = 0.0, later: bool = False, **fields: Any) -> None:
+        """Merge `fields`; write now unless the last write is younger than `throttle_s`.
+        `later`: a write that is due is made by a thread of its own and the caller goes on
+        (a log point's: the rename of run.json's new file may take milliseconds); that
+        thread's error is raised by the next `later` update, or cleared by a write made now."""
         with self._lock:
+            if later:
+                error, self._error = self._error, None
+                if error is not None:
+                    raise error
             self.data.update(fields)
             now = time.monotonic()
             if not self.enabled or (throttle_s and now - self._last_write < throttle_s):
                 return
-            self._write()
             self._last_write = now
+            self._taken += 1
+            taken = (self._taken, dict(self.data))
+            if later and not self._closed:
+                self._pending = taken
+                if self._thread is not None:
+                    self._wake.notify()
+                else:  # started under load, a thread takes milliseconds: one kept a while
+                    self._thread = threading.Thread(
+                        target=self._write_pending, name="distagent-run-json", daemon=True)
+                    self._thread.start()
+                return
+        self._write(*taken)
+        with self._lock:
+            self._error = None
 
-    def _write(self) -> None:
-        write_json_whatever_the_disk(self.path, self.data, self.free_space)
+    def _write(self, number: int, data: dict[str, Any]) -> None:
+        with self._file:
+            if number <= self._written:
+                return  # a newer record is on disk already
+            if self.at_write is not None:
+                measured = self.at_write()
+                data.update(measured)
+                with self._lock:
+                    self.data.update(measured)
+            write_json_whatever_the_disk(self.path, data, self.free_space)
+            self._written = number
+
+    def _write_pending(self) -> None:
+        """The newest record taken `later`, until none came for WRITER_IDLE_S or the record is
+        closed; an error kept for the caller."""
+        while True:
+            with self._lock:
+                if self._pending is None and not self._closed:
+                    self._wake.wait(WRITER_IDLE_S)
+                taken, self._pending = self._pending, None
+                if taken is None:
+                    self._thread = None
+                    return
+            try:
+                self._write(*taken)
+            except BaseException as err:  # raised on the caller's thread, never lost with this
+                with self._lock:
+                    self._error = err
+
+    def close(self) -> None:
+        """The writing thread ended, its last record written; later updates write at once."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
 
 
 def write_json_whatever_the_disk(path: Path, data: Mapping[str, Any],

@@ -15,6 +15,8 @@ Input wait is measured inside the graph, where Python dispatch cannot pollute it
 the copy to the replicas' devices when the multi-device prefetch had not already done it. Control
 dependencies pin the order (t0 after the previous update, get_next after t0, t1 after the batch's
 tensors), so the pair can neither read 0 for a batch that is not there nor swallow compute time.
+A step built with `timed=False` (benchmarks only, distagent.train.bare) has none of these: its
+timers read NaN, which no log point writes.
 """
 
 from __future__ import annotations
@@ -145,8 +147,10 @@ class TrainStep:
         jit_compile: bool = False,
         health: Health | None = None,
         objective: Objective | None = None,
+        timed: bool = True,
     ) -> None:
         self.strategy = strategy
+        self.timed = timed
         self.model = model
         self.optimizer = optimizer
         self.state = state
@@ -195,16 +199,15 @@ class TrainStep:
                       t1: Any) -> tuple[Any, ...]:
         # The step's maths waits for t1: on a busy thread pool, t1 would otherwise queue behind
         # the first kernels of the step and count their time as input wait.
-        with tf.control_dependencies([t1]):
-            features = tf.nest.map_structure(tf.identity, features)
+        if self.timed:
+            with tf.control_dependencies([t1]):
+                features = tf.nest.map_structure(tf.identity, features)
         grads, stats = self._gradients(features, labels, weights)
         # This worker's gradients exist: the time to them, apart from the reduction's wait.
-        with tf.control_dependencies([g for g in grads if g is not None]):
-            ready = tf.timestamp()
+        ready = self._stamp([g for g in grads if g is not None])
         if self.health.grad_norm:
             grads, norm = self._reduce_and_clip(list(grads))
-            with tf.control_dependencies([g for g in grads if g is not None]):
-                reduced = tf.timestamp()
+            reduced = self._stamp([g for g in grads if g is not None])
         else:  # NaN: never written (only finite values are), never a divergence
             norm = tf.constant(float("nan"))
             # The optimizer reduces: its wait is not told apart, so it is unknown (NaN, never
@@ -242,12 +245,10 @@ class TrainStep:
         landed: list[Any] = []
         first = state.step.read_value()
         for index in range(n):
-            with tf.control_dependencies(landed):
-                t0 = tf.timestamp()
-            with tf.control_dependencies([t0]):
+            t0 = self._stamp(landed)
+            with tf.control_dependencies([t0] if self.timed else []):
                 batch = iterator.get_next()
-            with tf.control_dependencies(_flat_local_tensors(strategy, batch)):
-                t1 = tf.timestamp()
+            t1 = self._stamp(_flat_local_tensors(strategy, batch))
             stats, marker, norm, grads, (ready, reduced) = strategy.run(
                 self._replica_step, args=(*split_batch(batch), t1))
             ready = tf.reduce_max(tf.stack(strategy.experimental_local_results(ready)))
@@ -266,6 +267,13 @@ class TrainStep:
                 for kept, grad in zip(self.kept_gradients, grads, strict=True):
                     if grad is not None:
                         kept.assign(strategy.experimental_local_results(grad)[0])
+
+    def _stamp(self, after: list[Any]) -> Any:
+        """The time once `after` exists; NaN in a step that is not timed."""
+        if not self.timed:
+            return tf.constant(math.nan, tf.float64)
+        with tf.control_dependencies(after):
+            return tf.timestamp()
 
     def _count(self, stats: Any, times: Any, step: Any, norm: Any) -> None:
         """`times`: this worker's [input wait, time to gradients, wait in the reduction]."""

@@ -6,11 +6,19 @@ out when its value is unknown (no examples, no timed steps), never written as a 
 Steps and values reach TensorFlow as numpy-backed tensors (`as_tensor`): a Python number handed
 to an eager op is kept by TensorFlow (2.21) for the life of the process, so writing Python
 floats grew the agent's memory with every log point (~6 KB each, without end).
+
+A log point's scalars (`Writers.write_compiled`) are written by a thread of their own through a
+bounded queue: the training thread hands them over and goes on, where the write itself was
+seconds the ledger could name no bucket for. `flush` and `close` wait for every point handed
+over, so nothing is lost at a job's end or on a stop; a full queue makes the training thread
+wait rather than drop a point.
 """
 
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,8 +61,9 @@ def interval_scalars(
     if timing.steps > 0 and timing.wall_seconds > 0:
         out[names.EXAMPLES_PER_SECOND] = timing.steps * global_batch_size / timing.wall_seconds
         out[names.STEP_TIME_MS] = 1000.0 * timing.wall_seconds / timing.steps
-        out[names.INPUT_WAIT_MS] = 1000.0 * timing.wait_seconds / timing.steps
-        out[names.INPUT_WAIT_FRACTION] = min(1.0, timing.wait_seconds / timing.wall_seconds)
+        if math.isfinite(timing.wait_seconds):  # NaN: the step was not timed inside
+            out[names.INPUT_WAIT_MS] = 1000.0 * timing.wait_seconds / timing.steps
+            out[names.INPUT_WAIT_FRACTION] = min(1.0, timing.wait_seconds / timing.wall_seconds)
         if flops_per_step:
             rate = timing.steps * flops_per_step / timing.wall_seconds
             out[names.MODEL_FLOPS_PER_SECOND] = rate
@@ -104,29 +113,35 @@ class Writers:
         self.run_dir = run_dir
         self.enabled = enabled  # False on non-chief workers
         self._writers: dict[str, Any] = {}
+        self._made = threading.Lock()  # a writer per directory, whichever thread asks first
         self._histogram_fn: tuple[tuple[str, ...], Any] | None = None
         self._scalar_fns: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._seen_tags: set[tuple[str, tuple[str, ...]]] = set()
+        self._background: _Background | None = None
 
     def write(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         if not self.enabled or not scalars:
             return
         import tensorflow as tf
 
-        if sub not in self._writers:
-            # Made on first use: a job without validation data leaves no empty validation run.
-            self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
-        with self._writers[sub].as_default(step=as_tensor(step, "int64")):
+        with self._writer(sub).as_default(step=as_tensor(step, "int64")):
             for tag, value in scalars.items():
                 tf.summary.scalar(tag, as_tensor(value))
 
     def write_compiled(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
+        """A log point's scalars, handed to the writing thread (see the module's text); an
+        error of an earlier write is raised here, on the caller's thread."""
+        if not self.enabled or not scalars:
+            return
+        if self._background is None:
+            self._background = _Background(self._write_compiled)
+        self._background.put((sub, step, dict(scalars)))
+
+    def _write_compiled(self, sub: str, step: int, scalars: Mapping[str, float]) -> None:
         """`write` through one compiled function per set of tags: a log point's twenty
         scalars cost about a millisecond, where written one by one eagerly they took ten on a
         busy CPU. For the writes of every log point; a set of tags seen once (the first log
         point's, which has no timing yet) is written eagerly: a trace costs a few hundred ms."""
-        if not self.enabled or not scalars:
-            return
         import tensorflow as tf
 
         writer = self._writer(sub)
@@ -147,11 +162,14 @@ class Writers:
         fn(tf.constant(step, tf.int64), tf.constant(list(scalars.values()), tf.float32))
 
     def _writer(self, sub: str) -> Any:
+        """`sub`'s writer, made on first use: a job without validation data leaves no empty
+        validation run."""
         import tensorflow as tf
 
-        if sub not in self._writers:
-            self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
-        return self._writers[sub]
+        with self._made:
+            if sub not in self._writers:
+                self._writers[sub] = tf.summary.create_file_writer(str(self.run_dir / sub))
+            return self._writers[sub]
 
     def histograms(self, step: int, variables: Sequence[Any],
                    gradients: Sequence[Any] | None) -> None:
@@ -167,12 +185,9 @@ class Writers:
         if gradients is not None:
             values += [(f"gradients/{_path(v)}", g)
                        for v, g in zip(variables, gradients, strict=True)]
-        if names.TRAIN_DIR not in self._writers:
-            self._writers[names.TRAIN_DIR] = tf.summary.create_file_writer(
-                str(self.run_dir / names.TRAIN_DIR))
         tags = tuple(tag for tag, _ in values)
         if self._histogram_fn is None or self._histogram_fn[0] != tags:
-            writer = self._writers[names.TRAIN_DIR]
+            writer = self._writer(names.TRAIN_DIR)
 
             def write_all(at: Any, tensors: list[Any]) -> None:
                 with writer.as_default(step=at):
@@ -184,13 +199,76 @@ class Writers:
                               [tf.convert_to_tensor(v) for _, v in values])
 
     def flush(self) -> None:
-        for writer in self._writers.values():
+        """Every point handed over written, and the files flushed."""
+        if self._background is not None:
+            self._background.drain()
+        for writer in list(self._writers.values()):
             writer.flush()
 
     def close(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
-        self._writers.clear()
-        self._histogram_fn = None
-        self._scalar_fns.clear()
-        self._seen_tags.clear()
+        """Every point handed over written, the thread ended and the files closed; an error of
+        the thread's is raised once the files are closed."""
+        background, self._background = self._background, None
+        try:
+            if background is not None:
+                background.close()
+        finally:
+            for writer in self._writers.values():
+                writer.close()
+            self._writers.clear()
+            self._histogram_fn = None
+            self._scalar_fns.clear()
+            self._seen_tags.clear()
+
+
+QUEUE_POINTS = 64
+"""Log points the writing thread may be behind by before the training thread waits for it."""
+
+_Point = tuple[str, int, dict[str, float]]
+
+
+class _Background:
+    """One thread that writes the points `put` hands it, in order. Its first error is kept and
+    raised on the caller's thread (at the next put, drain or close); the points after it are
+    taken and dropped, so a caller never waits on a queue nobody empties."""
+
+    def __init__(self, write: Any) -> None:
+        self._write = write
+        self._queue: queue.Queue[_Point | None] = queue.Queue(QUEUE_POINTS)
+        self._error: BaseException | None = None
+        # A daemon: a process that never closes its writers still exits.
+        self._thread = threading.Thread(target=self._run, name="distagent-summaries",
+                                        daemon=True)
+        self._thread.start()
+
+    def put(self, point: _Point) -> None:
+        self._raise()
+        self._queue.put(point)
+
+    def drain(self) -> None:
+        self._queue.join()
+        self._raise()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run(self) -> None:
+        failed = False
+        while True:
+            point = self._queue.get()
+            try:
+                if point is None:
+                    return
+                if not failed:
+                    self._write(*point)
+            except BaseException as err:  # handed to the caller, never lost with the thread
+                failed, self._error = True, err
+            finally:
+                self._queue.task_done()

@@ -59,11 +59,34 @@ def _seconds(value: float) -> str:
     return f"{value:.0f} s" if value >= 10 else f"{value:.2g} s"
 
 
+STALLED: Final = "stalled"
+IDLE: Final = "idle"
+
+
+def silence(agent_status: str | None, files: str, gap: float, limit: float) -> str | None:
+    """What a run's silence of `gap` seconds says, past its own `limit` (STALL_FACTOR times its
+    cadence): STALLED where run.json says the job is running (it should be writing); for a run
+    no run.json speaks for (a script of the user's own, which may simply have ended), STALLED
+    while its files are live, IDLE once they went idle (the store's live threshold), nothing
+    once it is old (STALL_HORIZON_SECONDS). Nothing for an ended job or a gone run."""
+    if files == "gone" or (agent_status is not None and agent_status != names.STATUS_RUNNING):
+        return None  # ended jobs never stall
+    if gap <= limit:
+        return None
+    if agent_status is not None:
+        return STALLED
+    if gap > STALL_HORIZON_SECONDS:
+        return None
+    return IDLE if files == "idle" else STALLED
+
+
 def run_stalled(
     run: RunLike, now: float, agent_status: str | None = None, interval: float | None = None
 ) -> Alert | None:
-    """Points stopped arriving: a gap far longer than usual, on a run that should be writing.
-    `interval`: the run's cadence when the caller cached it (usual_interval otherwise)."""
+    """Points stopped arriving: a gap far longer than usual, on a run that should be writing
+    (a warning), or on a run without run.json whose files went idle (information: it may have
+    ended, which nothing records). `interval`: the run's cadence when the caller cached it
+    (usual_interval otherwise)."""
     if run.status == "gone" or run.last_update is None:
         return None
     if agent_status is not None and agent_status != names.STATUS_RUNNING:
@@ -72,11 +95,15 @@ def run_stalled(
     if interval is None:
         return None
     gap = now - run.last_update
-    limit = max(STALL_FACTOR * interval, STALL_MIN_SECONDS)
-    if gap <= limit or (agent_status is None and gap > STALL_HORIZON_SECONDS):
-        return None
-    message = f"no new points for {gap:.0f} s (usually every {_seconds(interval)}) — stalled?"
-    return Alert("run_stalled", "warning", run.name, message, run.last_update)
+    found = silence(agent_status, run.status, gap, max(STALL_FACTOR * interval, STALL_MIN_SECONDS))
+    usual = f"usually every {_seconds(interval)}"
+    if found == IDLE:
+        message = f"idle: no new data for {gap:.0f} s ({usual})"
+        return Alert("run_idle", "info", run.name, message, run.last_update)
+    if found == STALLED:
+        message = f"no new points for {gap:.0f} s ({usual}) — stalled?"
+        return Alert("run_stalled", "warning", run.name, message, run.last_update)
+    return None
 
 
 def is_advancing(run: RunLike, now: float, interval: float | None) -> bool:
