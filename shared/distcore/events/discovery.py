@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from distcore.names import RUN_JSON
+
 EVENT_MARKER = "tfevents"
 
 
@@ -65,7 +67,8 @@ class Found(NamedTuple):
 
 
 def _walk(
-    root: Path, prefix: str, cwd: str, runs: dict[str, Found], problems: list[str], mtimes: bool
+    root: Path, prefix: str, cwd: str, runs: dict[str, Found], problems: list[str], mtimes: bool,
+    agent: list[str] | None = None,
 ) -> None:
     """Add every run below root to `runs` (under `prefix`); symlinks followed, each real
     directory once. What cannot be listed, and event-file names that are not regular files, go
@@ -78,6 +81,7 @@ def _walk(
     With `mtimes`, each run's newest event-file mtime (0.0: none could be stat'ed), from the
     DirEntry: no Path, no second lookup of the name. One loop, no generator, no helper calls
     per directory: a sweep's walk is 10,000 turns of it on the way to the first row.
+    `agent`: where given, the directories that list a run.json are added to it.
     """
     seen: set[tuple[int, int]] = set()
     stack = [(str(root), ".")]
@@ -116,6 +120,8 @@ def _walk(
                                 newest = mtime
                     else:
                         problems.append(f"{entry.path}: not a regular file (or a broken link)")
+                elif name == RUN_JSON and agent is not None:
+                    agent.append(directory)
             except OSError as err:
                 problems.append(f"{entry.path}: {err.strerror or err}")
         if files:
@@ -132,16 +138,17 @@ def _walk(
 # CPU grew 0.08-0.15 s while it ran, so the first row came later (1.81 against 1.39 s, medians
 # of 4, even at priority).
 def walk_runs(
-    roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False
+    roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False,
+    agent: list[str] | None = None,
 ) -> list[Found]:
     """Every run under the roots, in discover()'s order, unmade; with `mtimes`, each one's
     newest event file's mtime (one stat a file). What could not be looked at is added to
-    `problems`."""
+    `problems`; the directories (as the walk spelled them) that list a run.json to `agent`."""
     found: list[str] = []
     runs: dict[str, Found] = {}
     cwd = os.getcwd()  # what Path.absolute() prefixes
     for prefix, root in zip(root_prefixes(roots), roots, strict=True):
-        _walk(root, prefix, cwd, runs, found, mtimes)
+        _walk(root, prefix, cwd, runs, found, mtimes, agent)
     if problems is not None:
         problems.extend(found)
     return list(runs.values())

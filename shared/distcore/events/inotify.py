@@ -1,5 +1,5 @@
 """inotify through watchdog, for the LogdirWatcher: an observer over the roots that tells which
-event files (and directories) were written, and its start and stop.
+event files, run.json files (and directories) were written, and its start and stop.
 
 The only module that imports watchdog: the watcher loads it when it starts in inotify mode, so
 polling and one-pass reads (`--once`, `load_once`) never pay for it.
@@ -27,6 +27,7 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from distcore.events.discovery import EVENT_MARKER
+from distcore.names import RUN_JSON
 
 OnChange = Callable[[str, bool], None]  # (path, structural): directories, deletions and moves
 _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
@@ -50,7 +51,8 @@ class _Handler(FileSystemEventHandler):
             return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = raw.decode() if isinstance(raw, bytes) else raw
-            if path and (event.is_directory or EVENT_MARKER in Path(path).name):
+            name = Path(path).name
+            if path and (event.is_directory or EVENT_MARKER in name or name == RUN_JSON):
                 structural = event.is_directory or event.event_type in ("deleted", "moved")
                 self._on_change(path, structural)
 

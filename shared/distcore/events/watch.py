@@ -11,7 +11,8 @@ problem in its run (the other files and runs go on); a failure of a whole pass i
 `problems()`.
 
 Its rooms: inotify.py (the watchdog observer and its handler, loaded only in inotify mode),
-first_read.py (the order and pace of a sweep's first read), fstype.py (the mode); here the
+first_read.py (the order and pace of a sweep's first read), fstype.py (the mode),
+agent_files.py (which run.json were written: the job index looks at those alone); here the
 state (each file's offset, each run's files), the loop's step, the passes and the reads.
 """
 
@@ -25,11 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from distcore.events.agent_files import AgentFiles, local_path
 from distcore.events.discovery import Found, RunDir, walk_runs
 from distcore.events.first_read import Landed, head_start, read_fresh, wait_for_draw
 from distcore.events.fstype import Mode, choose_mode, mount_fs_type
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
+from distcore.names import RUN_JSON
 from distcore.producer import Failing, Loop, ProducerError, backoff
 from distcore.tfrecord.batch import Batch
 
@@ -88,6 +91,7 @@ class LogdirWatcher:
         self._wall_clock: Callable[[], float] = time.time
         self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
         self._landing: Landed | None = None  # the batched first read under way
+        self._agent_files = AgentFiles()
 
     @property
     def mode(self) -> Mode:
@@ -111,6 +115,15 @@ class LogdirWatcher:
         first read, for the dashboard's header); None otherwise."""
         landing = self._landing
         return None if landing is None else (landing.count, landing.total)
+
+    def agent_changes(self) -> frozenset[Path]:
+        """The job directories whose run.json was written, replaced or removed since the last
+        call (each told once): by inotify as it happens, by each full pass otherwise."""
+        return self._agent_files.take()
+
+    def subscribe_agent_changes(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """`callback()`, on the watcher's or inotify's thread, when a run.json changed."""
+        return self._agent_files.subscribe(callback)
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
@@ -157,7 +170,11 @@ class LogdirWatcher:
 
     def _on_change(self, path: str, structural: bool) -> None:
         """inotify's word (on its thread) that `path` changed; structural: a directory, a
-        deletion or a move, which only a full pass can follow."""
+        deletion or a move, which only a full pass can follow. A run.json is the job index's
+        (told at once), not the reader's."""
+        if os.path.basename(path) == RUN_JSON:  # replaced whole: a move, not a pass's work
+            self._agent_files.written(local_path(path, os.getcwd()))
+            return
         with self._dirty_lock:
             if structural or Path(path) not in self._files:
                 self._rescan_needed = True
@@ -207,8 +224,11 @@ class LogdirWatcher:
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
         first = not self._runs and not self._files  # nothing read yet: the walk's mtimes help
-        walked = walk_runs(self._roots, problems, mtimes=first)
+        agent: list[str] = []
+        walked = walk_runs(self._roots, problems, mtimes=first, agent=agent)
         self._problems = tuple(problems)
+        cwd = os.getcwd()
+        self._agent_files.listed(local_path(d, cwd) for d in agent)
         mtimes = {w.name: w.mtime or None for w in walked} if first else None
         try:
             newest = head_start(walked) if mtimes is not None else None

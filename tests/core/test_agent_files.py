@@ -1,0 +1,94 @@
+"""run.json is looked at when the watcher says it was written, never for jobs without one by
+turns: a sweep of 100,000 runs made thousands of failed stats a second while idle. The real
+watcher (inotify and polling), the real index, files written on a real filesystem."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distcore.events import LogdirWatcher, RunStore
+from distcore.jobs.index import JobIndex
+from tests.core.test_jobs_incremental import age, write_loss
+from tests.tui.test_serve import wait_for
+
+JOBS = 12
+
+
+class Stats:
+    """Every `stat` of a run.json in this process (os.stat, so Path.stat too), by path."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[str] = []
+        real = os.stat
+
+        def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+            if isinstance(path, (str, os.PathLike)) and os.fspath(path).endswith("run.json"):
+                self.seen.append(os.fspath(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "stat", counted)
+
+    def absent(self) -> list[str]:
+        """The run.json looked for that are not there."""
+        return [p for p in self.seen if not os.path.lexists(p)]
+
+
+@pytest.fixture(params=["inotify", "poll"])
+def watched(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, JobIndex]]:
+    """A sweep of idle jobs without run.json, its watcher and index running as the dashboard
+    runs them (a first scan, then watching), refreshing often."""
+    for i in range(JOBS):
+        write_loss(tmp_path / f"job{i:02d}", [1.0, 0.5], time.time() - 5000)
+        age(tmp_path / f"job{i:02d}", 5000)
+    store = RunStore()
+    poll = request.param == "poll"
+    watcher = LogdirWatcher([tmp_path], store, poll=poll, poll_interval=0.05, workers=1)
+    index = JobIndex(store, interval=0.05, agent_files=watcher)
+    watcher.scan_once()
+    index.start()
+    watcher.start()
+    try:
+        assert watcher.mode == request.param
+        wait_for(lambda: (s := index.latest()) is not None and len(s.jobs) == JOBS)
+        yield tmp_path, index
+    finally:
+        index.close()
+        watcher.close()
+
+
+def _statuses(index: JobIndex) -> dict[str, str]:
+    snap = index.latest()
+    return {j.name: j.status for j in snap.jobs} if snap is not None else {}
+
+
+def test_a_run_json_written_later_is_seen_with_no_stat_of_absent_ones(
+    watched: tuple[Path, JobIndex], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logdir, index = watched
+    stats = Stats(monkeypatch)
+    (logdir / "job07" / "run.json").write_text(json.dumps({"status": "finished"}))
+    wait_for(lambda: _statuses(index)["job07"] == "finished")
+    later = index.refreshes + 5
+    wait_for(lambda: index.refreshes >= later)  # refreshes as time passes look at none
+    assert stats.absent() == []
+    assert set(stats.seen) <= {str(logdir / "job07" / "run.json")}
+
+
+def test_a_run_json_replaced_and_removed_is_seen(watched: tuple[Path, JobIndex]) -> None:
+    logdir, index = watched
+    path = logdir / "job03" / "run.json"
+    path.write_text(json.dumps({"status": "finished"}))
+    wait_for(lambda: _statuses(index)["job03"] == "finished")
+    new = path.with_name("run.json.tmp")  # as distagent writes it: a new file, renamed
+    new.write_text(json.dumps({"status": "failed", "error": "diverged"}))
+    os.replace(new, path)
+    wait_for(lambda: _statuses(index)["job03"] == "failed")
+    path.unlink()
+    wait_for(lambda: _statuses(index)["job03"] == "idle")
