@@ -92,3 +92,36 @@ def test_a_run_json_replaced_and_removed_is_seen(watched: tuple[Path, JobIndex])
     wait_for(lambda: _statuses(index)["job03"] == "failed")
     path.unlink()
     wait_for(lambda: _statuses(index)["job03"] == "idle")
+
+
+def test_a_jobs_own_files_written_make_no_pass_over_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """watchdog tells of a folder's change beside every file written there: taken for a new
+    folder, each run.json and heartbeat a live job wrote was a pass over every run."""
+    from distcore.events import watch
+
+    write_loss(tmp_path / "job" / "train", [1.0, 0.5], time.time())
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store, rescan_interval=3600)  # no safety net here
+    watcher.scan_once()
+    passes: list[int] = []
+    walk = watch.walk_runs
+    monkeypatch.setattr(watch, "walk_runs", lambda *a, **k: passes.append(1) or walk(*a, **k))
+    watcher.start()
+    try:
+        assert watcher.mode == "inotify"
+        for k in range(3):
+            new = tmp_path / "job" / "run.json.tmp"
+            new.write_text(json.dumps({"status": "running", "last_step": k}))
+            os.replace(new, tmp_path / "job" / "run.json")
+            (tmp_path / "job" / "heartbeat-worker-0.json").write_text(json.dumps({"step": k}))
+        wait_for(lambda: tmp_path / "job" in watcher.agent_changes())
+        first = next((tmp_path / "job" / "train").glob("events.out.tfevents.*"))
+        new = first.with_name("copy.tmp")
+        new.write_bytes(first.read_bytes())
+        os.replace(new, first.with_name(f"{first.name}.2"))  # a new event file: a pass
+        wait_for(lambda: (run := store.get("job/train")) is not None and run.files == 2)
+        assert len(passes) == 1  # the new file's (told after theirs): theirs made none
+    finally:
+        watcher.close()

@@ -14,7 +14,6 @@ from typing import Any
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
-    DirModifiedEvent,
     DirMovedEvent,
     FileClosedEvent,
     FileCreatedEvent,
@@ -35,9 +34,12 @@ _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"}
 # otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
 # overflowed the kernel's queue (16,384 events), and watchdog rebuilt its watches by walking the
 # whole tree each time (py-spy: most of the 50-80% of a core distmon took with nothing written).
+# Not DirModifiedEvent: watchdog adds one for the folder to every file created, closed after a
+# write, moved or deleted there (each told by its own event too), and a folder is a full pass:
+# a live job's every run.json and heartbeat write was a pass over every run.
 _WATCHED_EVENTS = [
-    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent,
-    DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent,
+    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileDeletedEvent, DirDeletedEvent,
+    FileMovedEvent, DirMovedEvent, FileClosedEvent,
 ]  # fmt: skip
 
 
