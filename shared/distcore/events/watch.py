@@ -28,7 +28,13 @@ from typing import Any
 
 from distcore.events.agent_files import AgentFiles, local_path
 from distcore.events.discovery import Found, RunDir, walk_runs
-from distcore.events.first_read import Landed, head_start, read_fresh, wait_for_draw
+from distcore.events.first_read import (
+    Landed,
+    first_found,
+    head_start,
+    read_fresh,
+    wait_for_draw,
+)
 from distcore.events.fstype import Mode, choose_mode, mount_fs_type
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
@@ -225,15 +231,17 @@ class LogdirWatcher:
         problems: list[str] = []
         first = not self._runs and not self._files  # nothing read yet: the walk's mtimes help
         agent: list[str] = []
-        walked = walk_runs(self._roots, problems, mtimes=first, agent=agent)
-        self._problems = tuple(problems)
-        cwd = os.getcwd()
-        self._agent_files.listed(local_path(d, cwd) for d in agent)
-        mtimes = {w.name: w.mtime or None for w in walked} if first else None
         try:
+            told = first_found(time.monotonic(), self._read_newest) if first else None
+            walked = walk_runs(self._roots, problems, mtimes=first, agent=agent, told=told)
+            self._problems = tuple(problems)
+            self._agent_files.listed(local_path(d, os.getcwd()) for d in agent)
+            mtimes = {w.name: w.mtime or None for w in walked} if first else None
             newest = head_start(walked) if mtimes is not None else None
-            if newest is not None:  # a sweep's first read: its newest first
-                self._read_newest(newest, len(walked), mtimes)
+            if self._landing is not None:  # a long walk's first runs are read: now the rest
+                self._landing.total = len(walked)
+            elif newest is not None:  # a sweep's first read: its newest first
+                self._read_newest(newest, len(walked))
             found = {w.name: w.run() for w in walked}
             synced = self._sync_runs(list(found.values()), mtimes)
         finally:
@@ -255,13 +263,12 @@ class LogdirWatcher:
         self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
         return frozenset(changed)
 
-    def _read_newest(
-        self, newest: list[Found], total: int, mtimes: dict[str, float | None] | None
-    ) -> None:
-        """A first read of many runs: the newest few are read (and shown) before the others'
-        Paths are even made; the rest of the read (_sync_runs) finds them read."""
+    def _read_newest(self, newest: list[Found], total: int) -> None:
+        """A first read of many runs: the newest few (or a long walk's first) are read (and
+        shown) before the others' Paths are even made; the rest of the read (_sync_runs)
+        finds them read."""
         self._landing = Landed(self._store.notify, total)  # the whole read's progress
-        self._read_fresh([w.run() for w in newest], mtimes)
+        self._read_fresh([w.run() for w in newest], {w.name: w.mtime or None for w in newest})
 
     def _sync_runs(
         self, runs: list[RunDir], mtimes: dict[str, float | None] | None = None
