@@ -367,7 +367,8 @@ class JobIndex:
             self._watch_profiles(self._profiles, touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
-        agents = (f.agent for f in self._facts.values() if f.agent)
+        # The jobs with a run.json: not every job's facts each refresh (a sweep has 100,000).
+        agents = (a for n in self._watched if (a := self._facts[n].agent) is not None)
         states = scheduler_states(self._scheduler, agents)
         # Only jobs whose facts changed, and those the clock or the scheduler can change.
         changed = bool(touched)
