@@ -15,6 +15,7 @@ from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    EventsLostEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -29,7 +30,8 @@ from distcore.events.discovery import EVENT_MARKER
 from distcore.names import RUN_JSON
 
 OnChange = Callable[[str, bool], None]  # (path, structural): directories, deletions and moves
-_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+# "events_lost": the kernel's queue overflowed (its watch's root): only a full pass catches up.
+_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed", "events_lost"})
 # What inotify is asked for: writes only. Our own reads (open, close without a write) would
 # otherwise queue events for every file a pass looks at: a pass over a sweep's 10,000 runs
 # overflowed the kernel's queue (16,384 events), and watchdog rebuilt its watches by walking the
@@ -39,7 +41,7 @@ _WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"}
 # a live job's every run.json and heartbeat write was a pass over every run.
 _WATCHED_EVENTS = [
     FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileDeletedEvent, DirDeletedEvent,
-    FileMovedEvent, DirMovedEvent, FileClosedEvent,
+    FileMovedEvent, DirMovedEvent, FileClosedEvent, EventsLostEvent,
 ]  # fmt: skip
 
 
