@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from distcore.events.agent_files import AgentFiles, local_path
-from distcore.events.discovery import Found, RunDir, walk_runs
+from distcore.events.discovery import Found, RunDir, root_prefixes, run_name, walk_runs
 from distcore.events.first_read import (
     Landed,
     first_found,
@@ -72,6 +72,7 @@ class LogdirWatcher:
         of; the read of the rest waits for it (first_read.FIRST_DRAW_WAIT at most).
         `observer_factory`: makes the inotify observer (watchdog's `Observer` unless given)."""
         self._roots = tuple(Path(r) for r in roots)
+        self._prefixes = root_prefixes(self._roots)
         self._first_drawn = first_drawn
         self._store = store
         self._poll_interval = poll_interval
@@ -393,10 +394,20 @@ class LogdirWatcher:
         self._apply(run, path, batch)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
+        """Read the files inotify named: their runs found by name, not among every run (a
+        live job's every write went over a sweep's 100,000)."""
         changed = set()
-        for name, run in self._runs.items():
+        for name in {n for p in paths if (n := self._run_at(p.parent)) is not None}:
+            run = self._runs[name]
             hits = [p for p in run.files if p in paths]
             if hits and name not in self._gone and self._read_run_files(run, hits):
                 self._store.set_files(name, run.path, len(run.files), self._newest(run))
                 changed.add(name)
         return frozenset(changed)
+
+    def _run_at(self, directory: Path) -> str | None:
+        for prefix, root in zip(self._prefixes, self._roots, strict=True):
+            if directory.is_relative_to(root) and (name := run_name(prefix, root, directory)) \
+                    in self._runs:
+                return name
+        return None
