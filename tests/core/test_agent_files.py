@@ -125,3 +125,37 @@ def test_a_jobs_own_files_written_make_no_pass_over_every_run(
         assert len(passes) == 1  # the new file's (told after theirs): theirs made none
     finally:
         watcher.close()
+
+
+def test_a_live_files_appends_are_read_together_not_one_by_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live job logging every 5 steps appends to its events file dozens of times a second; a
+    read of each append was most of what watching it cost."""
+    from distcore.events import watch
+    from tests.core.events_helpers import scalar_records
+
+    run = tmp_path / "run"
+    run.mkdir()
+    path = run / "events.out.tfevents.1.host"
+    path.write_bytes(scalar_records("loss", [(0, 1.0)]))
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store, rescan_interval=3600)
+    watcher.scan_once()
+    reads: list[Path] = []
+    read_new = watch.read_new
+    monkeypatch.setattr(watch, "read_new", lambda state, *a: reads.append(state.path)
+                        or read_new(state, *a))  # fmt: skip
+    watcher.start()
+    try:
+        began = time.monotonic()
+        for step in range(1, 51):  # a writer's pace (not a wait for a state)
+            with path.open("ab") as f:
+                f.write(scalar_records("loss", [(step, 1.0 / step)]))
+            time.sleep(0.01)
+        wait_for(lambda: (snap := store.get("run")) is not None
+                 and snap.scalars["loss"].last_step == 50)
+        took = time.monotonic() - began
+    finally:
+        watcher.close()
+    assert len(reads) <= took / watch._READ_EVERY + 2
