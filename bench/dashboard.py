@@ -7,12 +7,17 @@
    and RSS over that time (peak, and first vs last 10 s: flat memory); TensorBoard watching the
    same writers for 60 s as the anchor. Then the 200 runs of part 1 sitting idle, 60 s. Both at
    80x24 and 160x48. `--long 10`: RSS at minute 1 and minute 10 of watching the writers.
-Targets: first screen < 1 s; <= 5% of one core while watching; memory flat.
+3. `--only sweep`: a sweep of `--sweep-runs` tiny runs (bench/sweep.py's, 2 tags x 10 steps,
+   generated once into its cache): first row, all listed, CPU seconds until then, peak RSS,
+   then idle: CPU and the failed stats a second (strace) while nothing is written.
+Targets: first screen < 1 s; <= 5% of one core while watching; memory flat; on 100,000 runs
+first row 1 s, all listed 10 s, 1.5 GB, idle 2% of a core.
 The job index's own cost per refresh: bench/dashboard_index.py.
 distmon runs as a user's install does, from byte-code caches (bench/_installed.py).
 
     python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
-                              [--only first|watch|idle] [--long MINUTES]
+                              [--only first|watch|idle|sweep] [--long MINUTES]
+                              [--sweep-runs 100000]
 """
 
 from __future__ import annotations
@@ -268,7 +273,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--watch", type=float, default=60.0, help="seconds of watching")
     parser.add_argument("--tb-timeout", type=float, default=300.0)
-    parser.add_argument("--only", choices=("first", "watch", "idle", "long"), help="one part")
+    parser.add_argument("--only", choices=("first", "watch", "idle", "long", "sweep"),
+                        help="one part (sweep: only when asked)")
+    parser.add_argument("--sweep-runs", type=int, default=100_000, help="--only sweep's runs")
     parser.add_argument(
         "--long", type=float, metavar="MINUTES", help="also RSS at minute 1 and MINUTES (10)"
     )
@@ -277,6 +284,13 @@ def main() -> int:
         print("tmux not installed: the dashboard bench needs a terminal; skipped")
         return 0
     has_tb = shutil.which("tensorboard") is not None or _importable("tensorboard")
+    if args.only == "sweep":
+        import sweep
+
+        installed.warm_caches()
+        root = sweep.ensure_sweep(sweep.DEFAULT_CACHE, args.sweep_runs, 2, 10)
+        sweep.dashboard(root, args.sweep_runs, args.tb_timeout, args.watch)
+        return 0
     logdir = ensure_logdir(args.runs, args.points)
     installed.warm_caches()
     jobs = args.runs // 2  # train/validation pairs

@@ -8,7 +8,14 @@ the logdir's size is bounded and memory must stay flat. Equality: exact for ever
 bound did not decimate (every kept point, wall times included), and the exact statistics (count,
 min, max, last point) for every series; plus hparams and the run list. Exits 1 on any failure.
 
+With `--live SECONDS`, instead: what watching a live distagent job costs. A real job (2 CPU
+replicas, a small MLP, logging every 5 steps: ~90 steps a second here; bench/agent_soak.py's
+config) is started, and once past its warm-up the dashboard (tmux, bench/dashboard.py's
+harness) and then `distmon --serve --metrics 0` each watch it for SECONDS: their CPU as a share
+of one core (target 3% each).
+
 Run: .venv/bin/python bench/soak.py [--seconds 600] [--writers 4] [--seed 1] [--json]
+     .venv/bin/python bench/soak.py --live 180
 """
 
 from __future__ import annotations
@@ -232,6 +239,56 @@ def soak(
         }
 
 
+def live_job_share(seconds: float) -> dict[str, float]:
+    """The dashboard's and --serve's CPU (% of one core) watching a live distagent job."""
+    import subprocess
+
+    import agent_soak  # bench/ is not a package
+    import dashboard as dash
+
+    with tempfile.TemporaryDirectory(prefix="distmon-live-") as tmp:
+        logdir, config = Path(tmp) / "logs", Path(tmp) / "job.toml"
+        config.write_text(agent_soak.BASE.format(logdir=logdir, steps=10_000_000, log_every=5,
+                                                 kind="mirrored"))
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+        with open(Path(tmp) / "job.log", "wb") as out:
+            job = subprocess.Popen([sys.executable, "-m", "distagent", "start", str(config)],
+                                   stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            began = time.monotonic()
+            while (agent_soak.read_record(logdir / "soak").get("last_step") or 0) < 500:
+                if job.poll() is not None or time.monotonic() - began > 600:
+                    raise SystemExit(f"the job did not start: {Path(tmp) / 'job.log'}")
+                time.sleep(1)
+            return {"dashboard": _watched_share(dash.distmon_command(logdir), seconds),
+                    "serve": _watched_share(f"{dash.distmon_command(logdir)} --serve "
+                                            "--metrics 0", seconds),
+                    "steps_per_second": _step_rate(logdir / "soak")}
+        finally:
+            job.kill()
+            job.wait()
+
+
+def _watched_share(command: str, seconds: float) -> float:
+    """`command` in a terminal (its output unread), sampled for `seconds` once started."""
+    import dashboard as dash
+
+    term = dash.Terminal(command)
+    try:
+        time.sleep(10)  # started, the job read once
+        return float(dash.sample_process(term.pid(), seconds)["cpu_percent"])
+    finally:
+        term.close()
+
+
+def _step_rate(run_dir: Path) -> float:
+    import agent_soak
+
+    first = agent_soak.read_record(run_dir).get("last_step") or 0
+    time.sleep(5)
+    return float(((agent_soak.read_record(run_dir).get("last_step") or 0) - first) / 5)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0)
@@ -239,7 +296,16 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-records", type=int, default=2000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--live", type=float, metavar="SECONDS",
+                        help="instead: the CPU of watching a live distagent job, each front end")
     args = parser.parse_args()
+    if args.live:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        share = live_job_share(args.live)
+        print(f"live job ({share['steps_per_second']:.0f} steps/s, a log point every 5) watched "
+              f"{args.live:.0f} s: dashboard {share['dashboard']:.1f}% of a core, --serve "
+              f"{share['serve']:.1f}% (target 3% each)")
+        return 0
     result = soak(args.seconds, args.writers, args.seed, args.max_records)
     # Memory is bounded when the peak stops growing: the second half may not add much.
     grown = result["peak_rss_mib_end"] - result["peak_rss_mib_first_quarter"]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from distcore.events import LogdirWatcher, RunStore, discovery, first_read, watch
+from tests.tui.test_serve import wait_for
 
 RUNS = 6
 
@@ -166,3 +167,30 @@ def test_the_read_waits_for_a_draw_once(tmp_path: Path, monkeypatch: pytest.Monk
     drawn.set()
     LogdirWatcher([tmp_path], RunStore(), first_drawn=drawn).scan_once()
     assert waits[:1] == [True] and not any(waits[1:])
+
+
+def test_a_long_walks_first_runs_are_told_before_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep of 100,000 runs takes seconds to walk: its first rows waited for all of it."""
+    _sweep(tmp_path)
+    plain = RunStore()
+    LogdirWatcher([tmp_path], plain, workers=2).scan_once()
+    monkeypatch.setattr(discovery, "TELL_EVERY", 1)
+    monkeypatch.setattr(first_read, "FIRST_WALK_SECONDS", 0.0)  # every walk is long here
+    monkeypatch.setattr(first_read, "FIRST_DRAW_WAIT", 120.0)  # holds the walk till drawn
+    drawn = threading.Event()
+    store = RunStore()
+    watcher = LogdirWatcher([tmp_path], store, workers=2, first_drawn=drawn)
+    scan = threading.Thread(target=watcher.scan_once)
+    scan.start()
+    try:
+        wait_for(lambda: store.snapshot())
+        scan.join(0.2)
+        progress = watcher.progress()
+        assert scan.is_alive() and progress is not None and progress[1] < RUNS  # mid-walk
+    finally:
+        drawn.set()
+        scan.join(60)
+    assert not scan.is_alive() and _state(store) == _state(plain)
+    assert watcher.scan_once() == frozenset()  # nothing left unread

@@ -143,3 +143,27 @@ def test_the_report_names_the_job_and_worker_of_each_host_line() -> None:
     lines = report.getvalue().splitlines()[2:]
     assert [line.split("  ")[0] for line in lines] == [
         "vm (job a)", "vm (job b)", "gpu7 (worker 1, job c)", "d worker 0"]
+
+
+async def test_a_panel_whose_text_keeps_its_height_asks_for_no_layout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A layout draws the whole screen again: a live job's alerts, their words changed every
+    refresh, made the dashboard draw everything every second."""
+    from rich.text import Text
+
+    app = _Board()
+    async with app.run_test(size=(100, 10)) as pilot:
+        panel = app.query_one(AlertsPanel)
+        laid: list[bool] = []
+        refresh = panel.refresh
+        monkeypatch.setattr(panel, "refresh",
+                            lambda *a, layout=False, **k: laid.append(layout) or refresh(*a, **k))
+        panel.update(Text("input wait 12%\nstalled for 3 s"))
+        await pilot.pause()
+        panel.update(Text("input wait 13%\nstalled for 4 s"))  # new words, the same lines
+        await pilot.pause()
+        panel.update(Text("input wait 13%\nstalled for 4 s\nhung"))  # one more line
+        await pilot.pause()
+        assert laid == [True, False, True]
+        assert str(panel.render()).endswith("hung")

@@ -223,6 +223,8 @@ def test_a_bug_while_starting_is_a_crash_never_exit_0(
 
         def start(self) -> None: ...
         def close(self) -> None: ...
+        def agent_changes(self) -> frozenset[Path]: return frozenset()
+        def subscribe_agent_changes(self, callback: Any) -> Any: return lambda: None
 
     def broken(options: Options) -> Producers:
         stand_in: Any = Broken()  # only the methods serve calls: not a Watcher to mypy

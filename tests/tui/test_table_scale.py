@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,37 @@ def test_distinct_names_are_shown_names(names: list[str]) -> None:
         assert distinct_names(names, plain) == shown_names(names, NAME_LIMIT)
     grown = [*names, "new-job"]
     assert distinct_names(grown, plain) == shown_names(grown, NAME_LIMIT)
+
+
+async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index hands over a snapshot every refresh (its hosts, its time); with 100,000 idle
+    jobs, arranging them and looking up the charted ones among all of them each time was most
+    of the dashboard's idle CPU."""
+    from distmon import board, view
+    from tests.core.test_jobs_incremental import age, write_loss
+
+    for name in ("a", "b", "c"):
+        write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
+        age(tmp_path / name, 5000)  # long silent: no clock-dependent rule changes them
+    counted: list[str] = []
+    arrange, shown = board.ViewRows.arrange, view.shown_jobs
+    monkeypatch.setattr(board.ViewRows, "arrange",
+                        lambda *a, **k: counted.append("arrange") or arrange(*a, **k))
+    monkeypatch.setattr(view, "shown_jobs",
+                        lambda *a, **k: counted.append("shown") or shown(*a, **k))
+    draws: list[int] = []
+    draw = board.Board.draw
+    monkeypatch.setattr(board.Board, "draw",
+                        lambda *a, **k: draws.append(1) or draw(*a, **k))  # fmt: skip
+    app = app_over(tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await until(pilot, lambda: keys(app) == ["a", "b", "c"] and app.jobs is not None
+                    and "reading" not in str(app.query_one("#status").render()), "the runs")
+        jobs = app.jobs.jobs if app.jobs is not None else ()
+        await pilot.pause(0.1)
+        before, drawn = len(counted), len(draws)
+        await until(pilot, lambda: len(draws) >= drawn + 5, "five more snapshots drawn")
+        assert app.jobs is not None and app.jobs.jobs is jobs  # nothing changed: the same jobs
+        assert counted[before:] == []

@@ -63,18 +63,21 @@ class Board:
         self._rows = ViewRows()
         self.arranged: Arranged | None = None  # the table's rows as last drawn
         self._arranged_from: tuple[object, str, TableView] | None = None
+        self._charted: tuple[object, object, tuple[object, ...], tuple[Job, ...]] | None = None
         self.visible: tuple[Job, ...] = ()  # the jobs in the table, in its order
         self._revealed: str | None = None  # the sort column last scrolled into view
         self._colours = ColourBook()  # each job's colour, on every chart, every refresh
 
     def arrange(self, snap: JobsSnapshot | None, view: ViewState) -> Arranged:
+        # By the jobs, not the snapshot: the index keeps the same tuple while no job changed,
+        # and a new snapshot every second (its hosts, its time) arranged 100,000 idle jobs again.
+        jobs = snap.jobs if snap is not None else ()
         last = self._arranged_from
-        if (self.arranged is not None and last is not None and last[0] is snap
+        if (self.arranged is not None and last is not None and last[0] is jobs
                 and last[1:] == (view.pattern, view.table)):  # fmt: skip
             return self.arranged
-        jobs = snap.jobs if snap is not None else ()
         self.arranged = arranged = self._rows.arrange(jobs, view.pattern, view.table)
-        self._arranged_from = (snap, view.pattern, view.table)
+        self._arranged_from = (jobs, view.pattern, view.table)
         self.visible = tuple(i.job for i in arranged.items if isinstance(i, Entry))
         return arranged
 
@@ -82,7 +85,13 @@ class Board:
         """The jobs the charts show (distmon.view.charted) as last arranged."""
         jobs = snap.jobs if snap is not None else ()
         top = self.arranged.top if self.arranged is not None else ()
-        return views.charted(view, jobs, self.visible, top)
+        key = (top, view.focused_job, view.selected, view.cursor_job)
+        last = self._charted
+        if last is not None and last[0] is jobs and last[1] is self.visible and last[2] == key:
+            return last[3]  # the jobs and the view as they were: not looked up among all again
+        shown = views.charted(view, jobs, self.visible, top)
+        self._charted = (jobs, self.visible, key, shown)
+        return shown
 
     def draw(self, main: Screen[Any], snap: JobsSnapshot | None, view: ViewState) -> None:
         arranged = self.arrange(snap, view)

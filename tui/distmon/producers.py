@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from distcore.jobs.inputs import RunSource, Telemetry
@@ -40,6 +41,12 @@ class Watcher(Producer, Protocol):
     def progress(self) -> tuple[int, int] | None:
         """(runs read, runs to read) while a first read is under way; None otherwise."""
         ...
+
+    def agent_changes(self) -> frozenset[Path]:
+        """The local job directories whose run.json was written since the last call."""
+        ...
+
+    def subscribe_agent_changes(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,7 @@ class ProducerSet:
             clock=self._clock,
             monotonic=self._monotonic,
             prices=(self._options.price_gpu_hour, self._options.price_kwh),
+            agent_files=made.watcher,
         )
         self._made, self._index = made, index
         return index

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from distcore.names import RUN_JSON
+
 EVENT_MARKER = "tfevents"
+TELL_EVERY = 256  # directories between a long walk's `told` calls
 
 
 @dataclass(frozen=True)
@@ -64,9 +67,14 @@ class Found(NamedTuple):
         )
 
 
+# Told the runs a walk found so far, now and then; True: it need not be told again.
+Told = Callable[[Mapping[str, "Found"]], bool]
+
+
 def _walk(
-    root: Path, prefix: str, cwd: str, runs: dict[str, Found], problems: list[str], mtimes: bool
-) -> None:
+    root: Path, prefix: str, cwd: str, runs: dict[str, Found], problems: list[str], mtimes: bool,
+    agent: list[str] | None = None, told: Told | None = None,
+) -> Told | None:
     """Add every run below root to `runs` (under `prefix`); symlinks followed, each real
     directory once. What cannot be listed, and event-file names that are not regular files, go
     to `problems`.
@@ -78,12 +86,19 @@ def _walk(
     With `mtimes`, each run's newest event-file mtime (0.0: none could be stat'ed), from the
     DirEntry: no Path, no second lookup of the name. One loop, no generator, no helper calls
     per directory: a sweep's walk is 10,000 turns of it on the way to the first row.
+    `agent`: where given, the directories that list a run.json are added to it. `told`: called
+    every TELL_EVERY directories with the runs found so far (a long walk's first runs are
+    read and shown before it goes on), until it returns True; what is left of it is returned.
     """
     seen: set[tuple[int, int]] = set()
     stack = [(str(root), ".")]
     stat, scandir = os.stat, os.scandir
+    count = 0
     while stack:
         directory, rel = stack.pop()
+        count += 1
+        if told is not None and not count % TELL_EVERY and told(runs):
+            told = None
         try:
             st = stat(directory)
             key = (st.st_dev, st.st_ino)
@@ -116,12 +131,15 @@ def _walk(
                                 newest = mtime
                     else:
                         problems.append(f"{entry.path}: not a regular file (or a broken link)")
+                elif name == RUN_JSON and agent is not None:
+                    agent.append(directory)
             except OSError as err:
                 problems.append(f"{entry.path}: {err.strerror or err}")
         if files:
             files.sort()  # by name: what sorting their Paths gave (one directory, names compared)
             run = _prefixed(prefix, rel) if prefix else rel
             runs[run] = Found(run, directory, tuple(files), newest, cwd)
+    return told
 
 
 # The walk runs where the first read does, after Textual loaded. Begun on a thread beside
@@ -129,16 +147,18 @@ def _walk(
 # Python), and in a child forked before Textual loaded the first row came later (the figures:
 # docs/benchmarks.md, "Measured choices").
 def walk_runs(
-    roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False
+    roots: Sequence[Path], problems: list[str] | None = None, *, mtimes: bool = False,
+    agent: list[str] | None = None, told: Told | None = None,
 ) -> list[Found]:
     """Every run under the roots, in discover()'s order, unmade; with `mtimes`, each one's
     newest event file's mtime (one stat a file). What could not be looked at is added to
-    `problems`."""
+    `problems`; the directories (as the walk spelled them) that list a run.json to `agent`;
+    `told`: see _walk."""
     found: list[str] = []
     runs: dict[str, Found] = {}
     cwd = os.getcwd()  # what Path.absolute() prefixes
     for prefix, root in zip(root_prefixes(roots), roots, strict=True):
-        _walk(root, prefix, cwd, runs, found, mtimes)
+        told = _walk(root, prefix, cwd, runs, found, mtimes, agent, told)
     if problems is not None:
         problems.extend(found)
     return list(runs.values())

@@ -2,32 +2,37 @@
 
 The LogdirWatcher (watch.py) keeps the state (the files read, the read's progress); this says
 in what order and when: the walk's newest FIRST_RUNS are read before the other runs' Paths are
-even made (`head_start`); runs never read before are read in batches (`read_fresh`, many.py),
-newest first (`newest_first`), the newest few alone, then, once the front end drew them
-(FIRST_DRAW_WAIT at most: `wait_for_draw`), the rest dealt out among the reader threads
-(`read_in_turn`); `Landed` tells the store's listeners what landed as it lands, at most every
-NOTIFY_SECONDS, and is the read's progress.
+even made (`head_start`), or the first found where the walk is long (FIRST_WALK_SECONDS);
+runs never read before are read in batches (`read_fresh`, many.py), newest first
+(`newest_first`), the newest few alone, then, once the front end drew them (FIRST_DRAW_WAIT at
+most: `wait_for_draw`), the rest dealt out among the reader threads (`read_in_turn`); `Landed`
+tells the store's listeners what landed as it lands, at most every NOTIFY_SECONDS, and is the
+read's progress.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from distcore.events.discovery import Found, RunDir
+from distcore.events.discovery import Found, RunDir, Told
 from distcore.events.many import Apply, read_fresh_runs
 from distcore.events.reader import FileState
 from distcore.events.store import RunStore
 from distcore.tfrecord import Batch
 
 FIRST_RUNS = 16  # a sweep's newest runs, read (and shown) before the rest
+# A first walk that takes longer (a sweep of 100,000 runs): the first runs it found are read
+# (and shown) then, before it goes on, instead of the newest once it ends.
+FIRST_WALK_SECONDS = 0.25
 # How long a first read waits, once its newest runs are in the store, for the front end to draw
 # them: the rest's reader threads would take the GIL that the draw needs (the first rows came
 # later: docs/benchmarks.md, "Measured choices"). A bound, not a pause.
@@ -75,6 +80,20 @@ def head_start(walked: list[Found]) -> list[Found] | None:
     if len(walked) <= FIRST_RUNS:
         return None
     return heapq.nlargest(FIRST_RUNS, walked, key=lambda w: w.mtime)
+
+
+def first_found(began: float, read: Callable[[list[Found], int], None]) -> Told:
+    """What a first walk tells of the runs it found so far (discovery.Told): once it has taken
+    FIRST_WALK_SECONDS, `read(the first FIRST_RUNS found, how many were found)`, before it goes
+    on (the newest first, head_start, where the walk is quicker)."""
+
+    def told(found: Mapping[str, Found]) -> bool:
+        if time.monotonic() - began < FIRST_WALK_SECONDS or not found:
+            return False
+        read(list(itertools.islice(found.values(), FIRST_RUNS)), len(found))
+        return True
+
+    return told
 
 
 def read_fresh(

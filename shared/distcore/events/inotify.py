@@ -1,5 +1,5 @@
 """inotify through watchdog, for the LogdirWatcher: an observer over the roots that tells which
-event files (and directories) were written, and its start and stop.
+event files, run.json files (and directories) were written, and its start and stop.
 
 The only module that imports watchdog: the watcher loads it when it starts in inotify mode, so
 polling and one-pass reads (`--once`, `load_once`) never pay for it.
@@ -14,8 +14,8 @@ from typing import Any
 from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
-    DirModifiedEvent,
     DirMovedEvent,
+    EventsLostEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -27,16 +27,21 @@ from watchdog.events import (
 from watchdog.observers import Observer
 
 from distcore.events.discovery import EVENT_MARKER
+from distcore.names import RUN_JSON
 
 OnChange = Callable[[str, bool], None]  # (path, structural): directories, deletions and moves
-_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+# "events_lost": the kernel's queue overflowed (its watch's root): only a full pass catches up.
+_WAKING_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed", "events_lost"})
 # What inotify is asked for: writes only. Our own reads (open, close without a write) would
 # otherwise queue events for every file a pass looks at: a pass over a sweep's runs overflowed
 # the kernel's queue, and watchdog rebuilt its watches by walking the whole tree each time
 # (most of the CPU distmon took with nothing written: docs/benchmarks.md, "Measured choices").
+# Not DirModifiedEvent: watchdog adds one for the folder to every file created, closed after a
+# write, moved or deleted there (each told by its own event too), and a folder is a full pass:
+# a live job's every run.json and heartbeat write was a pass over every run.
 _WATCHED_EVENTS = [
-    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, DirModifiedEvent, FileDeletedEvent,
-    DirDeletedEvent, FileMovedEvent, DirMovedEvent, FileClosedEvent,
+    FileCreatedEvent, DirCreatedEvent, FileModifiedEvent, FileDeletedEvent, DirDeletedEvent,
+    FileMovedEvent, DirMovedEvent, FileClosedEvent, EventsLostEvent,
 ]  # fmt: skip
 
 
@@ -50,7 +55,8 @@ class _Handler(FileSystemEventHandler):
             return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             path = raw.decode() if isinstance(raw, bytes) else raw
-            if path and (event.is_directory or EVENT_MARKER in Path(path).name):
+            name = Path(path).name
+            if path and (event.is_directory or EVENT_MARKER in name or name == RUN_JSON):
                 structural = event.is_directory or event.event_type in ("deleted", "moved")
                 self._on_change(path, structural)
 

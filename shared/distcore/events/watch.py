@@ -11,7 +11,8 @@ problem in its run (the other files and runs go on); a failure of a whole pass i
 `problems()`.
 
 Its rooms: inotify.py (the watchdog observer and its handler, loaded only in inotify mode),
-first_read.py (the order and pace of a sweep's first read), fstype.py (the mode); here the
+first_read.py (the order and pace of a sweep's first read), fstype.py (the mode),
+agent_files.py (which run.json were written: the job index looks at those alone); here the
 state (each file's offset, each run's files), the loop's step, the passes and the reads.
 """
 
@@ -25,20 +26,34 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from distcore.events.discovery import Found, RunDir, walk_runs
-from distcore.events.first_read import Landed, head_start, read_fresh, wait_for_draw
+from distcore.events.agent_files import AgentFiles, local_path
+from distcore.events.discovery import Found, RunDir, root_prefixes, run_name, walk_runs
+from distcore.events.first_read import (
+    Landed,
+    first_found,
+    head_start,
+    read_fresh,
+    wait_for_draw,
+)
 from distcore.events.fstype import Mode, choose_mode, mount_fs_type
 from distcore.events.reader import FileState, read_new
 from distcore.events.store import RunStore
+from distcore.names import RUN_JSON
 from distcore.producer import Failing, Loop, ProducerError, backoff
 from distcore.tfrecord import Batch
 
 _MAX_BACKOFF = 30.0
 _FIRST_BACKOFF = 0.5  # a failed pass is tried again soon: most are a file replaced mid-pass
+# The files inotify named are read at most this often: a live job logging every 5 steps writes
+# its events file dozens of times a second, and a read of each append was most of what
+# watching it cost (the front ends show it once a second).
+_READ_EVERY = 0.2
 # The share of a core a pass over everything may take while nothing changes: a pass over a
 # sweep's 10,000 runs takes about a second, so it runs less often than the interval says.
-# With inotify the pass is only the safety net; polling is how changes are seen at all.
-_IDLE_SHARE: dict[Mode, float] = {"inotify": 0.02, "poll": 0.05}
+# With inotify the pass is only the safety net (a lost event, a folder reached through a
+# link; an overflow of the kernel's queue asks for a pass at once); polling is how changes
+# are seen at all.
+_IDLE_SHARE: dict[Mode, float] = {"inotify": 0.005, "poll": 0.05}
 
 
 class LogdirWatcher:
@@ -63,6 +78,7 @@ class LogdirWatcher:
         not looked up before the read's own fstat.
         `observer_factory`: makes the inotify observer (watchdog's `Observer` unless given)."""
         self._roots = tuple(Path(r) for r in roots)
+        self._prefixes = root_prefixes(self._roots)
         self._first_drawn = first_drawn
         self._newest_first = first_drawn is not None  # a front end shows rows as they land
         self._store = store
@@ -91,6 +107,8 @@ class LogdirWatcher:
         self._wall_clock: Callable[[], float] = time.time
         self._last_pass: tuple[float, float] | None = None  # (when it ended, seconds it took)
         self._landing: Landed | None = None  # the batched first read under way
+        self._agent_files = AgentFiles()
+        self._last_read = float("-inf")  # when the files inotify named were last read
 
     @property
     def mode(self) -> Mode:
@@ -114,6 +132,15 @@ class LogdirWatcher:
         first read, for the dashboard's header); None otherwise."""
         landing = self._landing
         return None if landing is None else (landing.count, landing.total)
+
+    def agent_changes(self) -> frozenset[Path]:
+        """The job directories whose run.json was written, replaced or removed since the last
+        call (each told once): by inotify as it happens, by each full pass otherwise."""
+        return self._agent_files.take()
+
+    def subscribe_agent_changes(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """`callback()`, on the watcher's or inotify's thread, when a run.json changed."""
+        return self._agent_files.subscribe(callback)
 
     # One synchronous pass: usable without start().
     def scan_once(self) -> frozenset[str]:
@@ -160,7 +187,11 @@ class LogdirWatcher:
 
     def _on_change(self, path: str, structural: bool) -> None:
         """inotify's word (on its thread) that `path` changed; structural: a directory, a
-        deletion or a move, which only a full pass can follow."""
+        deletion or a move, which only a full pass can follow. A run.json is the job index's
+        (told at once), not the reader's."""
+        if os.path.basename(path) == RUN_JSON:  # replaced whole: a move, not a pass's work
+            self._agent_files.written(local_path(path, os.getcwd()))
+            return
         with self._dirty_lock:
             if structural or Path(path) not in self._files:
                 self._rescan_needed = True
@@ -177,7 +208,8 @@ class LogdirWatcher:
         one is due or asked for, else a read of the files inotify named."""
         with self._dirty_lock:
             woke = bool(self._dirty) or self._rescan_needed
-        if woke and self._loop.sleep(self._debounce):  # let a burst of writes settle
+        settle = max(self._debounce, self._last_read + _READ_EVERY - time.monotonic())
+        if woke and self._loop.sleep(settle):  # let a burst of writes settle
             return  # closing
         with self._dirty_lock:
             dirty, self._dirty = self._dirty, set()
@@ -186,6 +218,7 @@ class LogdirWatcher:
             self._next_rescan = self._clock() + self._timed_scan(self._interval())
         elif dirty:
             self._store.notify(self._read_files(dirty))
+            self._last_read = time.monotonic()
         self._failing.ok()
         self._loop.next_in(self._next_rescan - self._clock())
 
@@ -210,15 +243,21 @@ class LogdirWatcher:
     def _rescan(self) -> frozenset[str]:
         problems: list[str] = []
         # Nothing read yet and a front end waits for the newest rows: the walk's mtimes order
-        # the first read. Else nothing needs them before the read's own fstat.
+        # the first read, and a long walk's first runs are shown before it goes on. Else
+        # nothing needs them before the read's own fstat.
         first = not self._runs and not self._files and self._newest_first
-        walked = walk_runs(self._roots, problems, mtimes=first)
-        self._problems = tuple(problems)
-        mtimes = {w.name: w.mtime or None for w in walked} if first else None
+        agent: list[str] = []
         try:
+            told = first_found(time.monotonic(), self._read_newest) if first else None
+            walked = walk_runs(self._roots, problems, mtimes=first, agent=agent, told=told)
+            self._problems = tuple(problems)
+            self._agent_files.listed(local_path(d, os.getcwd()) for d in agent)
+            mtimes = {w.name: w.mtime or None for w in walked} if first else None
             newest = head_start(walked) if mtimes is not None else None
-            if newest is not None:  # a sweep's first read: its newest first
-                self._read_newest(newest, len(walked), mtimes)
+            if self._landing is not None:  # a long walk's first runs are read: now the rest
+                self._landing.total = len(walked)
+            elif newest is not None:  # a sweep's first read: its newest first
+                self._read_newest(newest, len(walked))
             found = {w.name: w.run() for w in walked}
             synced = self._sync_runs(list(found.values()), mtimes)
         finally:
@@ -240,13 +279,12 @@ class LogdirWatcher:
         self._runs = {**{n: r for n, r in self._runs.items() if n in self._gone}, **found}
         return frozenset(changed)
 
-    def _read_newest(
-        self, newest: list[Found], total: int, mtimes: dict[str, float | None] | None
-    ) -> None:
-        """A first read of many runs: the newest few are read (and shown) before the others'
-        Paths are even made; the rest of the read (_sync_runs) finds them read."""
+    def _read_newest(self, newest: list[Found], total: int) -> None:
+        """A first read of many runs: the newest few (or a long walk's first) are read (and
+        shown) before the others' Paths are even made; the rest of the read (_sync_runs)
+        finds them read."""
         self._landing = Landed(self._store.notify, total)  # the whole read's progress
-        self._read_fresh([w.run() for w in newest], mtimes)
+        self._read_fresh([w.run() for w in newest], {w.name: w.mtime or None for w in newest})
 
     def _sync_runs(
         self, runs: list[RunDir], mtimes: dict[str, float | None] | None = None
@@ -370,10 +408,20 @@ class LogdirWatcher:
         self._apply(run, path, batch)
 
     def _read_files(self, paths: set[Path]) -> frozenset[str]:
+        """Read the files inotify named: their runs found by name, not among every run (a
+        live job's every write went over a sweep's 100,000)."""
         changed = set()
-        for name, run in self._runs.items():
+        for name in {n for p in paths if (n := self._run_at(p.parent)) is not None}:
+            run = self._runs[name]
             hits = [p for p in run.files if p in paths]
             if hits and name not in self._gone and self._read_run_files(run, hits):
                 self._store.set_files(name, run.path, len(run.files), self._newest(run))
                 changed.add(name)
         return frozenset(changed)
+
+    def _run_at(self, directory: Path) -> str | None:
+        for prefix, root in zip(self._prefixes, self._roots, strict=True):
+            if directory.is_relative_to(root) and (name := run_name(prefix, root, directory)) \
+                    in self._runs:
+                return name
+        return None

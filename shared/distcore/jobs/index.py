@@ -11,10 +11,12 @@ Incremental: a refresh costs what changed, not every job (a sweep has 10,000). T
 out the same run objects while a run is unchanged, so only jobs with a changed run are grouped
 again; a job whose runs and run.json did not change keeps its facts and point alerts, and keeps
 its whole judgement once no clock-dependent rule can change it (ended, or silent for long:
-judge.clock_free). run.json is looked at (a `stat`) every refresh for jobs that have one, that
-changed, or are live while few are (a sweep just written has 10,000 live jobs: a stat of each
-every second was most of its idle CPU); for the others a rotating share each refresh, all of
-them after `wake()`.
+judge.clock_free). Where the logdir watcher tells which run.json were written (`agent_files`),
+a job's run.json is looked at (a `stat`) when its runs changed or the watcher named it, and no
+other (a sweep's 100,000 jobs have none: a share of them looked for by turns was thousands of
+failed stats a second, its idle CPU). Without it (remote jobs, a store of its own), every
+refresh for jobs that have one, that changed, or are live while few are, and a rotating share
+of the others. All of them after `wake()`.
 
 Its rooms: parts.py groups the runs into jobs (`regroup`), judge.py builds facts and judges,
 agent.py reads run.json and says which to look at (`due_checks`), inputs.py gathers from the
@@ -37,6 +39,7 @@ from distcore.jobs.agent import AgentRecords, due_checks
 from distcore.jobs.clocks import Sightings, on_our_clock
 from distcore.jobs.hosts import local_history, local_host
 from distcore.jobs.inputs import (
+    AgentFileSource,
     AgentRecordSource,
     RunSource,
     SchedulerSource,
@@ -86,6 +89,7 @@ class JobIndex:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         prices: tuple[float | None, float | None] = (None, None),
+        agent_files: AgentFileSource | None = None,
     ) -> None:
         """`clock`: the time alerts and snapshots carry; `monotonic`: what judges how long a
         heartbeat or a recorded sample has not changed (another host's clock never does).
@@ -94,7 +98,8 @@ class JobIndex:
         also among `producers`); `producers`: those whose errors and problems the snapshot
         carries; `profiles`: reads the jobs' TensorFlow profiles, told the job directories
         here (started and closed by its owner, its errors gathered as the producers');
-        `prices`: USD per GPU-hour and per kWh, carried by every snapshot."""
+        `prices`: USD per GPU-hour and per kWh, carried by every snapshot; `agent_files`: tells
+        which local run.json were written (the logdir watcher of the store's local runs)."""
         self._prices = prices
         self._profiles = profiles
         self._seen_profiles: Mapping[Path, Profile] | None = None
@@ -103,6 +108,9 @@ class JobIndex:
         self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._record_sources = tuple(records)
+        self._agent_files = agent_files
+        self._by_dir: dict[Path, str] = {}  # a local job's directory -> the job
+        self._remote: set[str] = set()  # jobs whose run.json a remote reader reads
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
         self._sightings = Sightings(monotonic)
@@ -130,7 +138,7 @@ class JobIndex:
         # around it shows the same way (logged at debug level with its traceback).
         self._loop = Loop("job-index", self._tick, interval=interval, on_error=self._tick_failed)
         self._last_tick = -float("inf")
-        self._unsubscribe: Callable[[], None] | None = None
+        self._unsubscribe: tuple[Callable[[], None], ...] = ()
         self.refreshes = 0  # for tests and the benchmark
 
     # --- the producer's life ---------------------------------------------------------------
@@ -140,15 +148,17 @@ class JobIndex:
         says something changed."""
         if self._loop.started:
             raise RuntimeError("job index already started")
-        self._unsubscribe = self._store.subscribe(lambda changed: self._loop.wake())
+        self._unsubscribe = (self._store.subscribe(lambda changed: self._loop.wake()),)
+        if self._agent_files is not None:
+            self._unsubscribe += (self._agent_files.subscribe_agent_changes(self._loop.wake),)
         if self._profiles is not None:
             self._profiles.subscribe(self._loop.wake)
         self._loop.start()
 
     def close(self) -> None:
         self._loop.stop()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
         self._loop.join(10.0)
 
     def _tick(self) -> None:
@@ -250,13 +260,35 @@ class JobIndex:
 
     def _due(self, touched: set[str]) -> set[str] | None:
         """The jobs whose run.json gets a look this refresh (None: all of them)."""
+        written = self._agent_files.agent_changes() if self._agent_files is not None else None
         if self._check_all:
             self._check_all = False
             return None
-        due, self._cursor = due_checks(
-            list(self._grouping.jobs), self._cursor, touched | self._watched, self._live
-        )
-        return due
+        if written is None:
+            due, self._cursor = due_checks(
+                list(self._grouping.jobs), self._cursor, touched | self._watched, self._live
+            )
+            return due
+        named = {self._by_dir[d] for d in written if d in self._by_dir}
+        if not self._remote:
+            return touched | named
+        remote = self._remote
+        due, self._cursor = due_checks(sorted(remote), self._cursor, self._watched & remote,
+                                       self._live & remote)  # fmt: skip
+        return touched | named | due
+
+    def _place(self, name: str, facts: JobFacts | None) -> None:
+        """Where the job's run.json is: found by the directory the watcher names, or among
+        the remote jobs (`facts` None: the job is gone)."""
+        old = self._facts.get(name)
+        if old is not None and old.directory is not None and old.directory.local is not None:
+            self._by_dir.pop(old.directory.local, None)
+        self._remote.discard(name)
+        local = facts.directory.local if facts and facts.directory else None
+        if local is not None:
+            self._by_dir[local] = name
+        elif facts is not None:
+            self._remote.add(name)
 
     def _judge(self, facts: JobFacts, now: float, local: Host,
                states: Mapping[str, SchedulerState]) -> Job:
@@ -296,6 +328,7 @@ class JobIndex:
             facts = facts_or_input if isinstance(facts_or_input, JobFacts) else next(built)
             if facts is self._facts.get(name):
                 continue
+            self._place(name, facts)
             self._facts[name] = facts
             renewed.add(name)
             for kind, member in (
@@ -309,6 +342,7 @@ class JobIndex:
         if touched:
             self._sightings.keep(set(grouped))
             for name in self._facts.keys() - grouped.keys():
+                self._place(name, None)
                 del self._facts[name]
                 self._judged.pop(name, None)
                 self._watched.discard(name)
@@ -333,7 +367,8 @@ class JobIndex:
             self._watch_profiles(self._profiles, touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
-        agents = (f.agent for f in self._facts.values() if f.agent)
+        # The jobs with a run.json: not every job's facts each refresh (a sweep has 100,000).
+        agents = (a for n in self._watched if (a := self._facts[n].agent) is not None)
         states = scheduler_states(self._scheduler, agents)
         # Only jobs whose facts changed, and those the clock or the scheduler can change.
         changed = bool(touched)

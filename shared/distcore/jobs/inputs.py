@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Protocol
 
 from distcore.events.snapshots import RunSnapshot
@@ -42,6 +43,14 @@ class AgentRecordSource(Protocol):
     """A producer that reads run.json itself (a remote reader): its job directories' records."""
 
     def agent_records(self) -> dict[RunLocation, AgentRecord | None]: ...
+
+
+class AgentFileSource(Protocol):
+    """What tells which local job directories' run.json was written (the logdir watcher): the
+    index then looks at those alone, and at no run.json by turns."""
+
+    def agent_changes(self) -> frozenset[Path]: ...
+    def subscribe_agent_changes(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 class SchedulerSource(Producer, Protocol):

@@ -153,6 +153,7 @@ class Panel(Widget):
         super().__init__(**kwargs)
         self._draw: Callable[[int], Text] = lambda width: Text()
         self._drawn: object = _NOTHING
+        self._height = -1  # the lines of the last update's text
 
     def changed(self, key: object) -> bool:
         """Whether `key` (what the panel is asked to show) differs from the last one; keeps it."""
@@ -167,7 +168,18 @@ class Panel(Widget):
         self.refresh(layout=layout)
 
     def update(self, text: Text) -> None:
-        self.show(lambda width: text, layout=True)
+        # A layout draws the whole screen again: only where the text's height changed (a live
+        # job's alerts change their words every refresh, seldom their lines).
+        height = self._height_of(text)
+        self.show(lambda width: text, layout=height != self._height)
+        self._height = height
+
+    def _height_of(self, text: Text) -> int:
+        """The lines `text` takes at the panel's width (wrapped where the panel wraps)."""
+        width = self.content_size.width or self.size.width
+        if self.styles.text_wrap != "wrap" or width <= 0:
+            return text.plain.count("\n") + 1
+        return len(text.wrap(self.app.console, width))
 
     def render(self) -> Text:
         return self._draw(self.content_size.width or self.size.width)
