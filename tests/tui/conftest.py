@@ -64,8 +64,8 @@ async def ready(pilot: Any, timeout: float = 20.0) -> None:
     """Wait until the app shows a snapshot of its job index (built off the UI thread)."""
     app = pilot.app
     deadline = time.monotonic() + timeout  # bounds a failure only: a loaded machine is slow
-    while not (app.index is not None and app.jobs is not None
-               and app.jobs is app.index.latest()):
+    while not (app.index is not None and app.dashboard.jobs is not None
+               and app.dashboard.jobs is app.index.latest()):
         assert time.monotonic() < deadline, f"no job index snapshot on screen in {timeout:.0f} s"
         await pilot.pause(0.02)
     await pilot.pause()

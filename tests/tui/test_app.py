@@ -15,6 +15,7 @@ from textual.command import CommandPalette
 from textual.widgets import HelpPanel, Input, KeyPanel, Markdown
 from textual.widgets._key_panel import BindingsTable
 
+from distmon.dashboard import DashboardScreen
 from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
@@ -63,7 +64,7 @@ async def test_help_is_the_key_panel_of_every_binding_and_closes(make_app: MakeA
             console = Console(record=True, width=200, file=io.StringIO())
             console.print(table.render_bindings_table())
             text = console.export_text()
-            for binding in app.BINDINGS:
+            for binding in DashboardScreen.BINDINGS:
                 assert isinstance(binding, Binding)
                 if binding.tooltip:
                     assert binding.tooltip in text
@@ -89,7 +90,7 @@ async def test_slash_filters_by_regex_and_escape_clears(make_app: MakeApp) -> No
         assert table.has_focus and row_keys(table) == ["pytorch/exp1", "quickstart"]
         await pilot.press("escape")
         await pilot.pause()
-        assert row_keys(table) == JOBS and app.state.pattern == ""
+        assert row_keys(table) == JOBS and app.dashboard.state.pattern == ""
 
 
 async def test_half_typed_regex_matches_literally(make_app: MakeApp) -> None:
@@ -127,7 +128,7 @@ async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
         await ready(pilot)
         await pilot.press("space", "j", "j", "space")
         await pilot.pause()
-        assert app.state.selected == {"input_bound", "quickstart"}
+        assert app.dashboard.state.selected == {"input_bound", "quickstart"}
         curves = app.query_one("#chart-loss", LineChart)._curves
         assert {c.label for c in curves} == {
             "input_bound/train",
@@ -138,7 +139,7 @@ async def test_space_selects_jobs_to_overlay(make_app: MakeApp) -> None:
         assert len({c.color for c in curves}) == 2
         await pilot.press("space")
         await pilot.pause()
-        assert app.state.selected == {"input_bound"}
+        assert app.dashboard.state.selected == {"input_bound"}
 
 
 async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_path: Path) -> None:
@@ -161,13 +162,13 @@ async def test_enter_focuses_a_job_and_shows_its_plan(make_app: MakeApp, tmp_pat
         await pilot.press("enter")
         await pilot.pause()
         details = app.query_one("#details", Panel)
-        assert details.display and app.state.focused_job == "quickstart"
+        assert details.display and app.dashboard.state.focused_job == "quickstart"
         text = str(details.render())
         assert "4 replicas" in text and "global batch 128" in text
         assert "0.01 @ batch 32 × 4 replicas (linear) = 0.04" in text and "running" in text
         await pilot.press("escape")
         await pilot.pause()
-        assert not details.display and app.state.focused_job is None
+        assert not details.display and app.dashboard.state.focused_job is None
 
 
 async def test_focus_shows_that_job_alone_even_with_a_selection(make_app: MakeApp) -> None:
@@ -196,14 +197,15 @@ async def test_tab_moves_between_panels(make_app: MakeApp) -> None:
 
 async def test_t_picks_any_tag_for_the_second_chart(make_app: MakeApp) -> None:
     app = make_app()
+    main = app.dashboard
     async with app.run_test() as pilot:
         await ready(pilot)
         await choose(pilot, app, "t", "tag: perf/input_wait_fraction")
         chart = app.query_one("#chart-second", LineChart)
-        await until(pilot, lambda: app.state.second_tag == "perf/input_wait_fraction", "the tag")
+        await until(pilot, lambda: main.state.second_tag == "perf/input_wait_fraction", "the tag")
         await until(pilot, lambda: chart._curves and chart._curves[0].ys[-1] == 0.34, "its curve")
         await choose(pilot, app, "t", "tag: loss and accuracy")  # back to the default pair
-        await until(pilot, lambda: app.state.second_tag == "accuracy", "the default pair")
+        await until(pilot, lambda: main.state.second_tag == "accuracy", "the default pair")
 
 
 async def test_the_palette_fuzzy_finds_any_choice_and_shows_names_as_written(
@@ -213,6 +215,7 @@ async def test_the_palette_fuzzy_finds_any_choice_and_shows_names_as_written(
     like markup is shown as written."""
     runs = [*standard_runs(), run("aaa/train", series("[b]loss[/b]", [1.0, 0.5]))]  # first row
     app = make_app(runs)
+    main = app.dashboard
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         await pilot.press("ctrl+p")
@@ -223,32 +226,33 @@ async def test_the_palette_fuzzy_finds_any_choice_and_shows_names_as_written(
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "closed")
         await choose(pilot, app, "ctrl+p", "x axis: wall")
-        await until(pilot, lambda: app.state.x_mode == "wall", "the x axis")
+        await until(pilot, lambda: main.state.x_mode == "wall", "the x axis")
         await choose(pilot, app, "t", "tag: [b]loss[/b]")
-        await until(pilot, lambda: app.state.second_tag == "[b]loss[/b]", "the tag as written")
+        await until(pilot, lambda: main.state.second_tag == "[b]loss[/b]", "the tag as written")
 
 
 async def test_smoothing_x_axis_and_log_keys(make_app: MakeApp) -> None:
     app = make_app()
+    main = app.dashboard
     async with app.run_test() as pilot:
         await ready(pilot)
         chart = app.query_one("#chart-loss", LineChart)
         raw = chart._curves[0].ys
         await pilot.press("plus", "plus")
-        assert app.state.smoothing == 0.8
+        assert main.state.smoothing == 0.8
         await pilot.press(*["minus"] * 9)
-        assert app.state.smoothing == 0.0
+        assert main.state.smoothing == 0.0
         await pilot.pause()
         assert chart._curves[0].ys != raw  # unsmoothed now: the raw values
         assert "ema 0" in str(chart.border_title)
         await pilot.press("x")
-        assert app.state.x_mode == "relative" and chart._curves[0].xs[0] == 0.0
+        assert main.state.x_mode == "relative" and chart._curves[0].xs[0] == 0.0
         await pilot.press("x")
-        assert app.state.x_mode == "wall" and chart._curves[0].xs[0] > 1e9
+        assert main.state.x_mode == "wall" and chart._curves[0].xs[0] > 1e9
         await pilot.press("x", "l")
-        assert app.state.x_mode == "step" and app.state.log_y and "log" in str(chart.border_title)
+        assert main.state.x_mode == "step" and main.state.log_y and "log" in str(chart.border_title)
         await pilot.press("l")
-        assert not app.state.log_y
+        assert not main.state.log_y
 
 
 async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:

@@ -13,6 +13,7 @@ import distmon.app
 from distmon.app import DistmonApp
 from distmon.cli import out_of_files_line
 from distmon.crash import CRASH_EXIT, report_crash, run_guarded, state_dirs
+from distmon.dashboard import DashboardScreen
 from distmon.options import Options
 from distmon.producers import Producers
 from tests.tui.fixed import FixedRuns
@@ -25,20 +26,17 @@ def no_producers() -> Producers:
 CSS = str(Path(distmon.app.__file__).with_name("distmon.tcss"))
 
 
-class CrashingApp(DistmonApp):
-    """The real dashboard, with a bug in its first refresh."""
-
-    CSS_PATH = CSS
-
-    def render_jobs(self) -> None:
-        raise ZeroDivisionError("\x1b]0;a bug\x07 in render_jobs")
+def render_jobs(screen: DashboardScreen) -> None:
+    raise ZeroDivisionError("\x1b]0;a bug\x07 in render_jobs")
 
 
 def test_a_crash_exits_non_zero_with_a_log_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The real dashboard, with a bug in its first refresh."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    app = CrashingApp(Options(logdirs=(tmp_path,)), producers=lambda: Producers(FixedRuns([])))
+    monkeypatch.setattr(DashboardScreen, "render_jobs", render_jobs)
+    app = DistmonApp(Options(logdirs=(tmp_path,)), producers=lambda: Producers(FixedRuns([])))
     assert run_guarded(app, headless=True) == CRASH_EXIT
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err

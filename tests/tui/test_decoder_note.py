@@ -1,7 +1,8 @@
-"""distmon names the event decoder it runs: `--version` says which, and where the C kernel is
-missing (forced here with DISTMON_PURE=1) the dashboard's help says so too. Nothing else does:
---once's stderr and the status line stay as scripts, pipes and snapshots read them on a
-machine without a C compiler."""
+"""distmon names the event decoder it runs, through one function (distmon.decoder_note) for
+every front end a person reads: `--version` says which, and where the C kernel is missing
+(forced here with DISTMON_PURE=1) the dashboard's help and `--serve`'s log say so too. Nothing
+else does: --once's stderr and the status line stay as scripts, pipes and snapshots read them
+on a machine without a C compiler."""
 
 from __future__ import annotations
 
@@ -15,16 +16,23 @@ import pytest
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.tfrecord import kernel
 from distmon import view as views
-from distmon.widgets import runs
+from distmon.decoder_note import decoder_help, decoder_line
 from tests.core.conftest import compiled_kernel
+from tests.tui.test_serve import Serve
+
+FALLBACK = "decoder: pure Python (fallback: DISTMON_PURE is set; unset it for the C kernel)"
 
 
-def _distmon(*args: str, pure: bool) -> subprocess.CompletedProcess[str]:
+def _environ(pure: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "DISTMON_PURE"}
     if pure:
         env["DISTMON_PURE"] = "1"
-    return subprocess.run([sys.executable, "-m", "distmon", *args], env=env, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    return env
+
+
+def _distmon(*args: str, pure: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distmon", *args], env=_environ(pure),
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
 
 
 def test_version_names_the_c_kernel() -> None:
@@ -37,9 +45,7 @@ def test_version_names_the_c_kernel() -> None:
 def test_version_names_the_fallback_and_how_to_leave_it() -> None:
     done = _distmon("--version", pure=True)
     assert done.returncode == 0
-    assert done.stdout.splitlines()[1:] == [
-        "decoder: pure Python (fallback: DISTMON_PURE is set; unset it for the C kernel)"
-    ]
+    assert done.stdout.splitlines()[1:] == [FALLBACK]
 
 
 @pytest.mark.parametrize("pure", [False, True])
@@ -71,4 +77,31 @@ def test_the_runs_help_names_the_fallback_and_how_to_leave_it() -> None:
 
 def test_the_runs_help_is_silent_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernel, "ACTIVE", compiled_kernel())
-    assert runs.decoder_help() == ""
+    assert decoder_help() == ""
+
+
+def test_one_line_for_every_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel is named only where asked (`--version`); the fallback wherever a person reads."""
+    monkeypatch.setattr(kernel, "ACTIVE", compiled_kernel())
+    assert (decoder_line(), decoder_line(always=True)) == (None, "decoder: C kernel")
+    monkeypatch.setattr(kernel, "ACTIVE", None)
+    monkeypatch.setenv("DISTMON_PURE", "1")
+    assert decoder_line() == decoder_line(always=True) == FALLBACK
+    assert decoder_help() == f"\nThe {FALLBACK}.\n"
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_serve_names_the_fallback_in_its_log_and_is_silent_on_the_kernel(
+    tmp_path: Path, pure: bool
+) -> None:
+    if not pure:
+        compiled_kernel()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logs)], env=_environ(pure))
+    try:
+        serve.port()
+    finally:
+        assert serve.stop() == 0, serve.stderr()
+    said = [line for line in serve.stderr().splitlines() if "decoder" in line]
+    assert said == ([f"distmon: {FALLBACK}"] if pure else [])

@@ -36,9 +36,9 @@ async def test_t_shows_a_histogram_tag_as_distribution_bands(make_app: MakeApp) 
         await ready(pilot)
         wanted = HISTOGRAM_PREFIX + TAG
         await choose(pilot, app, "t", f"tag: {wanted}")
-        assert app.tag_choices()[-1].name == f"tag: {wanted}"  # after the scalar tags
+        assert app.dashboard.tag_choices()[-1].name == f"tag: {wanted}"  # after the scalar tags
         chart = app.query_one("#chart-second", LineChart)
-        await until(pilot, lambda: app.state.second_tag == wanted, "the histogram's tag")
+        await until(pilot, lambda: app.dashboard.state.second_tag == wanted, "the histogram's tag")
         await until(pilot, lambda: len(chart._curves) == 9, "the bands")
         assert [c.dim for c in chart._curves] == [True] * 4 + [False] + [True] * 4
         assert chart._curves[4].xs == (10.0, 20.0, 30.0) and chart._curves[4].ys == (14.0, 24.0,

@@ -40,6 +40,7 @@ async def test_the_key_bar_waits_for_the_first_rows(tmp_path: Path) -> None:
         return Producers(FixedRuns([run("exp1", series("loss", [1.0, 0.5]))]))
 
     app = DistmonApp(Options(logdirs=(tmp_path,), refresh=0.2), producers=producers)
+    main = app.dashboard
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.pause()
@@ -47,7 +48,7 @@ async def test_the_key_bar_waits_for_the_first_rows(tmp_path: Path) -> None:
             gate.set()
             await until(pilot, lambda: "q" in keys(app), "the key bar")
             assert {"q", "question_mark", "slash"} <= set(keys(app))
-            assert app.jobs is not None and [j.name for j in app.jobs.jobs] == ["exp1"]
+            assert main.jobs is not None and [j.name for j in main.jobs.jobs] == ["exp1"]
             assert len(app.screen.query(Footer)) == 1
     finally:
         gate.set()
@@ -57,5 +58,5 @@ async def test_a_read_without_rows_shows_the_key_bar_when_it_ends(tmp_path: Path
     app = DistmonApp(Options(logdirs=(tmp_path,), refresh=0.2, no_gpu=True))  # the real ones
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: "q" in keys(app), "the key bar")
-        assert app.jobs is None or not app.jobs.jobs
+        assert app.dashboard.jobs is None or not app.dashboard.jobs.jobs
         await pilot.press("q")

@@ -69,15 +69,16 @@ async def test_a_failing_refresh_is_shown_never_printed_and_logged_when_asked(
     environ = {LOG_ENV: str(log)} if log_file else {}
     _fail_after_first_rows(monkeypatch)
     app = app_over(_logdir(tmp_path / "logs"))
+    main = app.dashboard
     undo = configure("dashboard", sys.stderr, environ)  # as distmon.cli does before the app
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await until(pilot, lambda: app.jobs is not None and app.jobs.jobs, "the first rows")
-            await until(pilot, lambda: app.jobs is not None and any(
-                e.producer == "jobs" and "BOOM" in e.message for e in app.jobs.errors),
+            await until(pilot, lambda: main.jobs is not None and main.jobs.jobs, "the first rows")
+            await until(pilot, lambda: main.jobs is not None and any(
+                e.producer == "jobs" and "BOOM" in e.message for e in main.jobs.errors),
                 "the index's error in the snapshot")
-            assert app.jobs is not None
-            assert [j.name for j in app.jobs.jobs] == ["run1"]  # the last rows stay
+            assert main.jobs is not None
+            assert [j.name for j in main.jobs.jobs] == ["run1"]  # the last rows stay
     finally:
         undo()
     err = capfd.readouterr().err

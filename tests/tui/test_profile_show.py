@@ -163,9 +163,10 @@ async def test_the_dashboard_shows_the_focused_jobs_step_split(
 
     shutil.copytree(logdir / "keras_slow", tmp_path / "keras_slow")
     app = app_over(tmp_path)
+    main = app.dashboard
     async with app.run_test(size=(160, 50)) as pilot:
         await ready(pilot, timeout=120)
-        await until(pilot, lambda: app.jobs is not None and len(app.jobs.jobs) == 1, "the job")
+        await until(pilot, lambda: main.jobs is not None and len(main.jobs.jobs) == 1, "the job")
         await pilot.press("enter")
         details = app.query_one("#details", Panel)
         await until(pilot, lambda: "bottleneck: MapAndBatch" in str(details.render()),

@@ -57,7 +57,7 @@ async def test_only_the_rows_in_view_are_built_and_kept(make_app: MakeApp) -> No
         page = in_view(table)
         assert 10 < page < 60 and table.renders <= 3 * page  # a few layouts, never 1,000 rows
         assert table.virtual_size.height == JOBS + 1
-        arranged = app._arranged
+        arranged = app.dashboard.arranged
         assert arranged is not None  # the figures formatted for the jobs in view only
         assert sum("row" in vars(e) for e in arranged.items) <= 3 * page
         top = drawn_jobs(table)
@@ -78,6 +78,7 @@ async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: Make
     runs = [r for i in range(200) for r in keras_job(f"job{i:04}", 3)]
     store = FixedRuns(runs)
     app = make_app(store=store)
+    main = app.dashboard
     async with app.run_test(size=(160, 48)) as pilot:
         await ready(pilot)
         table = app.query_one(RunsTable)
@@ -100,7 +101,7 @@ async def test_paging_and_clicks_move_the_cursor_as_datatable_did(make_app: Make
         assert background(1 + 5) not in (background(1 + 6), background(1 + 3))
         await pilot.press("j", "k")  # the keys drive: the hover goes
         assert background(1 + 5) == background(1 + 6)
-        await until(pilot, lambda: app.state.cursor_job == table.row_keys[3], "the charts' job")
+        await until(pilot, lambda: main.state.cursor_job == table.row_keys[3], "the charts' job")
         table.scroll_to(y=100, animate=False)  # as the wheel scrolls: the cursor stays put
         changed = keras_job("job0110", 3, status="idle")  # a job in view changes
         store.replace([r for r in runs if not r.name.startswith("job0110/")] + changed)
@@ -159,7 +160,7 @@ async def test_a_sort_column_off_screen_scrolls_into_view_beside_the_frozen_name
         assert "h29" not in screen_line(table, 0)  # off to the right
         names = [screen_line(table, y).split()[1] for y in range(1, 4)]
         assert all(n.startswith("sweep") for n in names)
-        app.set_view(dataclasses.replace(app.view, sort="h29"))
+        app.dashboard.view = dataclasses.replace(app.dashboard.view, sort="h29")
         await until(pilot, lambda: "h29" in screen_line(table, 0), "the sort column in view")
         assert table.scroll_x > 0
         # Scrolled right, each row still names its job (the sort moved no row: h29 rises).
@@ -167,7 +168,7 @@ async def test_a_sort_column_off_screen_scrolls_into_view_beside_the_frozen_name
         assert screen_line(table, 0).split()[0] == "job"
         table.scroll_to(x=0, animate=False)
         await until(pilot, lambda: table.scroll_x == 0, "back to the left")
-        app.set_view(dataclasses.replace(app.view, sort="step"))  # on screen: no jump
+        app.dashboard.view = dataclasses.replace(app.dashboard.view, sort="step")  # no jump
         await pilot.pause()
         assert table.scroll_x == 0
 

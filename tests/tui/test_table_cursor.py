@@ -62,7 +62,7 @@ async def read_held_then(
         try:
             await until(
                 pilot,
-                lambda: keys(app) == NAMES[-4:] and app.state.cursor_job == "run20",
+                lambda: keys(app) == NAMES[-4:] and app.dashboard.state.cursor_job == "run20",
                 "the newest rows, the cursor on the first",
             )
             await act(pilot)
@@ -73,7 +73,7 @@ async def read_held_then(
         await pilot.pause()
         return acted, {
             "row": table.cursor_row, "key": table.current_key,
-            "charts": app.state.cursor_job, "scroll": table.scroll_y,
+            "charts": app.dashboard.state.cursor_job, "scroll": table.scroll_y,
         }  # fmt: skip
 
 

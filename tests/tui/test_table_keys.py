@@ -77,7 +77,7 @@ async def loaded(pilot: Any, app: DistmonApp) -> None:
     """Every job listed with its hparams (the sub-runs read too)."""
 
     def ready_() -> bool:
-        arranged = app._arranged
+        arranged = app.dashboard.arranged
         return keys(app) == ["agent", *SWEEP] and arranged is not None and "lr" in arranged.hparams
 
     await until(pilot, ready_, "the sweep's jobs and hparams")
@@ -111,6 +111,7 @@ async def test_s_sorts_by_a_column_and_shift_s_reverses(sweep: Path) -> None:
 
 async def test_f_filters_by_expression_beside_the_name_filter(sweep: Path) -> None:
     app = app_over(sweep)
+    main = app.dashboard
     async with app.run_test(size=(160, 48)) as pilot:
         await loaded(pilot, app)
         await pilot.press("f")
@@ -127,7 +128,7 @@ async def test_f_filters_by_expression_beside_the_name_filter(sweep: Path) -> No
         await until(pilot, lambda: "bad filter expression" in str(status.render()), "its error")
         assert keys(app) == ["s1", "s2", "s3", "s4"]  # meanwhile only the name filter applies
         await pilot.press("escape")
-        await until(pilot, lambda: app.view.expr == "" and not box.has_focus, "expression cleared")
+        await until(pilot, lambda: main.view.expr == "" and not box.has_focus, "expression cleared")
 
 
 async def test_g_groups_by_an_hparam_and_o_overlays_the_top_n(sweep: Path) -> None:

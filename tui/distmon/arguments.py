@@ -12,7 +12,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distcore.errors import DistmonError
 from distmon.flags import build_parser
@@ -22,6 +22,9 @@ from distmon.options import (
     DEFAULT_MAX_SERIES,
     Options,
 )
+
+if TYPE_CHECKING:
+    from distcore.remote.spec import SshSpec, UrlSpec
 
 SERVE_FLAGS = ("metrics", "notify", "notify_file", "notify_level", "notify_hold", "max_series")
 
@@ -33,8 +36,8 @@ def _serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             if getattr(args, flag) is not None:
                 parser.error(f"--{flag.replace('_', '-')} needs --serve")
         return {}
-    # Only with --serve: the webhook client's urllib, http.client and email cost a dashboard's
-    # start 0.1 s of CPU before Textual even loaded.
+    # Only with --serve: the webhook client's urllib, http.client and email would add to every
+    # dashboard's start before Textual even loaded.
     from distcore.webhook.url import choose_url
     from distmon.serve import parse_listen
 
@@ -106,17 +109,20 @@ def _joined_sort(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def parse_options(argv: Sequence[str] | None = None) -> Options:
-    parser = build_parser()
-    args = parser.parse_args(_joined_sort(sys.argv[1:] if argv is None else argv))
+def _check_once_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.json and not args.once:
         parser.error("--json needs --once")
     if args.check and not args.once:
         parser.error("--check needs --once")
     if args.ended_within is not None and not args.check:
         parser.error("--ended-within needs --check")
-    serve = _serve_options(parser, args)
-    _check_table_arguments(parser, args)
+
+
+def _sources(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[tuple[Path, ...], tuple[SshSpec | UrlSpec, ...], dict[str, Any]]:
+    """(local logdirs, remote sources, fsspec options) from LOGDIR..., --storage-option and
+    --ssh-config; the default logdirs where none is given."""
     from distcore.remote.spec import LocalSpec, parse_sources, parse_storage_options
 
     try:
@@ -126,12 +132,20 @@ def parse_options(argv: Sequence[str] | None = None) -> Options:
         parser.error(str(err))
     if args.ssh_config is not None and not args.ssh_config.is_file():
         parser.error(f"--ssh-config: no such file: {args.ssh_config}")
-    if args.screenshot_dir is not None and not args.screenshot_dir.is_dir():
-        parser.error(f"--screenshot-dir: no such directory: {args.screenshot_dir}")
     remotes = tuple(s for s in specs if not isinstance(s, LocalSpec))
     logdirs = tuple(s.path for s in specs if isinstance(s, LocalSpec))
-    if not specs:
-        logdirs = _default_logdirs()
+    return logdirs if specs else _default_logdirs(), remotes, storage_options
+
+
+def parse_options(argv: Sequence[str] | None = None) -> Options:
+    parser = build_parser()
+    args = parser.parse_args(_joined_sort(sys.argv[1:] if argv is None else argv))
+    _check_once_flags(parser, args)
+    serve = _serve_options(parser, args)
+    _check_table_arguments(parser, args)
+    logdirs, remotes, storage_options = _sources(parser, args)
+    if args.screenshot_dir is not None and not args.screenshot_dir.is_dir():
+        parser.error(f"--screenshot-dir: no such directory: {args.screenshot_dir}")
     return Options(
         logdirs=logdirs,
         poll=args.poll,

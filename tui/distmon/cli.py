@@ -124,9 +124,9 @@ def _quiet_after_broken_pipe() -> None:
 
 
 def _one_blas_thread() -> None:
-    """numpy's OpenBLAS starts a thread per core as it loads: 0.04 s of CPU (0.15 -> 0.11)
-    and 0.07 s on the dashboard's way to its first row, measured here. distmon does no linear
-    algebra, so one is enough; a value the user set is kept (and seen by child processes)."""
+    """numpy's OpenBLAS starts a thread per core as it loads, CPU and time on the dashboard's
+    way to its first row (docs/benchmarks.md). distmon does no linear algebra, so one is
+    enough; a value the user set is kept (and seen by child processes)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 

@@ -90,10 +90,12 @@ def palette(listed: Sequence[Choice], placeholder: str) -> CommandPalette:
 
 
 class DashboardCommands(Provider):
-    """ctrl+p: every choice of the dashboard (the app's `dashboard_choices`)."""
+    """ctrl+p: every choice of the dashboard (its screen's `dashboard_choices`)."""
 
     def _listed(self) -> Sequence[Choice]:
-        made: Callable[[], Sequence[Choice]] | None = getattr(self.app, "dashboard_choices", None)
+        made: Callable[[], Sequence[Choice]] | None = getattr(
+            self.screen, "dashboard_choices", None
+        )
         return made() if made is not None else ()
 
     async def search(self, query: str) -> Hits:

@@ -57,6 +57,30 @@ def build_parser() -> argparse.ArgumentParser:
         "(or standard error, where the dashboard draws) is not a terminal, distmon prints the "
         "--once report instead.",
     )
+    _add_source_flags(parser)
+    _add_once_flags(parser)
+    parser.add_argument(
+        "--max-points",
+        type=_bounded(int, 2, MAX_POINTS),
+        default=2000,
+        metavar="N",
+        help="points kept per series (default 2000)",
+    )
+    parser.add_argument(
+        "--screenshot-dir", type=Path, metavar="DIR",
+        help="where the dashboard's screenshot (command palette) writes its SVG (default: the "
+        "current directory)",
+    )
+    _add_price_flags(parser)
+    _add_serve_flags(parser)
+    _add_table_arguments(parser)
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and the "
+                        "event decoder in use, and exit")  # fmt: skip
+    return parser
+
+
+def _add_source_flags(parser: argparse.ArgumentParser) -> None:
+    """What to watch and how often: logdirs and their transports, GPUs."""
     parser.add_argument(
         "logdirs",
         nargs="*",
@@ -92,6 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="show N simulated GPUs (demo)",
     )
+
+
+def _add_once_flags(parser: argparse.ArgumentParser) -> None:
+    """The one-shot report and its check."""
     parser.add_argument(
         "--once", action="store_true", help="read everything once, print a report, exit"
     )
@@ -113,24 +141,6 @@ def build_parser() -> argparse.ArgumentParser:
         "went idle) its critical alerts still fail the check (default 3600; a cron job's "
         "interval hears of each once)",
     )
-    parser.add_argument(
-        "--max-points",
-        type=_bounded(int, 2, MAX_POINTS),
-        default=2000,
-        metavar="N",
-        help="points kept per series (default 2000)",
-    )
-    parser.add_argument(
-        "--screenshot-dir", type=Path, metavar="DIR",
-        help="where the dashboard's screenshot (command palette) writes its SVG (default: the "
-        "current directory)",
-    )
-    _add_price_flags(parser)
-    _add_serve_flags(parser)
-    _add_table_arguments(parser)
-    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and the "
-                        "event decoder in use, and exit")  # fmt: skip
-    return parser
 
 
 class _Version(argparse.Action):
@@ -141,9 +151,9 @@ class _Version(argparse.Action):
                  values: object, option_string: str | None = None) -> None:  # fmt: skip
         import sys
 
-        from distcore.tfrecord import kernel
+        from distmon.decoder_note import decoder_line
 
-        text = f"distmon {__version__}\ndecoder: {kernel.describe()}\n"
+        text = f"distmon {__version__}\n{decoder_line(always=True)}\n"
         parser._print_message(text, sys.stdout)  # (a closed stdout is not an error)
         parser.exit()
 

@@ -139,14 +139,14 @@ def one_pass_gc(*, remote: bool, last: bool) -> Iterator[None]:
     collections only where remote clients read too; as it was after. `last`: the process ends
     after the pass (the CLI's own), so what the pass leaves alive is frozen first.
 
-    The pass keeps nearly everything it makes until the report is out (a 10,000-run sweep:
-    ~500,000 objects), so collections walk it and free nothing: the seven full ones its growth
-    sets off cost ~0.7-1.2 CPU-s at 10,000 runs, the ~1,100 young ones ~0.4, on the thread
-    that holds the GIL while both readers wait for it. A local read makes no reference cycles
+    The pass keeps nearly everything it makes until the report is out (a sweep's hundreds of
+    thousands of objects), so collections walk it and free nothing: the full and young ones
+    its growth sets off run on the thread that holds the GIL while both readers wait for it
+    (docs/benchmarks.md). A local read makes no reference cycles
     at all (tests/tui/test_once_gc.py holds it to that); remote clients' short-lived cycles
     (asyncio, HTTP, SSH) are not ours to bound, and young collections free them.
 
-    After the pass, the first collection would walk all it made (~1 s at 10,000 runs), and
+    After the pass, the first collection would walk all it made, and
     the interpreter's final one at exit all that is still alive, to free memory the process
     hands back on exit anyway: frozen (`gc.freeze`), it is left alone until then. Everything
     else exit does (atexit handlers, thread joins, flushing, module teardown) stays; only

@@ -1,10 +1,10 @@
 """Pacing a costly redraw: at most as often as keeps it within a share of a core.
 
-While a sweep's first read lands, the index hands the UI a snapshot every second, and at
-10,000 jobs a redraw (arrange the rows, update the table, lay the screen out and render it)
-takes most of a second of the UI thread, which holds the GIL the readers need: the listing
-took 80 s instead of the readers' 31. Paced, the screen still fills in as the rows land, and
-a key press always redraws at once (it does not go through the pacer).
+While a sweep's first read lands, the index hands the UI a snapshot every second, and a
+redraw of a sweep's jobs (arrange the rows, update the table, lay the screen out and render
+it) holds the GIL the readers need for much of that second, so unpaced redraws slowed the
+listing itself (docs/benchmarks.md). Paced, the screen still fills in as the rows land, and a
+key press always redraws at once (it does not go through the pacer).
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@ No terminal, no Textual: for cron, systemd, a Slurm job or a login node. The sam
 snapshots go to Prometheus (`--metrics`: distcore.metrics_http's bounded HTTP server, whose
 collector renders the latest snapshot at each scrape, and the webhook's posts by outcome) and to
 a webhook (`--notify-file`, `DISTMON_NOTIFY_URL` or `--notify`: new alerts at or above
-`--notify-level`, held by `--notify-hold`, on the notifier's own thread). SIGTERM or SIGINT
-closes everything and exits 0; what a user gets wrong (a port in use, a bad URL or URL file) is
-one line and exit 2.
+`--notify-level`, held by `--notify-hold`, on the notifier's own thread). Its log (stderr)
+says where it serves and posts, and which decoder reads where the C kernel is not used
+(distmon.decoder_note). SIGTERM or SIGINT closes everything and exits 0; what a user gets wrong
+(a port in use, a bad URL or URL file) is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from distcore.errors import DistmonError
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.notify import Notifier
 from distcore.textsafe import terminal_text
+from distmon.decoder_note import decoder_line
 from distmon.options import Options
 from distmon.producers import ProducerSet, make_producers
 
@@ -168,6 +170,9 @@ def _serve(options: Options, err: TextIO, done: threading.Event) -> None:
                 print("distmon: note: --notify's URL is in every user's `ps`; --notify-file PATH "
                       "or DISTMON_NOTIFY_URL keep it private", file=err)  # fmt: skip
         producers.index.subscribe(_Errors(err))
+        decoder = decoder_line()  # the plain-Python decoder: more CPU, and how to have the kernel
+        if decoder is not None:
+            print(f"distmon: {decoder}", file=err)
         err.flush()
         failures = _start_in_background(producers, done)
         # Short waits, not one long one: CPython runs a signal's handler on the main thread

@@ -1,8 +1,8 @@
 """A braille line chart, as a pure function from curves to Rich text.
 
-Why not textual-plotext: plotext rebuilt a 2-curve, 2,000-point chart in about 60 ms here, so
-two charts at 1 Hz would cost 12% of a core by themselves (the target is 5% for all of distmon).
-This renderer maps each point to a 2x4-dot braille cell once, O(points + width), about 1-2 ms.
+Why not textual-plotext: it rebuilds the whole chart at every refresh, which for two charts of
+full series took more than distmon's share of a core by itself (docs/benchmarks.md). This
+renderer maps each point to a 2x4-dot braille cell once, O(points + width).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ when that did not change: the app hands every snapshot to every panel.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.content import Content
 from textual.widget import Widget
 from textual.widgets import Static
@@ -25,6 +25,7 @@ from distcore.producer import ProducerError
 from distcore.profile import ProfileError, ProfileSummary
 from distcore.textsafe import terminal_text
 from distcore.wording import counted
+from distmon import keymaps
 from distmon.render.cost import cost_line
 from distmon.render.hosts import gpus_title, render_hosts
 from distmon.render.ledger import BUCKET_MARKS, BUCKET_STYLES, bar_segments, ledger_line
@@ -144,10 +145,7 @@ class Panel(Widget):
     """
 
     can_focus = True
-    BINDINGS = [  # noqa: RUF012 - Textual's convention
-        Binding("j", "scroll_down", "down", show=False),
-        Binding("k", "scroll_up", "up", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keymaps.PANEL
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

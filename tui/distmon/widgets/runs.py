@@ -16,47 +16,31 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import ClassVar
 
-from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from distcore.textsafe import terminal_text
-from distcore.tfrecord import kernel
-from distmon.render.compare_view import GROUP_KEY, Arranged, Entry, Header
+from distmon import keymaps
+from distmon.decoder_note import decoder_help
+from distmon.render.compare_view import Arranged, Entry, Header
 from distmon.render.runs_lines import (
-    NAME_LIMIT,
-    FittedNames,
     TableColumn,
     frozen_width,
-    header_cells,
-    line_text,
     name_width,
     reveal_scroll,
-    row_cells,
-    signature,
     table_columns,
 )
 from distmon.render.view_model import JobRow
+from distmon.widgets.row_lines import NameLengths, RowLines, scrolled
 
 HEADER = 1  # lines of the header, above the rows
-
-
-def decoder_help() -> str:
-    """The help's last line where the decoder runs without its C kernel (more CPU, and the
-    user can fix it): said here and by `distmon --version`, never on stderr or the status line,
-    which scripts and snapshots read. Empty on the kernel."""
-    note = kernel.fallback_note()
-    return "" if note is None else f"\nThe {note}.\n"
-
-
-LINES_KEPT = 2_000  # built lines kept for rows scrolled past before the cache starts again
 
 
 class RunsTable(ScrollView, can_focus=True):
@@ -69,18 +53,7 @@ Jobs: ● live · ○ idle · ✕ gone · ◆ selected.
 distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · ■ stopped ·
 ? unreadable (its alert says why).
 """ + decoder_help()  # the process's decoder is fixed when it starts
-    BINDINGS = [  # noqa: RUF012 - Textual's convention; the footer's order as it was
-        Binding("enter", "focus_job", "focus"),
-        Binding("j", "cursor_down", "down", show=False),
-        Binding("k", "cursor_up", "up", show=False),
-        Binding("space", "toggle_select", "select"),
-        Binding("down", "cursor_down", "down", show=False),
-        Binding("up", "cursor_up", "up", show=False),
-        Binding("pagedown", "page_down", "page down", show=False),
-        Binding("pageup", "page_up", "page up", show=False),
-        Binding("ctrl+home", "cursor_top", "top", show=False),
-        Binding("ctrl+end", "cursor_bottom", "bottom", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keymaps.RUNS_TABLE
     COMPONENT_CLASSES = {  # noqa: RUF012
         "runs-table--header", "runs-table--cursor", "runs-table--hover",
     }  # fmt: skip
@@ -125,11 +98,9 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         self._selected: frozenset[str] = frozenset()
         self._compare: tuple[str, ...] = ()  # the comparison columns
         self._columns: tuple[TableColumn, ...] = table_columns((), name_width(0, 0))
-        self._name_lengths: dict[str, int] = {}  # key -> its shown name's length
+        self._names = NameLengths()
         self._longest = 0
-        self._lines: dict[str, tuple[object, Strip]] = {}  # key -> (signature, line)
-        self._fitted = FittedNames()  # the names as the name column fits them
-        self._header: Strip | None = None
+        self._lines = RowLines(self._strip)
         self._cursor = 0
         # Set once the user moves the cursor (a key, a click) or acts on its job: until then it
         # stays on the first row while a sweep's first read inserts jobs above it.
@@ -137,7 +108,6 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         self._hover: int | None = None  # the row under the mouse
         self._told: str | None = None  # the key last posted as highlighted
         self._built_width = -1  # the width the columns were laid out for
-        self.renders = 0  # rows whose line was built: for tests and the benchmark
         # The widget's rich style under every line, and what it was made from (_base_style).
         self._base: tuple[tuple[int, ...], Style] | None = None
         self.style_builds = 0  # times it was made: for tests and the benchmark
@@ -166,6 +136,11 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         return {c.key: c for c in self._columns}
 
     @property
+    def renders(self) -> int:
+        """Rows whose line was built: for tests and the benchmark."""
+        return self._lines.renders
+
+    @property
     def cursor_row(self) -> int:
         return self._cursor
 
@@ -189,7 +164,7 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         if arranged.columns != self._compare:
             self._compare = arranged.columns
             self._built_width = -1
-        self._longest = self._longest_name()
+        self._longest = self._names.longest(self._keys, self._items)
         self._lay_out()
         row = self._cursor  # where it is, when its job is gone
         if not self._chosen:
@@ -201,27 +176,12 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         self.move_cursor(row, scroll=row != self._cursor)
         self.refresh()
 
-    def _longest_name(self) -> int:
-        """The longest name shown, measuring only names not seen before."""
-        lengths = self._name_lengths
-        if len(lengths) > 2 * len(self._keys) + 1000:  # jobs gone long since: forget them
-            lengths.clear()
-        for key in set(self._keys).difference(lengths):
-            lengths[key] = cell_len(terminal_text(key, NAME_LIMIT))  # as shown_name shows it
-        if self._keys and self._keys[0].startswith(GROUP_KEY):  # grouped: the labels too
-            return max(
-                cell_len(i.label) if isinstance(i, Header) else lengths[i.job.name]
-                for i in self._items
-            )
-        return max(map(lengths.__getitem__, self._keys), default=0)
-
     def _lay_out(self) -> None:
         """The columns for this width; the lines again if they changed."""
         columns = table_columns(self._compare, name_width(self._longest, self.size.width))
         if columns != self._columns or self._built_width != self.size.width:
             self._columns, self._built_width = columns, self.size.width
             self._lines.clear()
-            self._header = None
         width = sum(c.render_width for c in self._columns)
         self.virtual_size = Size(width, len(self._keys) + HEADER)
 
@@ -239,8 +199,8 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
     def _base_style(self) -> Style:
         """`rich_style`, made again only when a style it is made from changed.
 
-        `rich_style` walks every ancestor and blends their colours: 35 µs, most of a kept
-        line's cost when it ran for each line drawn. The key is each ancestor's styles' update
+        `rich_style` walks every ancestor and blends their colours, most of a kept line's cost
+        when it ran for each line drawn. The key is each ancestor's styles' update
         count, as Textual's own Widget.visual_style keys its cache, so that an inline style
         set from code (which Textual does not signal) makes it again too."""
         key = tuple(node.styles._cache_key for node in self.ancestors_with_self)
@@ -254,29 +214,25 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         scroll_x, scroll_y = self.scroll_offset
         base = self._base_style()
         if y < HEADER:
-            line = self._header_line()
+            line = self._lines.header(self._columns)
             style = base + self.get_component_rich_style("runs-table--header")
         else:
             row = y - HEADER + scroll_y
             if row >= len(self._items):
                 return Strip.blank(width, base)
-            line, style = self._row_line(row), base
+            key = self._keys[row]
+            line = self._lines.row(self._items, row, key, key in self._selected, self._compare,
+                                   self._columns)  # fmt: skip
+            style = base
             if row == self._cursor:
                 style = base + self.get_component_rich_style("runs-table--cursor")
             elif row == self._hover:
                 style = base + self.get_component_rich_style("runs-table--hover")
         # The style under the cells' own (DataTable's cursor too leaves a cell's colours).
-        return self._scrolled(line, scroll_x, width).apply_style(style)
+        return scrolled(line, self._columns, scroll_x, width).apply_style(style)
 
-    def _scrolled(self, line: Strip, scroll_x: int, width: int) -> Strip:
-        """The line as scrolled sideways: the mark and the name stay, the columns after them
-        move (DataTable's fixed columns), so a row scrolled right still says whose it is."""
-        frozen = frozen_width(self._columns)
-        if scroll_x <= 0 or frozen >= width:
-            return line.crop_extend(scroll_x, scroll_x + width, None)
-        start = frozen + scroll_x
-        moving = line.crop_extend(start, start + width - frozen, None)
-        return Strip.join([line.crop_extend(0, frozen, None), moving])
+    def _strip(self, text: Text) -> Strip:
+        return Strip(list(text.render(self.app.console)), text.cell_len)
 
     def reveal_column(self, name: str) -> None:
         """Scroll sideways so that column `name` (a comparison column's name, or a fixed one's
@@ -286,32 +242,6 @@ distagent (run.json): ▶ running · ✓ finished · ✖ failed or diverged · �
         left = reveal_scroll(self._columns, key, room, round(self.scroll_x))
         if left is not None:
             self.scroll_to(x=left, animate=False, force=True)
-
-    def _header_line(self) -> Strip:
-        if self._header is None:
-            self._header = self._strip(line_text(header_cells(self._columns), self._columns))
-        return self._header
-
-    def _row_line(self, row: int) -> Strip:
-        item = self._items[row]
-        key = self._keys[row]
-        selected = key in self._selected
-        wanted = signature(item, selected)
-        kept = self._lines.get(key)
-        if kept is not None and (kept[0] is wanted or kept[0] == wanted):
-            return kept[1]
-        if len(self._lines) > LINES_KEPT:
-            self._lines.clear()
-        width = self.columns["job"].width
-        shown = self._fitted.shown(self._items, width, item)
-        cells = row_cells(item, selected, self._compare, width, shown)
-        line = self._strip(line_text(cells, self._columns))
-        self._lines[key] = (wanted, line)
-        self.renders += 1
-        return line
-
-    def _strip(self, text: Text) -> Strip:
-        return Strip(list(text.render(self.app.console)), text.cell_len)
 
     # --- the cursor ----------------------------------------------------------------------------
 

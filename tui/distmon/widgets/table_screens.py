@@ -4,9 +4,10 @@ pick from the command palette, distmon.commands)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
@@ -14,16 +15,13 @@ from textual.widgets import SelectionList
 from textual.widgets.selection_list import Selection
 
 from distcore.textsafe import terminal_text
+from distmon import keymaps
 
 
 class ColumnsChooser(ModalScreen[frozenset[str] | None]):
     """Tick the comparison columns to show; escape or enter applies the ticks."""
 
-    BINDINGS = [  # noqa: RUF012
-        Binding("escape,enter", "apply", "apply"),
-        Binding("a", "all(True)", "all"),
-        Binding("n", "all(False)", "none"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = keymaps.COLUMNS_CHOOSER
 
     def __init__(self, columns: Sequence[str], shown: Sequence[str]) -> None:
         super().__init__()
