@@ -5,10 +5,11 @@ points are not dragged towards zero; non-finite values pass through unsmoothed a
 the average; a constant series is returned as is (no float noise). We do exactly the same so that a
 curve in distmon looks like the one users know from the browser.
 
-Two forms of one rule: `debiased_ema` over a list (the alert rules' small windows, and the
-reference the tests hold the other to), and `debiased_ema_array` over a numpy array (the chart's
-whole series, read from the store's own arrays without a Python float per point). numpy is
-imported on first use only: the dashboard's first screen comes before numpy is loaded.
+One function, `debiased_ema`, for the alert rules and the charts alike: `debiased_ema_array` is
+the same function over a store's array (a chart's series), and `debiased_ema_rows` the same
+operations over many runs' tails at once (the job index's rising-loss rule); the tests hold
+both equal to it, float for float. numpy is imported on first use only: the dashboard's first
+screen comes before numpy is loaded.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ MAX_WEIGHT = 0.99
 def debiased_ema(values: Sequence[float], weight: float = DEFAULT_WEIGHT) -> list[float]:
     """Smooth `values` with TensorBoard's debiased EMA; `weight` in [0, 1), 0 = no smoothing."""
     _check(weight)
-    if not values or all(v == values[0] for v in values):
-        return list(values)
+    if not values or weight == 0.0 or all(v == values[0] for v in values):
+        return list(values)  # as it is: 0 smooths nothing, and keeps a -0.0 as -0.0
     smoothed = _ema(values, weight)
     if math.inf in smoothed or -math.inf in smoothed:  # an input, or an overflow: make sure
         return _bounded_ema(values, weight)
@@ -91,10 +92,11 @@ def _bounded_ema(values: Sequence[float], weight: float) -> list[float]:
 
 
 def debiased_ema_array(values: Any, weight: float = DEFAULT_WEIGHT) -> F64:
-    """`debiased_ema` over an array (or a `Column` view of one), as an array: the same rule,
-    equal within float rounding (exactly equal for the first two finite points, for non-finite
-    values and for a constant series). A series that needs no smoothing (empty, constant,
-    weight 0) comes back as the very array it was, without a copy; `values` is never written."""
+    """`debiased_ema` over an array (or a `Column` view of one), as an array: the very same
+    function (it runs `debiased_ema` on the array's floats), so a chart's curve and an alert's
+    window never differ by a rounding. A series that needs no smoothing (empty, constant,
+    weight 0) comes back as the very array it was, without a copy; `values` is never written.
+    A series holds at most the store's `max_points`, so the loop is bounded."""
     import numpy as np
 
     _check(weight)
@@ -103,47 +105,29 @@ def debiased_ema_array(values: Any, weight: float = DEFAULT_WEIGHT) -> F64:
         array = array.astype(np.float64)
     if not len(array) or weight == 0.0 or bool((array == array[0]).all()):
         return array
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is seen, and bounded
-        return _smoothed(array, weight)
+    return np.array(debiased_ema(array.tolist(), weight), dtype=np.float64)
 
 
-def _smoothed(array: F64, weight: float) -> F64:
+def debiased_ema_rows(rows: F64, weight: float = DEFAULT_WEIGHT) -> F64:
+    """`_ema` of every row of `rows` (all of one length) at once: the same IEEE operations in
+    the same order (`last * weight + (1 - weight) * value`, then `/ divisors[k]`), over a
+    column of rows per step; numpy's elementwise float64 arithmetic rounds as Python's floats
+    do. For finite rows (a non-finite value would pass through in `_ema`, not here) whose sum
+    did not overflow: the caller checks the output for an infinity, as `debiased_ema` does,
+    and takes the rule's own path there."""
     import numpy as np
 
-    finite = np.isfinite(array)
-    kept = array[finite]
-    smoothed = array.copy()  # non-finite values pass through, outside the average
-    smoothed[finite] = _debiased(kept, weight, 1.0)
-    if np.isinf(smoothed).any():  # an input, or an overflow: as _bounded_ema does
-        mean = _debiased(kept, weight, 0.5) * 2.0
-        low, high = np.minimum.accumulate(kept), np.maximum.accumulate(kept)
-        smoothed[finite] = np.minimum(high, np.maximum(low, mean))
-    return smoothed
-
-
-def _debiased(values: F64, weight: float, scale: float) -> F64:
-    """The EMA of `values * scale` (all finite) started at 0, divided by its bias."""
-    import numpy as np
-
-    terms = (1.0 - weight) * (values * scale if scale != 1.0 else values)
-    summed = _scan(terms, weight)
-    # Past n where weight**n < 2**-54, 1 - weight**n rounds to 1.0: the bias is only divided
-    # out before that (at most ~4,100 powers at weight 0.99), the same quotients for less.
-    biased = min(len(values), math.ceil(54 * math.log(2) / -math.log(weight)) + 2)
-    summed[:biased] /= 1.0 - weight ** np.arange(1, biased + 1, dtype=np.float64)
-    return summed
-
-
-def _scan(terms: F64, weight: float) -> F64:
-    """s[i] = weight * s[i-1] + terms[i] (s[-1] = 0), in log2(n) vectorised passes rather than
-    n Python steps: after the pass with shift k, s[i] sums terms[i-j] * weight**j for j < 2k.
-    The same sum as the recurrence, added up in another order: equal within rounding."""
-    summed = terms.copy()
-    shift, factor = 1, weight
-    while shift < len(summed) and factor > 0.0:  # weight**shift underflowed: nothing to add
-        summed[shift:] = summed[shift:] + factor * summed[:-shift]  # right side read first
-        shift, factor = shift * 2, factor * factor
-    return summed
+    _check(weight)
+    count, points = rows.shape
+    divisors = debiasing_divisors(weight, points)
+    rest = 1.0 - weight
+    last = np.zeros(count)
+    every: F64 = np.empty((count, points))
+    with np.errstate(all="ignore"):
+        for k in range(points):
+            last = last * weight + rest * rows[:, k]
+            every[:, k] = last / divisors[k]
+    return every
 
 
 def adjust_weight(weight: float, delta: float) -> float:
