@@ -68,6 +68,7 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
                 tooltip="more smoothing (TensorBoard's debiased EMA)"),
         Binding("minus", "smoothing(-1)", "smooth-", show=False, tooltip="less smoothing"),
         Binding("r", "reload", "reload", tooltip="read every logdir again"),
+        Binding("v", "grid", "grid", show=False, tooltip="a chart per scalar tag, paged"),
         Binding("escape", "escape", "unfocus", show=False,
                 tooltip="unfocus the job, clear the filter, close this panel"),
         *TABLE_BINDINGS,
@@ -261,6 +262,12 @@ class DistmonApp(FilterKeys, TableKeys, App[int]):
 
     def action_smoothing(self, direction: int) -> None:
         self.state = views.smoothed(self.state, direction)
+
+    def action_grid(self) -> None:
+        from distmon.widgets.grid import ChartGridScreen  # not before it is asked for
+
+        charted = lambda: self.board.charted(self.jobs, self.state)  # noqa: E731
+        self.push_screen(ChartGridScreen(charted, self.options.refresh))
 
     def action_reload(self) -> None:
         """Read every logdir again (the watcher's scan), then a fresh snapshot."""
