@@ -126,16 +126,15 @@ def grid_rows(charts: Sequence[GridChart], cols: int, width: int, height: int,
     return lines
 
 
-def legend(runs: Sequence[tuple[str, str, int]], color: bool, smoothing: float) -> Text:
+def legend(runs: Sequence[tuple[str, str, int]], color: bool, how: str) -> Text:
     """Each run (label, colour, line style) once, in its colour or its line style named in
-    words, then how the curves are drawn."""
+    words, then `how` the curves are drawn."""
     out = Text(no_wrap=True, overflow="ellipsis")
     for label, colour, dash in runs:
         pattern, name = DASHES[dash % len(DASHES)]
         sample = "━━" if color else "".join("━" if pattern >> i & 1 else " " for i in range(4))
         out.append(sample, style=Style(color=colour) if color else None)
         out.append(f" {label}{'' if color else f' ({name})'}  ")
-    how = f"ema {smoothing:g} over faint raw" if color else f"ema {smoothing:g}, raw in the readout"
     out.append(f"({how})" if runs else "no scalar points", style="dim")
     return out
 

@@ -46,7 +46,8 @@ def draw_page(
     lines = [Text(_header(jobs, state, len(tags), page, size), style="bold")]
     lines += grid_rows(charts, cols, width // cols, chart_height, shown)
     lines += [Text() for _ in range(height - FOOTER - len(lines))]
-    lines.append(legend(looks.legend(jobs), color, state.smoothing))
+    how = f"ema {state.smoothing:g} " + ("over faint raw" if color else "(←/→: raw values)")
+    lines.append(legend(looks.legend(jobs), color, how))
     lines += _readout(charts, focus - page * size, state)
     lines += [Text() for _ in range(height - len(lines))]
     for line in lines:
