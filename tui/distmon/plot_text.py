@@ -26,7 +26,7 @@ from distcore.textsafe import terminal_text
 from distmon.options import Options
 from distmon.render.braille import PALETTE
 from distmon.render.grid import Shown, grid_rows, legend
-from distmon.render.grid_model import RunLooks, grid_charts, grid_tags
+from distmon.render.grid_model import GridMemory, grid_charts, grid_tags
 from distmon.render.grid_state import MIN_WIDTH
 from distmon.render.view_model import all_tags
 
@@ -54,13 +54,13 @@ def run_plot(options: Options, out: TextIO) -> int:
                               if out.isatty() else DEFAULT_WIDTH)
     console = Console(file=out, width=width, force_terminal=color, no_color=not color,
                       highlight=False, emoji=False, markup=False)
-    looks = RunLooks()
-    charts = grid_charts(jobs[:MAX_JOBS], tags[:MAX_CHARTS], SMOOTHING, looks)
+    memory = GridMemory()
+    charts = grid_charts(jobs[:MAX_JOBS], tags[:MAX_CHARTS], SMOOTHING, memory)
     cols = max(1, min(len(charts), width // MIN_WIDTH))
     for line in grid_rows(charts, cols, width // cols, HEIGHT + 1, [Shown(color)] * len(charts)):
         console.print(line, crop=True)
     how = f"ema {SMOOTHING:g}" + (" over faint raw" if color else "")
-    console.print(legend(looks.legend(jobs[:MAX_JOBS]), color, how), crop=True)
+    console.print(legend(memory.legend(jobs[:MAX_JOBS]), color, how), crop=True)
     left = len(tags) - MAX_CHARTS
     more_jobs = len(jobs) - MAX_JOBS
     for note in ((f"{left} more charts not shown: narrow --plot",) if left > 0 else ()) + (

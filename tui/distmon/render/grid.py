@@ -21,7 +21,7 @@ from distcore.textsafe import terminal_text
 from distmon.formats import number
 from distmon.render.braille import ChartLook, render_chart
 from distmon.render.curve import Curve
-from distmon.render.grid_model import DASHES, GridChart, Trace
+from distmon.render.grid_model import DASHES, GridChart, GridMemory, Trace
 
 OUTLIERS = (0.05, 0.95)  # the quantiles a y axis spans when outliers are ignored (TensorBoard's)
 TITLE_LIMIT = 120
@@ -114,16 +114,29 @@ def _fitted(lines: Sequence[Text], width: int, height: int) -> list[Text]:
 
 
 def grid_rows(charts: Sequence[GridChart], cols: int, width: int, height: int,
-              shown: Sequence[Shown]) -> list[Text]:
-    """The charts `cols` a row, each `width` x `height` cells and a column apart."""
+              shown: Sequence[Shown], memory: GridMemory | None = None) -> list[Text]:
+    """The charts `cols` a row, each `width` x `height` cells and a column apart; a chart
+    drawn before from the same series, size and look is `memory`'s."""
     lines: list[Text] = []
     for first in range(0, len(charts), cols):
-        drawn = [chart_lines(c, width - 1, height, s)
+        drawn = [_drawn(c, width - 1, height, s, memory)
                  for c, s in zip(charts[first:first + cols], shown[first:first + cols],
                                  strict=True)]
         for parts in zip(*drawn, strict=True):
             lines.append(Text(" ").join(parts))
     return lines
+
+
+def _drawn(chart: GridChart, width: int, height: int, shown: Shown,
+           memory: GridMemory | None) -> list[Text]:
+    if memory is None:
+        return chart_lines(chart, width, height, shown)
+    series = tuple((t.label, t.colour, t.dash, *map(id, (t.xs, t.raw, t.smooth, t.walls)))
+                   for t in chart.traces)
+    key = ("chart", chart.tag, chart.axis, series, width, height, shown)
+    drawn: list[Text] = memory.remember(
+        key, chart.traces, lambda: chart_lines(chart, width, height, shown))
+    return drawn
 
 
 def legend(runs: Sequence[tuple[str, str, int]], color: bool, how: str) -> Text:

@@ -11,7 +11,8 @@ validation run in the light tone of the same hue; without colour, a line style o
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -83,12 +84,33 @@ class GridChart:
     traces: tuple[Trace, ...]
 
 
-class RunLooks:
-    """Each run's colour and line style for as long as the grid is open."""
+class GridMemory:
+    """What the grid keeps while it is open: each run's colour and line style, and, for the
+    last few hundred, each series' smoothed values and each chart's drawing (a refresh
+    smooths and draws again only what changed: the store's unchanged series are the same
+    objects from one snapshot to the next)."""
+
+    SIZE = 512  # remembered results, least recently used first out
 
     def __init__(self) -> None:
         self._hues = ColourBook(len(HUES))
         self._dashes = ColourBook(len(DASHES))
+        self._kept: OrderedDict[Hashable, tuple[object, Any]] = OrderedDict()
+
+    def remember(self, key: Hashable, keep: object, make: Callable[[], Any]) -> Any:
+        """make() once for `key`; `keep` holds the objects whose ids are in the key, so that
+        no other object can take an id while it is remembered."""
+        hit = self._kept.get(key)
+        if hit is None:
+            hit = self._kept[key] = (keep, make())
+            if len(self._kept) > self.SIZE:
+                self._kept.popitem(last=False)
+        self._kept.move_to_end(key)
+        return hit[1]
+
+    def smoothed(self, values: Any, weight: float) -> Any:
+        return self.remember(("ema", id(values), weight), values,
+                             lambda: debiased_ema_array(values, weight))
 
     def looks(self, runs: Sequence[tuple[str, str, str]]) -> dict[str, tuple[str, int]]:
         """(job, part, label) of each run -> (colour, line style) by label."""
@@ -99,7 +121,6 @@ class RunLooks:
             label: (HUES[hues[keys[label]]][part == names.VALIDATION_DIR], dashes[label])
             for _, part, label in runs
         }
-
 
     def legend(self, jobs: Sequence[Job]) -> list[tuple[str, str, int]]:
         """(label, colour, line style) of each run of `jobs` that has a scalar."""
@@ -118,12 +139,12 @@ def runs_of(jobs: Sequence[Job]) -> list[tuple[str, str, str]]:
 
 
 def grid_charts(
-    jobs: Sequence[Job], tags: Sequence[str], smoothing: float, looks: RunLooks
+    jobs: Sequence[Job], tags: Sequence[str], smoothing: float, memory: GridMemory
 ) -> list[GridChart]:
     """The charts of `tags` (only those asked for: a page, not all 200), each run's series of
     the tag in its look."""
     runs = runs_of(jobs)
-    styles = looks.looks(runs)
+    styles = memory.looks(runs)
     by_job = {j.name: j for j in jobs}
     charts = []
     for tag in tags:
@@ -133,7 +154,7 @@ def grid_charts(
             if series is None or not len(series.values):
                 continue
             colour, dash = styles[label]
-            smooth = debiased_ema_array(series.values, smoothing) if smoothing else series.values
+            smooth = memory.smoothed(series.values, smoothing) if smoothing else series.values
             traces.append(Trace(label, series.steps, series.values, smooth, series.wall_times,
                                 colour, dash, part == names.VALIDATION_DIR))
         charts.append(GridChart(tag, "epoch" if per_epoch(tag) else "step", tuple(traces)))

@@ -10,7 +10,7 @@ from rich.text import Text
 from distcore.jobs.snapshots import Job
 from distcore.textsafe import terminal_text
 from distmon.render.grid import Shown, grid_rows, legend, readout
-from distmon.render.grid_model import GridChart, RunLooks, grid_charts, grid_tags
+from distmon.render.grid_model import GridChart, GridMemory, grid_charts, grid_tags
 from distmon.render.grid_state import FOOTER, HEADER, GridState, grid_shape, page_of, per_page
 
 HINT = ("←/→ cursor  [ ] zoom in/out  enter maximise  o outliers  / filter  "
@@ -22,16 +22,16 @@ def span_of(state: GridState) -> tuple[float, float] | None:
 
 
 def focused_chart(
-    jobs: Sequence[Job], state: GridState, looks: RunLooks
+    jobs: Sequence[Job], state: GridState, memory: GridMemory
 ) -> GridChart | None:
     tags = grid_tags(jobs, state.pattern)
     if not tags:
         return None
-    return grid_charts(jobs, [tags[min(state.focus, len(tags) - 1)]], state.smoothing, looks)[0]
+    return grid_charts(jobs, [tags[min(state.focus, len(tags) - 1)]], state.smoothing, memory)[0]
 
 
 def draw_page(
-    jobs: Sequence[Job], state: GridState, width: int, height: int, looks: RunLooks,
+    jobs: Sequence[Job], state: GridState, width: int, height: int, memory: GridMemory,
     color: bool,
 ) -> Text:
     """`height` lines: what is shown, the page's charts, the legend, the readout."""
@@ -39,20 +39,22 @@ def draw_page(
     size = per_page(state, width, height)
     focus = min(state.focus, max(len(tags) - 1, 0))
     page = page_of(state.replace(focus=focus), size)
-    charts = grid_charts(jobs, tags[page * size:(page + 1) * size], state.smoothing, looks)
+    charts = grid_charts(jobs, tags[page * size:(page + 1) * size], state.smoothing, memory)
     cols, rows = _filled(len(charts), (1, 1) if state.maximised else grid_shape(width, height))
     shown = [_shown(state, color, page * size + i == focus) for i in range(len(charts))]
     chart_height = (height - HEADER - FOOTER) // rows
     lines = [Text(_header(jobs, state, len(tags), page, size), style="bold")]
-    lines += grid_rows(charts, cols, width // cols, chart_height, shown)
+    lines += grid_rows(charts, cols, width // cols, chart_height, shown, memory)
     lines += [Text() for _ in range(height - FOOTER - len(lines))]
     how = f"ema {state.smoothing:g} " + ("over faint raw" if color else "(←/→: raw values)")
-    lines.append(legend(looks.legend(jobs), color, how))
+    lines.append(legend(memory.legend(jobs), color, how))
     lines += _readout(charts, focus - page * size, state)
     lines += [Text() for _ in range(height - len(lines))]
     for line in lines:
         line.truncate(width)
-    return Text("\n").join(lines[:height])
+    out = Text("\n").join(lines[:height])
+    out.no_wrap, out.overflow = True, "crop"  # each line fitted: nothing to wrap (costly)
+    return out
 
 
 def _filled(charts: int, shape: tuple[int, int]) -> tuple[int, int]:

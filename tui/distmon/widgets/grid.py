@@ -22,7 +22,7 @@ from textual.widgets import Footer, Input
 from distcore.jobs.snapshots import Job
 from distmon.render import grid_state as grids
 from distmon.render.grid import x_values
-from distmon.render.grid_model import RunLooks, grid_tags
+from distmon.render.grid_model import GridMemory, grid_tags
 from distmon.render.grid_page import draw_page, focused_chart, span_of
 from distmon.render.grid_state import GridState
 
@@ -34,7 +34,7 @@ class GridView(Widget):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.looks = RunLooks()  # each run's colour while the grid is open
+        self.memory = GridMemory()  # each run's colour while the grid is open
         self.jobs: tuple[Job, ...] = ()
         self.state = GridState()
         self._cache: tuple[object, Text] | None = None
@@ -48,7 +48,7 @@ class GridView(Widget):
         color = not self.app.no_color
         key = (tuple((j.name, j.version) for j in self.jobs), self.state, width, height, color)
         if self._cache is None or self._cache[0] != key:
-            page = draw_page(self.jobs, self.state, width, height, self.looks, color)
+            page = draw_page(self.jobs, self.state, width, height, self.memory, color)
             self._cache = (key, page)
         return self._cache[1]
 
@@ -111,7 +111,7 @@ class ChartGridScreen(Screen[None]):
 
     def _xs(self) -> list[float]:
         view = self.query_one(GridView)
-        chart = focused_chart(view.jobs, self.state, view.looks)
+        chart = focused_chart(view.jobs, self.state, view.memory)
         return [] if chart is None else x_values(chart, span_of(self.state))
 
     def action_back(self) -> None:
