@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,19 +56,30 @@ def debiasing_divisors(weight: float, points: int) -> tuple[float, ...]:
 
 
 def _ema(values: Sequence[float], weight: float) -> list[float]:
-    divisors = debiasing_divisors(weight, len(values))
+    return _ema_from(values, weight, 0.0, 0)[0]
+
+
+def _ema_from(
+    values: Sequence[float], weight: float, last: float, accumulated: int
+) -> tuple[list[float], float, int]:
+    """The recurrence over `values`, from its state after earlier points (`last`, the average
+    so far, and how many finite points it holds), and its state after them."""
+    if accumulated:  # the same expression as debiasing_divisors': the same floats
+        divisors = tuple(1.0 - weight**k
+                         for k in range(accumulated + 1, accumulated + len(values) + 1))
+    else:
+        divisors = debiasing_divisors(weight, len(values))
     rest = 1.0 - weight
-    last = 0.0
-    accumulated = 0
+    first = accumulated
     smoothed: list[float] = []
     for value in values:
         if not math.isfinite(value):
             smoothed.append(value)
             continue
         last = last * weight + rest * value
-        smoothed.append(last / divisors[accumulated])
+        smoothed.append(last / divisors[accumulated - first])
         accumulated += 1
-    return smoothed
+    return smoothed, last, accumulated
 
 
 def _bounded_ema(values: Sequence[float], weight: float) -> list[float]:
@@ -106,6 +118,52 @@ def debiased_ema_array(values: Any, weight: float = DEFAULT_WEIGHT) -> F64:
     if not len(array) or weight == 0.0 or bool((array == array[0]).all()):
         return array
     return np.array(debiased_ema(array.tolist(), weight), dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class EmaSoFar:
+    """`debiased_ema_array(source, weight)` (`smoothed`), with what going on from it when
+    points are appended needs: the recurrence's output before any shortcut, and its state."""
+
+    source: F64
+    weight: float
+    ema: F64
+    last: float
+    accumulated: int
+    smoothed: F64
+
+
+def debiased_ema_grown(values: Any, weight: float, before: EmaSoFar | None) -> EmaSoFar:
+    """`debiased_ema_array(values, weight)`, where `values` may be `before`'s series with
+    points appended (a live series between two refreshes): then only the new points run the
+    recurrence, from its state after the old ones, the same operations in the same order as
+    over the whole series, so the same floats (tested equal)."""
+    import numpy as np
+
+    _check(weight)
+    array = np.asarray(values, dtype=np.float64)
+    head: F64 = np.empty(0)
+    last, accumulated = 0.0, 0
+    if before is not None and before.weight == weight and len(before.source) <= len(array) \
+            and np.array_equal(array[:len(before.source)], before.source, equal_nan=True):
+        if len(before.source) == len(array):  # nothing new: the very arrays of before
+            return before
+        head, last, accumulated = before.ema, before.last, before.accumulated
+    tail, last, accumulated = _ema_from(array[len(head):].tolist(), weight, last, accumulated)
+    ema = np.concatenate([head, np.array(tail, dtype=np.float64)])
+    return EmaSoFar(array, weight, ema, last, accumulated, _finished(array, weight, ema))
+
+
+def _finished(array: F64, weight: float, ema: F64) -> F64:
+    """What debiased_ema returns, given the recurrence's output: its shortcuts and bounded
+    path as it takes them."""
+    import numpy as np
+
+    if not len(array) or weight == 0.0 or bool((array == array[0]).all()):
+        return array
+    if np.isinf(ema).any():
+        return np.array(_bounded_ema(array.tolist(), weight), dtype=np.float64)
+    return ema
 
 
 def debiased_ema_rows(rows: F64, weight: float = DEFAULT_WEIGHT) -> F64:

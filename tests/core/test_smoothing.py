@@ -157,3 +157,31 @@ def test_rows_form_equals_the_list_form_row_by_row(rows: list[list[float]], weig
     for row, out in zip(rows, got, strict=True):
         if len(set(row)) > 1 and all(map(math.isfinite, out)):
             assert same_floats(out, debiased_ema(row, weight))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(awkward, max_size=40), st.lists(awkward, max_size=20),
+       st.lists(awkward, max_size=20), st.floats(0.0, 0.99))
+def test_a_grown_series_smooths_as_the_whole(
+    first: list[float], more: list[float], rest: list[float], weight: float
+) -> None:
+    """A series smoothed, then again with points appended (twice), from the first's state:
+    the whole series' smoothing, float for float; a series that is no extension of the one
+    before is smoothed afresh."""
+    from distcore.smoothing import debiased_ema_grown
+
+    before = debiased_ema_grown(np.array(first), weight, None)
+    grown = debiased_ema_grown(np.array(first + more), weight, before)
+    again = debiased_ema_grown(np.array(first + more + rest), weight, grown)
+    for values, got in ((first, before), (first + more, grown), (first + more + rest, again)):
+        assert same_floats(got.smoothed.tolist(), debiased_ema(values, weight))
+    other = debiased_ema_grown(np.array(rest + first), weight, again)
+    assert same_floats(other.smoothed.tolist(), debiased_ema(rest + first, weight))
+
+
+def test_a_series_with_nothing_new_keeps_its_smoothing() -> None:
+    """The same arrays as before (a chart drawn from them is not drawn again)."""
+    from distcore.smoothing import debiased_ema_grown
+
+    before = debiased_ema_grown(np.array([1.0, 2.0, 4.0]), 0.6, None)
+    assert debiased_ema_grown(np.array([1.0, 2.0, 4.0]), 0.6, before) is before

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from distcore import names
 from distcore.jobs.snapshots import Job
-from distcore.smoothing import debiased_ema_array
+from distcore.smoothing import EmaSoFar, debiased_ema_grown
 from distcore.textsafe import shown_names
 from distmon.render.braille import ColourBook
 from distmon.render.distribution import HISTOGRAM_PREFIX
@@ -86,9 +86,9 @@ class GridChart:
 
 class GridMemory:
     """What the grid keeps while it is open: each run's colour and line style, and, for the
-    last few hundred, each series' smoothed values and each chart's drawing (a refresh
-    smooths and draws again only what changed: the store's unchanged series are the same
-    objects from one snapshot to the next)."""
+    last few hundred, each series' smoothing (a live series' new points are smoothed on from
+    the old ones') and each chart's drawing (drawn again only when one of its series changed:
+    the store's unchanged series are the same objects from one snapshot to the next)."""
 
     SIZE = 512  # remembered results, least recently used first out
 
@@ -96,6 +96,7 @@ class GridMemory:
         self._hues = ColourBook(len(HUES))
         self._dashes = ColourBook(len(DASHES))
         self._kept: OrderedDict[Hashable, tuple[object, Any]] = OrderedDict()
+        self._smoothed: OrderedDict[Hashable, EmaSoFar] = OrderedDict()
 
     def remember(self, key: Hashable, keep: object, make: Callable[[], Any]) -> Any:
         """make() once for `key`; `keep` holds the objects whose ids are in the key, so that
@@ -108,9 +109,14 @@ class GridMemory:
         self._kept.move_to_end(key)
         return hit[1]
 
-    def smoothed(self, values: Any, weight: float) -> Any:
-        return self.remember(("ema", id(values), weight), values,
-                             lambda: debiased_ema_array(values, weight))
+    def smoothed(self, series: Hashable, values: Any, weight: float) -> Any:
+        """`values` of `series` (a run's tag) smoothed; where they are the values smoothed
+        last time with points appended, only the new points are smoothed."""
+        before = self._smoothed.pop(series, None)
+        now = self._smoothed[series] = debiased_ema_grown(values, weight, before)
+        if len(self._smoothed) > self.SIZE:
+            self._smoothed.popitem(last=False)
+        return now.smoothed
 
     def looks(self, runs: Sequence[tuple[str, str, str]]) -> dict[str, tuple[str, int]]:
         """(job, part, label) of each run -> (colour, line style) by label."""
@@ -154,7 +160,8 @@ def grid_charts(
             if series is None or not len(series.values):
                 continue
             colour, dash = styles[label]
-            smooth = memory.smoothed(series.values, smoothing) if smoothing else series.values
+            smooth = (memory.smoothed((label, tag), series.values, smoothing) if smoothing
+                      else series.values)
             traces.append(Trace(label, series.steps, series.values, smooth, series.wall_times,
                                 colour, dash, part == names.VALIDATION_DIR))
         charts.append(GridChart(tag, "epoch" if per_epoch(tag) else "step", tuple(traces)))
