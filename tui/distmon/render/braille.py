@@ -216,8 +216,10 @@ def _fill(cols: Any, lows: Any, highs: Any, w: int, h: int) -> Any:
     import numpy as np
 
     inside = (cols >= 0) & (cols < w)
-    cols, lows = cols[inside], np.maximum(lows[inside], 0)
-    highs = np.minimum(highs[inside] + 1, h)
+    # Rows outside the plot (a y range of the caller's cuts outliers) are clipped to its
+    # edges: an interval wholly outside becomes empty, its +1 and -1 in one place.
+    cols, lows = cols[inside], np.clip(lows[inside], 0, h)
+    highs = np.clip(highs[inside] + 1, 0, h)
     size = w * (h + 1)
     edges = np.bincount(cols * (h + 1) + lows, minlength=size)
     edges -= np.bincount(cols * (h + 1) + highs, minlength=size)
