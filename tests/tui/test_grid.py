@@ -147,3 +147,13 @@ def test_grid_snapshots(snap_compare: Any, make_app: MakeApp, size: tuple[int, i
         await open_grid(pilot)
 
     assert snap_compare(make_app(fit_runs()), terminal_size=size, run_before=opened)
+
+
+def test_grid_snapshot_without_colour(snap_compare: Any, make_app: MakeApp,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def opened(pilot: Any) -> None:
+        await open_grid(pilot)
+
+    assert snap_compare(make_app(fit_runs()), terminal_size=(160, 48), run_before=opened)
