@@ -5,10 +5,11 @@ points are not dragged towards zero; non-finite values pass through unsmoothed a
 the average; a constant series is returned as is (no float noise). We do exactly the same so that a
 curve in distmon looks like the one users know from the browser.
 
-Two forms of one rule: `debiased_ema` over a list (the alert rules' small windows, and the
-reference the tests hold the other to), and `debiased_ema_array` over a numpy array (the chart's
-whole series, read from the store's own arrays without a Python float per point). numpy is
-imported on first use only: the dashboard's first screen comes before numpy is loaded.
+One function, `debiased_ema`, for the alert rules and the charts alike: `debiased_ema_array` is
+the same function over a store's array (a chart's series), and `debiased_ema_rows` the same
+operations over many runs' tails at once (the job index's rising-loss rule); the tests hold
+both equal to it, float for float. numpy is imported on first use only: the dashboard's first
+screen comes before numpy is loaded.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,8 +34,8 @@ MAX_WEIGHT = 0.99
 def debiased_ema(values: Sequence[float], weight: float = DEFAULT_WEIGHT) -> list[float]:
     """Smooth `values` with TensorBoard's debiased EMA; `weight` in [0, 1), 0 = no smoothing."""
     _check(weight)
-    if not values or all(v == values[0] for v in values):
-        return list(values)
+    if not values or weight == 0.0 or all(v == values[0] for v in values):
+        return list(values)  # as it is: 0 smooths nothing, and keeps a -0.0 as -0.0
     smoothed = _ema(values, weight)
     if math.inf in smoothed or -math.inf in smoothed:  # an input, or an overflow: make sure
         return _bounded_ema(values, weight)
@@ -54,19 +56,30 @@ def debiasing_divisors(weight: float, points: int) -> tuple[float, ...]:
 
 
 def _ema(values: Sequence[float], weight: float) -> list[float]:
-    divisors = debiasing_divisors(weight, len(values))
+    return _ema_from(values, weight, 0.0, 0)[0]
+
+
+def _ema_from(
+    values: Sequence[float], weight: float, last: float, accumulated: int
+) -> tuple[list[float], float, int]:
+    """The recurrence over `values`, from its state after earlier points (`last`, the average
+    so far, and how many finite points it holds), and its state after them."""
+    if accumulated:  # the same expression as debiasing_divisors': the same floats
+        divisors = tuple(1.0 - weight**k
+                         for k in range(accumulated + 1, accumulated + len(values) + 1))
+    else:
+        divisors = debiasing_divisors(weight, len(values))
     rest = 1.0 - weight
-    last = 0.0
-    accumulated = 0
+    first = accumulated
     smoothed: list[float] = []
     for value in values:
         if not math.isfinite(value):
             smoothed.append(value)
             continue
         last = last * weight + rest * value
-        smoothed.append(last / divisors[accumulated])
+        smoothed.append(last / divisors[accumulated - first])
         accumulated += 1
-    return smoothed
+    return smoothed, last, accumulated
 
 
 def _bounded_ema(values: Sequence[float], weight: float) -> list[float]:
@@ -91,10 +104,11 @@ def _bounded_ema(values: Sequence[float], weight: float) -> list[float]:
 
 
 def debiased_ema_array(values: Any, weight: float = DEFAULT_WEIGHT) -> F64:
-    """`debiased_ema` over an array (or a `Column` view of one), as an array: the same rule,
-    equal within float rounding (exactly equal for the first two finite points, for non-finite
-    values and for a constant series). A series that needs no smoothing (empty, constant,
-    weight 0) comes back as the very array it was, without a copy; `values` is never written."""
+    """`debiased_ema` over an array (or a `Column` view of one), as an array: the very same
+    function (it runs `debiased_ema` on the array's floats), so a chart's curve and an alert's
+    window never differ by a rounding. A series that needs no smoothing (empty, constant,
+    weight 0) comes back as the very array it was, without a copy; `values` is never written.
+    A series holds at most the store's `max_points`, so the loop is bounded."""
     import numpy as np
 
     _check(weight)
@@ -103,47 +117,75 @@ def debiased_ema_array(values: Any, weight: float = DEFAULT_WEIGHT) -> F64:
         array = array.astype(np.float64)
     if not len(array) or weight == 0.0 or bool((array == array[0]).all()):
         return array
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is seen, and bounded
-        return _smoothed(array, weight)
+    return np.array(debiased_ema(array.tolist(), weight), dtype=np.float64)
 
 
-def _smoothed(array: F64, weight: float) -> F64:
+@dataclass(frozen=True, eq=False)
+class EmaSoFar:
+    """`debiased_ema_array(source, weight)` (`smoothed`), with what going on from it when
+    points are appended needs: the recurrence's output before any shortcut, and its state."""
+
+    source: F64
+    weight: float
+    ema: F64
+    last: float
+    accumulated: int
+    smoothed: F64
+
+
+def debiased_ema_grown(values: Any, weight: float, before: EmaSoFar | None) -> EmaSoFar:
+    """`debiased_ema_array(values, weight)`, where `values` may be `before`'s series with
+    points appended (a live series between two refreshes): then only the new points run the
+    recurrence, from its state after the old ones, the same operations in the same order as
+    over the whole series, so the same floats (tested equal)."""
     import numpy as np
 
-    finite = np.isfinite(array)
-    kept = array[finite]
-    smoothed = array.copy()  # non-finite values pass through, outside the average
-    smoothed[finite] = _debiased(kept, weight, 1.0)
-    if np.isinf(smoothed).any():  # an input, or an overflow: as _bounded_ema does
-        mean = _debiased(kept, weight, 0.5) * 2.0
-        low, high = np.minimum.accumulate(kept), np.maximum.accumulate(kept)
-        smoothed[finite] = np.minimum(high, np.maximum(low, mean))
-    return smoothed
+    _check(weight)
+    array = np.asarray(values, dtype=np.float64)
+    head: F64 = np.empty(0)
+    last, accumulated = 0.0, 0
+    if before is not None and before.weight == weight and len(before.source) <= len(array) \
+            and np.array_equal(array[:len(before.source)], before.source, equal_nan=True):
+        if len(before.source) == len(array):  # nothing new: the very arrays of before
+            return before
+        head, last, accumulated = before.ema, before.last, before.accumulated
+    tail, last, accumulated = _ema_from(array[len(head):].tolist(), weight, last, accumulated)
+    ema = np.concatenate([head, np.array(tail, dtype=np.float64)])
+    return EmaSoFar(array, weight, ema, last, accumulated, _finished(array, weight, ema))
 
 
-def _debiased(values: F64, weight: float, scale: float) -> F64:
-    """The EMA of `values * scale` (all finite) started at 0, divided by its bias."""
+def _finished(array: F64, weight: float, ema: F64) -> F64:
+    """What debiased_ema returns, given the recurrence's output: its shortcuts and bounded
+    path as it takes them."""
     import numpy as np
 
-    terms = (1.0 - weight) * (values * scale if scale != 1.0 else values)
-    summed = _scan(terms, weight)
-    # Past n where weight**n < 2**-54, 1 - weight**n rounds to 1.0: the bias is only divided
-    # out before that (at most ~4,100 powers at weight 0.99), the same quotients for less.
-    biased = min(len(values), math.ceil(54 * math.log(2) / -math.log(weight)) + 2)
-    summed[:biased] /= 1.0 - weight ** np.arange(1, biased + 1, dtype=np.float64)
-    return summed
+    if not len(array) or weight == 0.0 or bool((array == array[0]).all()):
+        return array
+    if np.isinf(ema).any():
+        return np.array(_bounded_ema(array.tolist(), weight), dtype=np.float64)
+    return ema
 
 
-def _scan(terms: F64, weight: float) -> F64:
-    """s[i] = weight * s[i-1] + terms[i] (s[-1] = 0), in log2(n) vectorised passes rather than
-    n Python steps: after the pass with shift k, s[i] sums terms[i-j] * weight**j for j < 2k.
-    The same sum as the recurrence, added up in another order: equal within rounding."""
-    summed = terms.copy()
-    shift, factor = 1, weight
-    while shift < len(summed) and factor > 0.0:  # weight**shift underflowed: nothing to add
-        summed[shift:] = summed[shift:] + factor * summed[:-shift]  # right side read first
-        shift, factor = shift * 2, factor * factor
-    return summed
+def debiased_ema_rows(rows: F64, weight: float = DEFAULT_WEIGHT) -> F64:
+    """`_ema` of every row of `rows` (all of one length) at once: the same IEEE operations in
+    the same order (`last * weight + (1 - weight) * value`, then `/ divisors[k]`), over a
+    column of rows per step; numpy's elementwise float64 arithmetic rounds as Python's floats
+    do. For finite rows (a non-finite value would pass through in `_ema`, not here) whose sum
+    did not overflow: the caller checks the output for an infinity, as `debiased_ema` does,
+    and takes the rule's own path there."""
+    import numpy as np
+
+    _check(weight)
+    count, points = rows.shape
+    divisors = debiasing_divisors(weight, points)
+    rest = 1.0 - weight
+    last = np.zeros(count)
+    every: F64 = np.empty((count, points))
+    with np.errstate(all="ignore"):
+        for k in range(points):
+            last = last * weight + rest * rows[:, k]
+            every[:, k] = last / divisors[k]
+    return every
 
 
 def adjust_weight(weight: float, delta: float) -> float:

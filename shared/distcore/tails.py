@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distcore.alerts import Alert, RunLike, cadence, series
+from distcore.smoothing import debiased_ema_rows
 
 F64 = npt.NDArray[np.float64]
 
@@ -42,28 +43,22 @@ def float_tail(values: Sequence[Any], n: int) -> F64 | None:
     return array if array.dtype == np.float64 and array.ndim == 1 else None
 
 
-def quiet_rises(tails: F64, divisors: Sequence[float], weight: float, window: int,
-                fraction: float, steady: float) -> npt.NDArray[np.bool_]:
+def quiet_rises(tails: F64, weight: float, window: int, fraction: float,
+                steady: float) -> npt.NDArray[np.bool_]:
     """For each row of `tails` (the newest values of a loss each, all rows of one length):
     True where loss_rising's rule surely says nothing (a NaN or an infinity, a constant tail,
     or its smoothed window does not rise enough, or steadily enough), False where the rule
     itself must run (it fires, or the EMA overflowed and takes smoothing's bounded path).
 
-    Exact, not an estimate: the EMA runs as smoothing._ema runs it, the same IEEE operations in
-    the same order (`last * weight + (1 - weight) * value`, then `/ divisors[k]`), only over
-    every row at once; numpy's elementwise float64 arithmetic rounds as Python's floats do. The
-    decision then uses the rule's own comparisons. (Its minimum may be -0.0 where the rule's is
-    0.0: a rise of zero either way, which never fires.)"""
-    rows, points = tails.shape
-    rest = 1.0 - weight
+    Exact, not an estimate: the EMA is smoothing's own (`debiased_ema_rows`, the rule's
+    operations over every row at once). The decision then uses the rule's own comparisons.
+    (Its minimum may be -0.0 where the rule's is 0.0: a rise of zero either way, which never
+    fires.)"""
+    points = tails.shape[1]
     with np.errstate(all="ignore"):
         finite = np.isfinite(tails).all(axis=1)
         constant = (tails == tails[:, :1]).all(axis=1)
-        last = np.zeros(rows)
-        every = np.empty((rows, points))
-        for k in range(points):
-            last = last * weight + rest * tails[:, k]
-            every[:, k] = last / divisors[k]
+        every = debiased_ema_rows(tails, weight)
         # An infinity anywhere (a division can overflow where the sum did not), as the rule
         # looks for it: there smoothing takes its bounded path, and the rule decides.
         overflow = ~np.isfinite(every).all(axis=1)
@@ -159,7 +154,7 @@ def quiet_losses(runs: Sequence[RunLike]) -> set[int]:
             at.append(i)
     if len(rows) < BATCH_MIN:
         return set()
-    quiet = quiet_rises(stack(rows), series.EMA_DIVISORS, series.EMA_WEIGHT,
+    quiet = quiet_rises(stack(rows), series.EMA_WEIGHT,
                         series.RISING_WINDOW, series.RISING_FRACTION,
                         series.RISING_STEADY).tolist()
     return {i for i, q in zip(at, quiet, strict=True) if q}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from distcore.smoothing import adjust_weight, debiased_ema, debiased_ema_array
+from distcore.smoothing import adjust_weight, debiased_ema, debiased_ema_array, debiased_ema_rows
 
 
 def closed_form(values: list[float], weight: float) -> list[float]:
@@ -70,33 +70,33 @@ def test_adjust_weight_clamps(weight: float, delta: float, expected: float) -> N
     assert adjust_weight(weight, delta) == expected
 
 
-# The chart smooths whole series with the array form; the list form above is its oracle.
+# The chart smooths whole series with the array form, the job index many tails with the rows
+# form: both are the list form's function, float for float.
 MAX = 1.7976931348623157e308
-ROUNDING = 1e-13  # of the largest finite value so far; measured worst 4e-15 (tree-order sums)
 
 awkward = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
     [MAX, -MAX, 1e300, -1e300, 5e-324, 0.0, -0.0, 1.0]
 )
 
 
+def same_floats(a: list[float], b: list[float]) -> bool:
+    return len(a) == len(b) and all(
+        (x == y and math.copysign(1, x) == math.copysign(1, y)) or (math.isnan(x) and math.isnan(y))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
 def assert_same_smoothing(values: list[float], weight: float) -> None:
-    oracle = debiased_ema(values, weight)
     got = debiased_ema_array(np.array(values, dtype=np.float64), weight)
-    assert got.dtype == np.float64 and len(got) == len(values)
-    largest = 0.0
-    for raw, want, out in zip(values, oracle, got.tolist(), strict=True):
-        if not math.isfinite(raw):  # passed through, exactly
-            assert out == raw or (math.isnan(raw) and math.isnan(out))
-            continue
-        largest = max(largest, abs(raw))
-        assert math.isfinite(out) and abs(out - want) <= ROUNDING * largest, (want, out)
+    assert got.dtype == np.float64
+    assert same_floats(got.tolist(), debiased_ema(values, weight))
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(awkward, max_size=60), st.floats(0.0, 0.99))
 @example(values=[MAX, MAX, MAX * 0.999], weight=0.9)  # the list form's overflow, bounded
 @example(values=[5e-324, 0.0], weight=0.5)
-def test_array_form_equals_the_list_form_within_rounding(
+def test_array_form_equals_the_list_form(
     values: list[float], weight: float
 ) -> None:
     assert_same_smoothing(values, weight)
@@ -142,3 +142,46 @@ def test_array_form_reads_a_store_column_without_writing_it() -> None:
 def test_array_form_rejects_weights_outside_zero_to_one(weight: float) -> None:
     with pytest.raises(ValueError):
         debiased_ema_array(np.array([1.0, 2.0]), weight)
+
+
+finite = st.floats(-1e300, 1e300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.lists(st.lists(finite, min_size=n, max_size=n),
+                                                    min_size=1, max_size=5)),
+       st.floats(0.01, 0.99))
+def test_rows_form_equals_the_list_form_row_by_row(rows: list[list[float]], weight: float) -> None:
+    """For finite rows that take no bounded path (the rule's own check)."""
+    got = debiased_ema_rows(np.array(rows, dtype=np.float64), weight).tolist()
+    for row, out in zip(rows, got, strict=True):
+        if len(set(row)) > 1 and all(map(math.isfinite, out)):
+            assert same_floats(out, debiased_ema(row, weight))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(awkward, max_size=40), st.lists(awkward, max_size=20),
+       st.lists(awkward, max_size=20), st.floats(0.0, 0.99))
+def test_a_grown_series_smooths_as_the_whole(
+    first: list[float], more: list[float], rest: list[float], weight: float
+) -> None:
+    """A series smoothed, then again with points appended (twice), from the first's state:
+    the whole series' smoothing, float for float; a series that is no extension of the one
+    before is smoothed afresh."""
+    from distcore.smoothing import debiased_ema_grown
+
+    before = debiased_ema_grown(np.array(first), weight, None)
+    grown = debiased_ema_grown(np.array(first + more), weight, before)
+    again = debiased_ema_grown(np.array(first + more + rest), weight, grown)
+    for values, got in ((first, before), (first + more, grown), (first + more + rest, again)):
+        assert same_floats(got.smoothed.tolist(), debiased_ema(values, weight))
+    other = debiased_ema_grown(np.array(rest + first), weight, again)
+    assert same_floats(other.smoothed.tolist(), debiased_ema(rest + first, weight))
+
+
+def test_a_series_with_nothing_new_keeps_its_smoothing() -> None:
+    """The same arrays as before (a chart drawn from them is not drawn again)."""
+    from distcore.smoothing import debiased_ema_grown
+
+    before = debiased_ema_grown(np.array([1.0, 2.0, 4.0]), 0.6, None)
+    assert debiased_ema_grown(np.array([1.0, 2.0, 4.0]), 0.6, before) is before

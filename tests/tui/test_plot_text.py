@@ -49,12 +49,13 @@ def distmon(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def _charts(text: str) -> dict[str, list[str]]:
-    """Each chart's lines by its title (titles are the lines that hold a `·`)."""
+    """Each chart's lines by its title (titles are the lines that hold a `·`), one chart a
+    row (a width under two charts'); the legend, the last line, is no chart's."""
     charts: dict[str, list[str]] = {}
     title = ""
-    for line in text.splitlines():
+    for line in text.splitlines()[:-1]:
         if " · " in line:
-            title = line
+            title = line.strip()
             charts[title] = []
         elif title and line.strip():
             charts[title].append(line)
@@ -66,14 +67,11 @@ def test_each_tag_is_a_chart_and_epoch_series_are_read_in_epochs(fit_logdir: Pat
     assert done.returncode == 0, done.stderr
     charts = _charts(done.stdout)
     assert set(charts) == {
-        "batch_loss · fit/train · step · raw",
-        "epoch_loss · fit/train · epoch · raw",
-        "epoch_loss · fit/validation · epoch · raw",
-        "evaluation_loss_vs_iterations · fit/validation · step · raw",
+        "batch_loss · step", "epoch_loss · epoch", "evaluation_loss_vs_iterations · step",
     }
-    epoch_axis = charts["epoch_loss · fit/train · epoch · raw"][-1].split()
+    epoch_axis = charts["epoch_loss · epoch"][-1].split()
     assert epoch_axis == ["0", "2"]  # three epochs, on an axis of their own
-    batch_axis = charts["batch_loss · fit/train · step · raw"][-1].split()
+    batch_axis = charts["batch_loss · step"][-1].split()
     assert int(batch_axis[-1]) - int(batch_axis[0]) >= 5  # the batches' own steps
     assert all(len(line) <= 72 for lines in charts.values() for line in lines)
     assert "\x1b[" not in done.stdout  # no terminal: no colour codes
@@ -94,17 +92,23 @@ def test_in_colour_the_jobs_share_a_chart_with_a_legend(
                                    str(fit_logdir)]), out) == 0
     text = out.getvalue()
     assert "\x1b[" in text
-    titles = [line for line in text.splitlines() if " · " in line and "━━" not in line]
-    assert len(titles) == 1 and "epoch_loss · epoch · ema 0.6 over raw" in titles[0]
-    assert "fit/train" in text and "fit/validation" in text  # the legend names both curves
+    titles = [line for line in text.splitlines() if " · " in line]
+    assert len(titles) == 1 and "epoch_loss · epoch" in titles[0]
+    legend = text.splitlines()[-1]
+    assert "fit/train" in legend and "fit/validation" in legend  # both curves, one chart
+    assert "ema 0.6 over faint raw" in legend
 
 
-def test_no_colour_is_one_curve_a_chart(fit_logdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_colour_tells_the_curves_by_line_style(
+    fit_logdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     out = Terminal()
     run_plot(parse_options(["--once", "--plot", "^epoch_loss$", str(fit_logdir)]), out)
     assert "\x1b[" not in out.getvalue()
-    assert len(_charts(out.getvalue())) == 2
+    assert len(_charts(out.getvalue())) == 1
+    legend = out.getvalue().splitlines()[-1]
+    assert "fit/train (solid)" in legend and "fit/validation (dashed)" in legend
 
 
 def test_a_pattern_no_tag_matches_is_one_line_naming_the_tags(fit_logdir: Path) -> None:
@@ -145,3 +149,27 @@ def test_any_logdir_plots_escaped_or_says_why(
         return
     plain = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
     assert not any(unicodedata.category(c) == "Cc" and c != "\n" for c in plain)
+
+
+def write_fit_like(root: Path) -> Path:
+    """A Keras fit's logdir as its TensorBoard callback lays it out, by the real event writer:
+    batch_loss at steps, epoch_loss at x = epoch (12 steps an epoch), validation at epochs."""
+    train = [Point(b"batch_loss", i, 2.0 - i / 40, 1000.0 + i) for i in range(60)]
+    train += [Point(b"epoch_loss", e, 1.5 / (e + 1), 1011.0 + 12 * e) for e in range(5)]
+    write_run(root / "fit" / "train", train)
+    write_run(root / "fit" / "validation",
+              [Point(b"epoch_loss", e, 1.7 / (e + 1), 1011.5 + 12 * e) for e in range(5)])
+    return root
+
+
+def test_plot_prints_the_grid_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = Terminal()
+    root = write_fit_like(tmp_path)
+    assert run_plot(parse_options(["--once", "--plot", "loss", "--width", "110", str(root)]),
+                    out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].split() == ["batch_loss", "·", "step", "epoch_loss", "·", "epoch"]
+    assert lines[-2].split() == ["0", "59", "0", "4"]  # steps beside epochs, each its own axis
+    assert lines[-1] == "━━━━ fit/train (solid)  ━━━  fit/validation (dashed)  (ema 0.6)"
+    assert all(len(line) <= 110 for line in lines)

@@ -26,7 +26,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.widgets import Footer, HelpPanel, Input
 
-from distcore.jobs.snapshots import JobsSnapshot
+from distcore.jobs.snapshots import Job, JobsSnapshot
 from distmon import keymaps
 from distmon import view as views
 from distmon.board import Board, board_widgets
@@ -72,6 +72,7 @@ class DashboardScreen(Screen[Any]):
         super().__init__()
         self.board = Board([str(p) for p in options.logdirs], progress)
         self._reload, self._first_rows = reload, first_rows
+        self._refresh_every = options.refresh
         self.jobs: JobsSnapshot | None = None  # the snapshot on screen
         self.set_reactive(DashboardScreen.state, views.initial_view(options.sort, options.filter))
         # Snapshot redraws paced by their cost (a sweep's redraw holds the GIL the readers
@@ -261,6 +262,15 @@ class DashboardScreen(Screen[Any]):
 
     def action_smoothing(self, direction: int) -> None:
         self.state = views.smoothed(self.state, direction)
+
+    def action_grid(self) -> None:
+        from distmon.widgets.grid import ChartGridScreen  # not before it is asked for
+
+        self.app.push_screen(ChartGridScreen(self.charted, self._refresh_every))
+
+    def charted(self) -> tuple[Job, ...]:
+        """The jobs the charts show: the focused one, or the overlaid ones."""
+        return self.board.charted(self.jobs, self.state)
 
     def action_reload(self) -> None:
         """Read every logdir again (the watcher's scan), then a fresh snapshot."""

@@ -23,6 +23,7 @@ DASHBOARD: list[BindingType] = [
             tooltip="more smoothing (TensorBoard's debiased EMA)"),
     Binding("minus", "smoothing(-1)", "smooth-", show=False, tooltip="less smoothing"),
     Binding("r", "reload", "reload", tooltip="read every logdir again"),
+    Binding("v", "grid", "grid", show=False, tooltip="a chart per scalar tag, paged"),
     Binding("escape", "escape", "unfocus", show=False,
             tooltip="unfocus the job, clear the filter, close this panel"),
     Binding("s", "sort_column", "sort",
@@ -62,4 +63,24 @@ COLUMNS_CHOOSER: list[BindingType] = [
     Binding("escape,enter", "apply", "apply"),
     Binding("a", "all(True)", "all"),
     Binding("n", "all(False)", "none"),
+]
+
+# The chart grid (`v`): a chart per scalar tag, one of them focused.
+CHART_GRID: list[BindingType] = [
+    Binding("escape,v", "back", "back", tooltip="back to the dashboard"),
+    Binding("left", "cursor(-1)", "◀", tooltip="cursor: the point before, in this chart"),
+    Binding("right", "cursor(1)", "▶", tooltip="cursor: the point after, in this chart"),
+    Binding("left_square_bracket", "zoom_in", "zoom", tooltip="zoom in: half the steps"),
+    Binding("right_square_bracket", "zoom_out", "unzoom", tooltip="zoom back out"),
+    Binding("tab,down", "focus_chart(1)", "next", tooltip="the next chart", priority=True),
+    Binding("shift+tab,up", "focus_chart(-1)", "prev", show=False,
+            tooltip="the chart before", priority=True),
+    Binding("pagedown", "page(1)", "page", tooltip="the next page of charts"),
+    Binding("pageup", "page(-1)", "page back", show=False, tooltip="the page before"),
+    Binding("enter", "maximise", "max", tooltip="this chart alone, and back"),
+    Binding("o", "outliers", "outliers", tooltip="ignore outliers in the y scale"),
+    Binding("slash", "filter", "filter", tooltip="filter tags by regular expression"),
+    Binding("plus,equals_sign", "smoothing(1)", "smooth+", show=False,
+            tooltip="more smoothing"),
+    Binding("minus", "smoothing(-1)", "smooth-", show=False, tooltip="less smoothing"),
 ]

@@ -1,36 +1,34 @@
-"""`distmon --once --plot REGEX`: the charts of every scalar tag that matches, as braille text.
+"""`distmon --once --plot REGEX`: the chart grid of every scalar tag that matches, as text.
 
-The dashboard's own chart renderer (distmon.render.braille) draws each chart, so a CI log or an
-`ssh host distmon --once --plot loss` shows the curves a user would see on the screen. One chart
-per tag, in the order of the tags' names; Keras' per-epoch series (`epoch_*`, written at x =
-epoch) get their own charts, read in epochs, never a per-step axis shared with per-step series.
+The dashboard's grid (distmon.render.grid, its `v` screen) draws it, so a CI log or an
+`ssh host distmon --once --plot loss` shows the charts a user would see on the screen: one chart
+per tag, group by group, side by side as the width allows; Keras' per-epoch series (`epoch_*`,
+written at x = epoch) are charts of their own, read in epochs, never a per-step axis shared with
+per-step series.
 
-In colour (a terminal, no NO_COLOR), a tag's chart overlays the jobs, each job in its colour
-(its validation curve the same colour, dimmed), the raw points dim under the smoothed curve, and
-a legend names each colour. Without colour, curves cannot be told apart on one chart, so each
-curve gets a chart of its own, named in its title, raw (no smoothed line to mistake for it).
+In colour (a terminal, no NO_COLOR), a tag's chart overlays the runs, each in its colour (a
+validation run the light tone of its train run's hue), the raw points faint under the smoothed
+curve, and a legend names each colour. Without colour, the smoothed curves in the runs' line
+styles, which the legend names in words.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
-from collections.abc import Sequence
 from typing import Final, TextIO
 
 from rich.console import Console
-from rich.text import Text
 
 from distcore.errors import DistmonError
-from distcore.jobs.snapshots import Job
 from distcore.textsafe import terminal_text
 from distmon.options import Options
-from distmon.render.braille import PALETTE, render_chart
-from distmon.render.curve import Curve
-from distmon.render.distribution import HISTOGRAM_PREFIX
-from distmon.render.view_model import all_tags, curves
+from distmon.render.braille import PALETTE
+from distmon.render.grid import Shown, grid_rows, legend
+from distmon.render.grid_model import GridMemory, grid_charts, grid_tags
+from distmon.render.grid_state import MIN_WIDTH
+from distmon.render.view_model import all_tags
 
 MAX_CHARTS: Final = 24  # a sweep's 10,000 jobs are no report: the first charts, then a count
 MAX_JOBS: Final = len(PALETTE)  # jobs overlaid on one chart: one colour each
@@ -46,8 +44,7 @@ def run_plot(options: Options, out: TextIO) -> int:
     snap = collect_jobs(options)
     by_name = {job.name: job for job in snap.jobs}
     jobs = [by_name[row.name] for row in table_of(snap, options).rows if row.name in by_name]
-    pattern = re.compile(options.plot or "", re.IGNORECASE)
-    tags = [t for t in all_tags(jobs) if not t.startswith(HISTOGRAM_PREFIX) and pattern.search(t)]
+    tags = grid_tags(jobs, options.plot or "")
     if not tags:
         there = ", ".join(terminal_text(t, 40) for t in all_tags(jobs)[:20]) or "none"
         raise DistmonError(f"--plot: no tag matches {terminal_text(options.plot, 80)!r} "
@@ -57,14 +54,14 @@ def run_plot(options: Options, out: TextIO) -> int:
                               if out.isatty() else DEFAULT_WIDTH)
     console = Console(file=out, width=width, force_terminal=color, no_color=not color,
                       highlight=False, emoji=False, markup=False)
-    charts = [chart for tag in tags for chart in _charts(jobs[:MAX_JOBS], tag, color)]
-    for title, drawn, legend in charts[:MAX_CHARTS]:
-        console.print(Text(title, style="bold"))
-        console.print(render_chart(drawn, width, HEIGHT, mode="step"))
-        if legend.plain:
-            console.print(legend)
-        console.print()
-    left = len(charts) - MAX_CHARTS
+    memory = GridMemory()
+    charts = grid_charts(jobs[:MAX_JOBS], tags[:MAX_CHARTS], SMOOTHING, memory)
+    cols = max(1, min(len(charts), width // MIN_WIDTH))
+    for line in grid_rows(charts, cols, width // cols, HEIGHT + 1, [Shown(color)] * len(charts)):
+        console.print(line, crop=True)
+    how = f"ema {SMOOTHING:g}" + (" over faint raw" if color else "")
+    console.print(legend(memory.legend(jobs[:MAX_JOBS]), color, how), crop=True)
+    left = len(tags) - MAX_CHARTS
     more_jobs = len(jobs) - MAX_JOBS
     for note in ((f"{left} more charts not shown: narrow --plot",) if left > 0 else ()) + (
         (f"{more_jobs} more jobs not shown: narrow them with --filter",) if more_jobs > 0 else ()
@@ -75,31 +72,3 @@ def run_plot(options: Options, out: TextIO) -> int:
 
 def _in_colour(out: TextIO) -> bool:
     return out.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
-def _charts(jobs: Sequence[Job], tag: str, color: bool) -> list[tuple[str, list[Curve], Text]]:
-    """(title, curves, legend) of the charts one tag makes."""
-    axis = "epoch" if _per_epoch(tag) else "step"
-    name = terminal_text(tag, 120)
-    raw = curves(jobs, tag, "step", 0.0)
-    if not color:
-        return [(f"{name} · {terminal_text(c.label, 80)} · {axis} · raw", [c], Text())
-                for c in raw]
-    smoothed = curves(jobs, tag, "step", SMOOTHING)
-    under = [Curve(c.label, c.xs, c.ys, c.color, dim=True) for c in raw]
-    return [(f"{name} · {axis} · ema {SMOOTHING:g} over raw", [*under, *smoothed],
-             _legend(smoothed))]
-
-
-def _per_epoch(tag: str) -> bool:
-    """Keras' TensorBoard callback writes `epoch_*` at x = epoch (its batch series at steps)."""
-    return tag.rsplit("/", 1)[-1].startswith("epoch_")
-
-
-def _legend(drawn: Sequence[Curve]) -> Text:
-    legend = Text()
-    for curve in drawn:
-        colour = PALETTE[curve.color % len(PALETTE)]
-        legend.append("━━ ", style=f"{colour} dim" if curve.dim else colour)
-        legend.append(terminal_text(curve.label, 60) + "   ")
-    return legend

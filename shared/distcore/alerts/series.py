@@ -19,7 +19,7 @@ from distcore import names
 from distcore.alerts import Alert, RunLike, SeriesLike, Severity
 from distcore.alerts.spikes import SpikeHistory, SpikeRule, SpikeSeen, spike_history
 from distcore.bounded import perf_value
-from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema, debiasing_divisors
+from distcore.smoothing import DEFAULT_WEIGHT, debiased_ema
 from distcore.tags import pick_tag
 
 RISING_WINDOW: Final = 20  # points of loss looked at for divergence
@@ -133,7 +133,6 @@ def loss_nan(run: RunLike) -> Alert | None:
 
 
 EMA_WEIGHT: Final = DEFAULT_WEIGHT
-EMA_DIVISORS: Final = debiasing_divisors(EMA_WEIGHT, RISING_WINDOW + RISING_WARMUP)
 
 
 def loss_rising(run: RunLike) -> Alert | None:

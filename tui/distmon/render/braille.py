@@ -30,7 +30,8 @@ class ColourBook:
     one given its colour last takes the colour least used among them), since two curves in one
     colour cannot be read apart."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = len(PALETTE)) -> None:
+        self._size = size  # colours to give (the palette's, unless another is indexed)
         self._colors: dict[str, int] = {}
         self._first: dict[str, int] = {}  # when each name was first given a colour
 
@@ -38,13 +39,13 @@ class ColourBook:
         for name in names:
             if name not in self._colors:
                 self._first[name] = len(self._first)
-                self._colors[name] = self._first[name] % len(PALETTE)
-        used = [0] * len(PALETTE)
+                self._colors[name] = self._first[name] % self._size
+        used = [0] * self._size
         taken: set[int] = set()
         for name in sorted(names, key=self._first.__getitem__):
             color = self._colors[name]
-            if color in taken and len(taken) < len(PALETTE):
-                color = min((i for i in range(len(PALETTE)) if i not in taken),
+            if color in taken and len(taken) < self._size:
+                color = min((i for i in range(self._size) if i not in taken),
                             key=lambda i: (used[i], i))
                 self._colors[name] = color
             taken.add(color)
@@ -73,6 +74,18 @@ class Axis:
 class Frame:
     x: Axis
     y: Axis
+
+
+@dataclass(frozen=True)
+class ChartLook:
+    """What the chart grid asks beyond the curves' palette colours: each curve's own style,
+    its line pattern (bit i: drawn in the cells whose column % 4 is i), a y range of its own
+    (outliers left out: what falls outside is cut), and a cursor column at an x."""
+
+    styles: tuple[Style, ...] | None = None
+    dashes: tuple[int, ...] | None = None
+    y_range: tuple[float, float] | None = None
+    cursor: float | None = None
 
 
 @dataclass(frozen=True)
@@ -203,8 +216,10 @@ def _fill(cols: Any, lows: Any, highs: Any, w: int, h: int) -> Any:
     import numpy as np
 
     inside = (cols >= 0) & (cols < w)
-    cols, lows = cols[inside], np.maximum(lows[inside], 0)
-    highs = np.minimum(highs[inside] + 1, h)
+    # Rows outside the plot (a y range of the caller's cuts outliers) are clipped to its
+    # edges: an interval wholly outside becomes empty, its +1 and -1 in one place.
+    cols, lows = cols[inside], np.clip(lows[inside], 0, h)
+    highs = np.clip(highs[inside] + 1, 0, h)
     size = w * (h + 1)
     edges = np.bincount(cols * (h + 1) + lows, minlength=size)
     edges -= np.bincount(cols * (h + 1) + highs, minlength=size)
@@ -250,7 +265,8 @@ def _pow10(exponent: float) -> float:
 
 
 def render_chart(
-    curves: Sequence[Curve], width: int, height: int, *, log_y: bool = False, mode: XMode = "step"
+    curves: Sequence[Curve], width: int, height: int, *, log_y: bool = False,
+    mode: XMode = "step", look: ChartLook = ChartLook(),
 ) -> Text:
     """`height` lines of `width` cells: y labels, the braille plot, and an x axis line that
     counts the points that could not be plotted."""
@@ -260,23 +276,38 @@ def render_chart(
     missing = sum(p.missing for p in prepared)
     if frame is None or cols < 4 or rows < 1:
         return Text(_no_plot(missing, log_y) if frame is None else "", style="dim")
-    bits, owner = _cells(prepared, frame, cols, rows)
-    styles = [_style(c) for c in curves]
+    if look.y_range is not None and look.y_range[0] < look.y_range[1]:
+        frame = Frame(frame.x, Axis(*look.y_range))
+    bits, owner = _cells(prepared, frame, cols, rows, look.dashes)
+    styles = list(look.styles) if look.styles else [_style(c) for c in curves]
+    cursor = None if look.cursor is None else _column_of(frame, cols, look.cursor)
     out = Text(no_wrap=True, overflow="crop")
     labels = {0: frame.y.high, rows - 1: frame.y.low, rows // 2: frame.y.middle}
     for row in range(rows):
         label = _y_label(labels[row], log_y) if row in labels else " " * (Y_LABEL_WIDTH - 1) + "│"
         out.append(label, style="dim")
-        _append_row(out, bits[row], owner[row], styles)
+        _append_row(out, bits[row], owner[row], styles, cursor)
         out.append("\n")
     out.append(_x_axis(frame, cols, mode, missing), style="dim")
     return out
 
 
-def _cells(prepared: Sequence[Points], frame: Frame, cols: int, rows: int) -> tuple[Any, Any]:
+def _column_of(frame: Frame, cols: int, x: float) -> int | None:
+    """The cell column where x is plotted, None outside the plot."""
+    xa, xb, xk, xc = dot_scale(frame.x, cols * 2)
+    dot = round((x * xa - xb) * xk) + xc
+    return dot // 2 if 0 <= dot < cols * 2 else None
+
+
+def _cells(
+    prepared: Sequence[Points], frame: Frame, cols: int, rows: int,
+    dashes: Sequence[int] | None = None,
+) -> tuple[Any, Any]:
     """Per (row, col) cell: its braille dot bits (0: empty) and the index of the last curve
     with a dot in it, whose colour it takes."""
     import numpy as np
+
+    kept = np.arange(cols) % 4
 
     bits = np.zeros((rows, cols), dtype=np.int64)
     owner = np.full((rows, cols), -1, dtype=np.int64)
@@ -285,6 +316,8 @@ def _cells(prepared: Sequence[Points], frame: Frame, cols: int, rows: int) -> tu
         if not len(points.at):
             continue
         dots = _plot(points, frame, cols * 2, rows * 4).reshape(cols, 2, rows, 4)
+        if dashes is not None:  # a line style: the curve drawn in some of each 4 cells
+            dots &= ((dashes[index] >> kept) & 1).astype(bool)[:, None, None, None]
         mine = np.einsum("cxry,xy->rc", dots.astype(np.int64), weights)
         bits |= mine
         owner[mine > 0] = index
@@ -305,18 +338,26 @@ def _no_plot(missing: int, log_y: bool) -> str:
 _CHARS = (" ", *(chr(0x2800 + bits) for bits in range(1, 256)))  # an empty cell is a space
 
 
-def _append_row(out: Text, bits: Any, owner: Any, styles: list[Style]) -> None:
+def _append_row(
+    out: Text, bits: Any, owner: Any, styles: list[Style], cursor: int | None = None
+) -> None:
     """One chart row as runs of equally styled characters: a span per run, not per cell
-    (Textual's cost of drawing a Text grows with its spans)."""
+    (Textual's cost of drawing a Text grows with its spans); the cursor's cell reversed (a
+    rule where the cell is empty)."""
     import numpy as np
 
     line = "".join([_CHARS[b] for b in bits.tolist()])
+    if cursor is not None:
+        line = line[:cursor] + (line[cursor].strip() or "│") + line[cursor + 1:]
+    at = len(out)
     ends = [*(np.flatnonzero(owner[1:] != owner[:-1]) + 1).tolist(), len(line)]
     start = 0
     for end in ends:
         index = int(owner[start])
         out.append(line[start:end], style=styles[index] if index >= 0 else None)
         start = end
+    if cursor is not None:
+        out.stylize("reverse", at + cursor, at + cursor + 1)
 
 
 def _x_axis(frame: Frame, cols: int, mode: XMode, missing: int) -> str:
