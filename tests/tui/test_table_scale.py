@@ -192,11 +192,11 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
                         lambda *a, **k: draws.append(1) or draw(*a, **k))  # fmt: skip
     app = app_over(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
-        await until(pilot, lambda: keys(app) == ["a", "b", "c"] and app.jobs is not None
+        await until(pilot, lambda: keys(app) == ["a", "b", "c"] and app.dashboard.jobs is not None
                     and "reading" not in str(app.query_one("#status").render()), "the runs")
-        jobs = app.jobs.jobs if app.jobs is not None else ()
+        jobs = app.dashboard.jobs.jobs if app.dashboard.jobs is not None else ()
         await pilot.pause(0.1)
         before, drawn = len(counted), len(draws)
         await until(pilot, lambda: len(draws) >= drawn + 5, "five more snapshots drawn")
-        assert app.jobs is not None and app.jobs.jobs is jobs  # nothing changed: the same jobs
+        assert app.dashboard.jobs is not None and app.dashboard.jobs.jobs is jobs  # nothing changed: the same jobs
         assert counted[before:] == []
