@@ -157,8 +157,12 @@ async def test_a_panel_whose_text_keeps_its_height_asks_for_no_layout(
         panel = app.query_one(AlertsPanel)
         laid: list[bool] = []
         refresh = panel.refresh
-        monkeypatch.setattr(panel, "refresh",
-                            lambda *a, layout=False, **k: laid.append(layout) or refresh(*a, **k))
+
+        def counted_refresh(*a: object, layout: bool = False, **k: object) -> object:
+            laid.append(layout)
+            return refresh(*a, layout=layout, **k)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(panel, "refresh", counted_refresh)
         panel.update(Text("input wait 12%\nstalled for 3 s"))
         await pilot.pause()
         panel.update(Text("input wait 13%\nstalled for 4 s"))  # new words, the same lines

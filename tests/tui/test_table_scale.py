@@ -182,14 +182,21 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
         age(tmp_path / name, 5000)  # long silent: no clock-dependent rule changes them
     counted: list[str] = []
     arrange, shown = board.ViewRows.arrange, view.shown_jobs
-    monkeypatch.setattr(board.ViewRows, "arrange",
-                        lambda *a, **k: counted.append("arrange") or arrange(*a, **k))
-    monkeypatch.setattr(view, "shown_jobs",
-                        lambda *a, **k: counted.append("shown") or shown(*a, **k))
     draws: list[int] = []
     draw = board.Board.draw
-    monkeypatch.setattr(board.Board, "draw",
-                        lambda *a, **k: draws.append(1) or draw(*a, **k))  # fmt: skip
+
+    def counting(name: str, call: Any) -> Any:
+        def counted_call(*a: Any, **k: Any) -> Any:
+            if name == "draw":
+                draws.append(1)
+            else:
+                counted.append(name)
+            return call(*a, **k)
+        return counted_call
+
+    monkeypatch.setattr(board.ViewRows, "arrange", counting("arrange", arrange))
+    monkeypatch.setattr(view, "shown_jobs", counting("shown", shown))
+    monkeypatch.setattr(board.Board, "draw", counting("draw", draw))
     app = app_over(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: keys(app) == ["a", "b", "c"] and app.dashboard.jobs is not None
@@ -198,5 +205,6 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
         await pilot.pause(0.1)
         before, drawn = len(counted), len(draws)
         await until(pilot, lambda: len(draws) >= drawn + 5, "five more snapshots drawn")
-        assert app.dashboard.jobs is not None and app.dashboard.jobs.jobs is jobs  # nothing changed: the same jobs
+        # nothing changed: the same jobs
+        assert app.dashboard.jobs is not None and app.dashboard.jobs.jobs is jobs
         assert counted[before:] == []
