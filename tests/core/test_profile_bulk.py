@@ -76,6 +76,21 @@ def test_profiles_written_as_tensorflow_writes_them_read_the_same() -> None:
     assert _both(nothing.SerializeToString()) is None
 
 
+def test_many_threads_and_streams_read_the_same() -> None:
+    """Each thread's ops nest on their own: a long op on one thread holds nothing of the
+    next; one line of the hundreds here ends late, others start before it ends."""
+    threads = [LineSpec(f"tf_Compute/{n}", [
+        Ev(f"t{n}/Long:StatefulPartitionedCall", (n % 7) * MS, (200 - n) * MS),
+        *(Ev(f"t{n}/a:MatMul", (n % 5 + k) * MS, MS // (k + 1)) for k in range(3)),
+        Ev(f"t{n}/b:Relu", (n % 3) * MS, 2 * MS),
+    ]) for n in range(150)]
+    streams = [LineSpec(f"Stream #{n}", [Ev(f"k{n % 9}", n * MS, MS), Ev("MemcpyD2H", 0, n)])
+               for n in range(120)]
+    message = space({"/host:CPU": [*threads, *training_steps(3)], "/device:GPU:0": streams})
+    summary = _both(message.SerializeToString())
+    assert summary is not None and len(summary.streams) == 64
+
+
 def test_the_benchs_profile_reads_the_same() -> None:
     summary = _both(build(40_000))
     assert summary is not None and summary.step_count > 90

@@ -11,14 +11,17 @@ parser would have made of it. decode.py stays the reference the tests hold this 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from distcore.profile import decode, wire
 from distcore.profile.schema import classes, raw_xspace_class
 from distcore.profile.wire import Array, Mask
+
+GROUP: Final = 1 << 19  # events whose times are worked on together
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class PlaneEvents:
         del blobs
         self.ends = np.cumsum(np.concatenate(lengths)) if lengths else np.zeros(0, np.int64)
         self.starts = self.ends - np.concatenate(lengths) if lengths else self.ends
+        counts = [line.last - line.first for line in self.lines]
+        self.line_of = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+        self.bases = np.array([line.base_ps for line in self.lines], np.uint64)
         self._messages: dict[int, Any] = {}
         self._read(wire.words(self.blob))
 
@@ -99,18 +105,34 @@ class PlaneEvents:
         ]
         return found
 
-    def spans(self, line: LineEvents) -> tuple[Array, Array, Array]:
-        """(indices, start_ps, end_ps) of the line's events in time, clamped as Line.spans
-        clamps them; events with occurrence counts are left out."""
-        index = np.flatnonzero(self.counted[line.first:line.last]) + line.first
+    def groups(self) -> Iterator[tuple[int, int]]:
+        """The lines as ranges [first, last) of about GROUP events or fewer (a longer line
+        alone), in order: the arrays of one range at a time stay small."""
+        first, held = 0, 0
+        for number, line in enumerate(self.lines):
+            size = line.last - line.first
+            if held and held + size > GROUP:
+                yield first, number
+                first, held = number, 0
+            held += size
+        if first < len(self.lines):
+            yield first, len(self.lines)
+
+    def spans(self, lines: Mask, group: tuple[int, int]) -> tuple[Array, Array, Array, Array]:
+        """(indices, line numbers, start_ps, end_ps) of the events of the lines chosen in a
+        group, in order, their times clamped as Line.spans clamps them; events with occurrence
+        counts are left out."""
+        low, high = self.lines[group[0]].first, self.lines[group[1] - 1].last
+        index = np.flatnonzero(self.counted[low:high] & lines[self.line_of[low:high]]) + low
+        line = self.line_of[index]
         offset = np.clip(self.offset_ps[index], 0, decode.MAX_PS).astype(np.uint64)
         duration = np.clip(self.duration_ps[index], 0, decode.MAX_PS).astype(np.uint64)
-        start = np.uint64(line.base_ps) + offset
+        start = self.bases[line] + offset
         end = start + duration
         over = end > np.uint64(decode.MAX_PS)
         start[over] = np.minimum(start[over], np.uint64(decode.MAX_PS))
         end[over] = decode.MAX_PS
-        return index, start.astype(np.int64), end.astype(np.int64)
+        return index, line, start.astype(np.int64), end.astype(np.int64)
 
 
 def _frame(number: int, payload: bytes) -> bytes:

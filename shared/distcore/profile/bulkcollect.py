@@ -6,13 +6,15 @@ whose stats are read, become messages."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from distcore.profile import collect as reference
-from distcore.profile.bulk import LineEvents, PlaneEvents
+from distcore.profile.bulk import PlaneEvents
 from distcore.profile.collect import Collected, OpTotal, StreamTotal
 from distcore.profile.decode import GPU_PLANE_PREFIX, HOST_PLANE
 from distcore.profile.wire import Array
@@ -74,17 +76,19 @@ def _host_plane(plane: PlaneEvents, out: Collected, spans: Spans, max_step: int)
     communicates = np.array([talk for _, talk in op_types], np.bool_)
     step_id = plane.plane.stat_id("step_num")
     markers = plane.with_stat(step_id) if step_id is not None else None
+    computes = np.array([not line.name.startswith("tf_data_") for line in plane.lines],
+                        np.bool_)
+    every = np.ones(len(plane.lines), np.bool_)
     parts: list[tuple[Array, Array]] = []
-    for line in plane.lines:
-        index, start, end = plane.spans(line)
+    for group in plane.groups():
+        index, line, start, end = plane.spans(every, group)
         out.events += len(index)
         code = _lookup(keys, codes, plane.metadata_id[index], _OTHER)
-        if not line.name.startswith("tf_data_"):
-            ops = code >= 0
-            parts.append(_op_self_times(start[ops], end[ops], code[ops]))
-            talk = communicates[code[ops]]
-            spans.communication.append((start[ops][talk], end[ops][talk]))
-            spans.host_compute.append((start[ops][~talk], end[ops][~talk]))
+        ops = (code >= 0) & computes[line]
+        parts.append(_op_self_times(start[ops], end[ops], code[ops], line[ops]))
+        talk = communicates[code[ops]]
+        spans.communication.append((start[ops][talk], end[ops][talk]))
+        spans.host_compute.append((start[ops][~talk], end[ops][~talk]))
         get_next = code == _GET_NEXT
         spans.get_next.append((start[get_next], end[get_next]))
         iterators = np.flatnonzero(code == _ITERATOR)
@@ -95,8 +99,10 @@ def _host_plane(plane: PlaneEvents, out: Collected, spans: Spans, max_step: int)
                 reference._iterator(plane.plane, path, int(start[i]), int(end[i]), event))
         if markers is not None:
             found = np.flatnonzero((code == _OTHER) & markers[index])
-            for i, event in zip(found.tolist(), plane.events(index[found].tolist()), strict=True):
-                reference._marker(plane.plane, event, int(start[i]), int(end[i]), out, max_step)
+            for i, event in zip(found.tolist(), plane.events(index[found].tolist()),
+                                strict=True):
+                reference._marker(plane.plane, event, int(start[i]), int(end[i]), out,
+                                  max_step)
     _op_totals(parts, op_types, out)
 
 
@@ -110,24 +116,45 @@ def _host_code(name: str, kind: reference.OpKind, op_code: dict[tuple[str, bool]
     return _OTHER
 
 
-def _op_self_times(start: Array, end: Array, code: Array) -> tuple[Array, Array]:
-    """collect._op_self_times on arrays: (op codes, self times) of one thread's ops. An op
-    alone in its stretch of time (none open when it starts, none starting before it ends) is
-    all self time; the stack is walked in Python only through stretches where ops nest."""
-    if (start[1:] <= start[:-1]).any():  # not in time order already, one op a start
-        order = np.lexsort((-end, start))  # stable, as the reference's sort
+def _op_self_times(
+    start: Array, end: Array, code: Array, line: Array
+) -> tuple[Array, Array]:
+    """collect._op_self_times on arrays, each thread (`line`, in order) on its own: (op
+    codes, self times). An op alone in its stretch of time (none open when it starts, none
+    starting before it ends) is all self time; the stack is walked in Python only through
+    stretches where ops nest."""
+    same = line[1:] == line[:-1]
+    if (same & (start[1:] <= start[:-1])).any():  # not in time order, one op a start
+        order = np.lexsort((-end, start, line))  # stable, as the reference's sort
         start, end, code = start[order], end[order], code[order]
     if not start.size:
         return code, start
-    reach = np.maximum.accumulate(end)
+    reach = _reach(end, np.flatnonzero(~same) + 1)
     opens_alone = np.ones(len(start), np.bool_)
-    opens_alone[1:] = start[1:] >= reach[:-1]
+    opens_alone[1:] = ~same | (start[1:] >= reach[:-1])
     alone = opens_alone.copy()
     alone[:-1] &= opens_alone[1:]
     self_ps = end - start
     nested = np.flatnonzero(~alone)
-    self_ps[nested] = _nested_self(start[nested], end[nested])
+    self_ps[nested] = _nested_self(start[nested], end[nested], opens_alone[nested])
     return code, self_ps
+
+
+def _reach(end: Array, firsts: Array) -> Array:
+    """The latest end so far of each thread's ops (threads start at `firsts`)."""
+    if len(firsts) < 64:
+        bounds = [0, *firsts.tolist(), len(end)]
+        return np.concatenate([np.maximum.accumulate(end[a:b])
+                               for a, b in itertools.pairwise(bounds)])
+    # Many threads: rank the ends thread by thread, so that one running maximum over the
+    # ranks never carries one thread's end into the next.
+    thread = np.zeros(len(end), np.int64)
+    thread[firsts] = 1
+    by_rank = np.lexsort((end, np.cumsum(thread)))
+    rank = np.empty(len(end), np.int64)
+    rank[by_rank] = np.arange(len(end))
+    reach: Array = end[by_rank][np.maximum.accumulate(rank)]
+    return reach
 
 
 def _op_totals(
@@ -145,12 +172,15 @@ def _op_totals(
         total.self_ps += totals[number]
 
 
-def _nested_self(start: Array, end: Array) -> list[int]:
-    """Self time of each op of stretches where ops nest (in the reference's order)."""
+def _nested_self(start: Array, end: Array, opens: npt.NDArray[np.bool_]) -> list[int]:
+    """Self time of each op of stretches where ops nest (in the reference's order); a new
+    stretch (`opens`) starts with no op open."""
     starts, ends = start.tolist(), end.tolist()
     inside = [0] * len(starts)
     stack: list[int] = []
-    for i, begin in enumerate(starts):
+    for i, (begin, new) in enumerate(zip(starts, opens.tolist(), strict=True)):
+        if new:
+            stack.clear()
         while stack and ends[stack[-1]] <= begin:
             stack.pop()
         if stack:
@@ -175,15 +205,13 @@ class _DeviceNames:
 
 
 def _device_plane(plane: PlaneEvents, out: Collected, spans: Spans) -> None:
-    names: _DeviceNames | None = None
+    streams = np.array([line.name.startswith("Stream") for line in plane.lines], np.bool_)
+    if not streams.any():
+        return  # lines derived from the streams (steps, XLA modules, ops) would count twice
+    names = _DeviceNames(plane)
     kernels: list[tuple[Array, Array]] = []
-    for line in plane.lines:
-        if not line.name.startswith("Stream"):
-            continue  # lines derived from the streams (steps, XLA modules, ops) would count twice
-        names = names or _DeviceNames(plane)
-        kernels.append(_device_line(plane, names, line, out, spans))
-    if names is None:
-        return
+    for group in plane.groups():
+        kernels.append(_device_group(plane, names, streams, group, out, spans))
     code = np.concatenate([c for c, _ in kernels])
     counts = np.bincount(code, minlength=len(names.known)).tolist()
     totals = exact_sums(np.concatenate([t for _, t in kernels]), code, len(names.known))
@@ -194,27 +222,32 @@ def _device_plane(plane: PlaneEvents, out: Collected, spans: Spans) -> None:
         total.self_ps += totals[number]
 
 
-def _device_line(
-    plane: PlaneEvents, names: _DeviceNames, line: LineEvents, out: Collected, spans: Spans
+def _device_group(
+    plane: PlaneEvents, names: _DeviceNames, streams: npt.NDArray[np.bool_],
+    group: tuple[int, int], out: Collected, spans: Spans,
 ) -> tuple[Array, Array]:
-    """The stream's totals; (name codes, times) of its kernels."""
-    stream = out.streams.setdefault((plane.name, line.name), StreamTotal())
-    index, start, end = plane.spans(line)
+    """The streams' totals of a group of lines; (name codes, times) of their kernels."""
+    index, line, start, end = plane.spans(streams, group)
     out.events += len(index)
     code = _lookup(names.keys, names.codes, plane.metadata_id[index], names.unknown)
     copy = names.copy[code]
     kernel = ~copy
     length = end - start
-    stream.copies += int(copy.sum())
-    stream.copy_ps += _sum(length[copy])
-    stream.kernels += int(kernel.sum())
-    stream.kernel_ps += _sum(length[kernel])
+    first, count = group[0], group[1] - group[0]
+    at = line - first
+    copies = np.bincount(at[copy], minlength=count).tolist()
+    copy_ps = exact_sums(length[copy], at[copy], count)
+    kernel_count = np.bincount(at[kernel], minlength=count).tolist()
+    kernel_ps = exact_sums(length[kernel], at[kernel], count)
+    for number in np.flatnonzero(streams[first:group[1]]).tolist():
+        key = (plane.name, plane.lines[first + number].name)
+        stream = out.streams.setdefault(key, StreamTotal())
+        stream.copies += copies[number]
+        stream.copy_ps += copy_ps[number]
+        stream.kernels += kernel_count[number]
+        stream.kernel_ps += kernel_ps[number]
     talks = names.talks[code] & kernel
     spans.communication.append((start[talks], end[talks]))
     work = kernel & ~talks
     spans.device_compute.append((start[work], end[work]))
     return code[kernel], length[kernel]
-
-
-def _sum(values: Array) -> int:
-    return exact_sums(values, np.zeros(len(values), np.int64), 1)[0]
