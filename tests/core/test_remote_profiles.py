@@ -8,12 +8,15 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from distcore.jobs.snapshots import JobsSnapshot
 from distcore.location import RunLocation
 from distcore.profile import ProfileError, ProfileSummary
 from distcore.remote.profiles import CAP, ProfileMirror, newest_profiles
@@ -131,6 +134,48 @@ def test_once_json_shows_a_remote_jobs_profile_over_ssh(sshd: Sshd, tmp_path: Pa
         (a["run"].rsplit(":", 1)[-1], a["kind"]) for a in doc["alerts"]}
     assert profiles["broken"]["message"].startswith("profile unreadable: not an XSpace")
     assert profiles["huge"]["message"] == "profile unreadable: over the 64 MiB size cap"
+    assert list(temp.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_dashboards_producers_read_a_remote_profile_when_it_appears(
+    sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the producers' own threads, as the dashboard runs them: a job's profile is shown
+    once copied, a newer session replaces it, and the copies go with the producers."""
+    from distcore.remote.spec import SshSpec
+    from distmon.options import Options
+    from distmon.producers import ProducerSet, make_producers
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    runs = tmp_path / "runs"
+    _job(runs, "slow", _input_bound())
+    options = Options(logdirs=(), no_gpu=True, ssh_config=sshd.config, refresh=0.2,
+                      remotes=(SshSpec(HOST_ALIAS, None, str(runs)),))
+    producers = ProducerSet(make_producers(options), options)
+    shown: list[str] = []
+    seen = threading.Condition()
+
+    def snapshot(snap: JobsSnapshot) -> None:
+        with seen:
+            shown.extend(j.profile.path for j in snap.jobs if isinstance(j.profile,
+                                                                          ProfileSummary))
+            seen.notify_all()
+
+    try:
+        producers.launch(snapshot, lambda seconds, error: None)
+        with seen:  # the waits bound a failure only
+            assert seen.wait_for(lambda: any(SESSION in p for p in shown), 60), shown
+        newer = runs / "slow" / "train" / "plugins" / "profile" / "2027_01_01_00_00_00"
+        newer.mkdir()
+        (newer / "host.xplane.pb").write_bytes(_input_bound())
+        with seen:
+            assert seen.wait_for(lambda: any("2027_01_01" in p for p in shown), 60), shown
+        assert any(p.name.startswith("distmon-profiles-") for p in temp.iterdir())
+    finally:
+        producers.close()
     assert list(temp.iterdir()) == []
 
 
