@@ -16,7 +16,7 @@ The job index's own cost per refresh: bench/dashboard_index.py.
 distmon runs as a user's install does, from byte-code caches (bench/_installed.py).
 
     python bench/dashboard.py [--repeats 3] [--runs 200] [--points 10000000] [--watch 60]
-                              [--only first|watch|idle|sweep] [--long MINUTES]
+                              [--only first|watch|idle|sweep] [--long MINUTES] [--grid]
                               [--sweep-runs 100000]
 """
 
@@ -78,6 +78,9 @@ class Terminal:
 
     def screen(self) -> str:
         return self._tmux("capture-pane", "-p", "-t", "bench")
+
+    def keys(self, *keys: str) -> None:
+        self._tmux("send-keys", "-t", "bench", *keys)
 
     def pid(self) -> int:
         return int(self._tmux("display-message", "-p", "-t", "bench", "#{pane_pid}").strip())
@@ -203,20 +206,25 @@ def with_writers(n: int, fn: Callable[[Path], dict[str, Any]]) -> dict[str, Any]
 
 
 def watch_terminal(
-    logdir: Path, size: tuple[int, int], seconds: float, jobs: int
+    logdir: Path, size: tuple[int, int], seconds: float, jobs: int, grid: bool = False
 ) -> dict[str, Any]:
-    """distmon in tmux on `logdir`, sampled for `seconds` once all `jobs` are listed."""
+    """distmon in tmux on `logdir`, sampled for `seconds` once all `jobs` are listed (with
+    `grid`, once the chart grid of the focused job is shown)."""
     term = Terminal(distmon_command(logdir), size)
     try:
         term.wait_for(lambda s: f"{jobs} jobs" in s and "reading" not in s, 600.0)
+        if grid:
+            term.keys("v")
+            if term.wait_for(lambda s: "outliers" in s, 600.0) is None:  # the grid's key bar
+                raise SystemExit("the chart grid did not open")
         time.sleep(3)  # past start-up
         return sample_process(term.pid(), seconds)
     finally:
         term.close()
 
 
-def watch_distmon(seconds: float, size: tuple[int, int]) -> dict[str, Any]:
-    return with_writers(8, lambda logdir: watch_terminal(logdir, size, seconds, 8))
+def watch_distmon(seconds: float, size: tuple[int, int], grid: bool = False) -> dict[str, Any]:
+    return with_writers(8, lambda logdir: watch_terminal(logdir, size, seconds, 8, grid))
 
 
 def rss_over_time(minutes: float) -> dict[str, Any]:
@@ -276,6 +284,8 @@ def main() -> int:
     parser.add_argument("--only", choices=("first", "watch", "idle", "long", "sweep"),
                         help="one part (sweep: only when asked)")
     parser.add_argument("--sweep-runs", type=int, default=100_000, help="--only sweep's runs")
+    parser.add_argument("--grid", action="store_true",
+                        help="watch and idle with the chart grid (v) shown")
     parser.add_argument(
         "--long", type=float, metavar="MINUTES", help="also RSS at minute 1 and MINUTES (10)"
     )
@@ -300,9 +310,10 @@ def main() -> int:
     if args.only in (None, "watch"):
         watch_part(args, has_tb)
     if args.only in (None, "idle"):
-        print(f"== {args.runs} runs sitting idle, {args.watch:.0f} s")
+        shown = ", the chart grid shown" if args.grid else ""
+        print(f"== {args.runs} runs sitting idle{shown}, {args.watch:.0f} s")
         for size in ((80, 24), (160, 48)):
-            idle = watch_terminal(logdir, size, args.watch, jobs)
+            idle = watch_terminal(logdir, size, args.watch, jobs, args.grid)
             print(f"distmon {size[0]}x{size[1]}  CPU {idle['cpu_percent']:.1f}% of a core   "
                   f"peak RSS {idle['peak_rss_mib']:.0f} MiB")  # fmt: skip
     if args.long or args.only == "long":
@@ -330,10 +341,11 @@ def first_part(args: argparse.Namespace, logdir: Path, jobs: int, has_tb: bool) 
 
 
 def watch_part(args: argparse.Namespace, has_tb: bool) -> None:
-    print(f"== watching 8 runs x 10 points/s for {args.watch:.0f} s")
+    shown = ", the chart grid shown" if args.grid else ""
+    print(f"== watching 8 runs x 10 points/s for {args.watch:.0f} s{shown}")
     cpu = {}
     for size in ((80, 24), (160, 48)):
-        dm = watch_distmon(args.watch, size)
+        dm = watch_distmon(args.watch, size, args.grid)
         cpu[size] = dm["cpu_percent"]
         print(
             f"distmon {size[0]}x{size[1]}  CPU {dm['cpu_percent']:.1f}% of a core   peak RSS "
