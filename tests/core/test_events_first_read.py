@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from distcore.events import LogdirWatcher, RunStore, discovery, first_read, watch
-from tests.tui.test_serve import wait_for
+from tests.kit.wait import wait_until
 
 RUNS = 6
 
@@ -127,10 +127,7 @@ def test_the_rest_is_read_once_the_first_rows_are_drawn(
     scan = threading.Thread(target=watcher.scan_once)
     scan.start()
     try:
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while len(store.snapshot()) < 2:
-            assert time.monotonic() < deadline, "the newest runs never landed"
-            time.sleep(0.01)
+        wait_until(lambda: len(store.snapshot()) >= 2, "the newest runs", every=0.01)
         scan.join(0.2)
         assert scan.is_alive() and {r.name for r in store.snapshot()} == {"run5", "run4"}
     finally:
@@ -185,7 +182,7 @@ def test_a_long_walks_first_runs_are_told_before_it_ends(
     scan = threading.Thread(target=watcher.scan_once)
     scan.start()
     try:
-        wait_for(lambda: store.snapshot())
+        wait_until(lambda: store.snapshot())
         scan.join(0.2)
         progress = watcher.progress()
         assert scan.is_alive() and progress is not None and progress[1] < RUNS  # mid-walk
