@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.remote_servers import HOST_ALIAS, Sshd
-from tests.core.test_remote_ssh import sshd, write_scalars
-from tests.tui.test_serve import Serve, sample, scrape, wait_for
+from tests.core.test_remote_ssh import write_scalars
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.wait import wait_until
+from tests.tui.test_serve import Serve, sample, scrape
 
-__all__ = ["sshd"]  # the fixture, imported for its use below
 pytestmark = pytest.mark.slow
 UUID = "GPU-5c8b3d1e-0000-4a4b-8c8c-00000000000"
 
@@ -31,7 +31,7 @@ def test_an_ssh_hosts_gpus_and_runs_are_exported(sshd: Sshd, tmp_path: Path) -> 
             return text if None not in (gpu, gpm) and 'tag="loss"' in text else ""
 
         try:
-            text = wait_for(ready)
+            text = wait_until(ready)
         except AssertionError:  # what it had instead
             raise AssertionError(f"{serve.stderr()}\n{scrape(port)}") from None
     finally:
