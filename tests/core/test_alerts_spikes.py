@@ -26,6 +26,7 @@ from distcore.alerts.series import LOSS_SPIKE_RULE, loss_spike, series_alerts
 from distcore.alerts.spikes import BLOCK, KEPT, SpikeHistory, SpikeTracker
 from distcore.tails import spike_candidates
 from tests.core import oracle_rules as oracle
+from tests.kit.writers import write_scalars
 from tests.tui import fixed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -185,13 +186,7 @@ def test_a_sweep_decides_its_spikes_at_once_as_one_by_one() -> None:
 
 
 def write_loss(logdir: Path, name: str, values: Sequence[float]) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir / name / "train"))
-    start = time.time() - len(values)
-    for step, value in enumerate(values):
-        writer.add_scalar("loss", value, step, walltime=start + step)
-    writer.close()
+    write_scalars(logdir / name / "train", values, time.time() - len(values))
     (logdir / name / "run.json").write_text(json.dumps({"status": "finished"}))
 
 
@@ -303,7 +298,8 @@ async def test_the_dashboard_warns_of_a_finished_runs_recovered_spike(tmp_path: 
     """The real watcher and index under the dashboard: the alerts panel warns of the spike at
     step 150 of a finished 300-step run."""
     from distmon.widgets.panels import Panel
-    from tests.tui.test_live import app_over, until
+    from tests.kit.wait import until
+    from tests.tui.test_live import app_over
 
     write_loss(tmp_path, "late", spike_at_150(300))
     app = app_over(tmp_path)
