@@ -19,7 +19,7 @@ from distcore.remote import make_remote_producers, parse_source
 from distcore.remote.fsspec_logdir import describe_error
 from tests.core.remote_servers import CountingProxy, ServerProcess, gcs_emulator, moto_server
 from tests.kit.wait import wait_until
-from tests.kit.writers import record, scalar_event, scalar_records, session_start
+from tests.kit.writers import record, scalar_event, scalar_records, session_start, write_scalars
 
 INSTALLS = "pip install -e '.[test]' installs it (make test does)"
 
@@ -80,12 +80,7 @@ def objects(
 
 
 def tensorboardx_file(tmp_path: Path, points: int) -> bytes:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(tmp_path / "tbx"), flush_secs=3600)
-    for step in range(points):
-        writer.add_scalar("loss", 1.0 / (step + 1), step)
-    writer.close()
+    write_scalars(tmp_path / "tbx", [1.0 / (step + 1) for step in range(points)])
     (path,) = (tmp_path / "tbx").glob("*tfevents*")
     return path.read_bytes()
 

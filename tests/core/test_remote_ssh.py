@@ -13,7 +13,7 @@ from distcore.remote import make_remote_producers
 from distcore.remote.spec import SshSpec
 from tests.kit.sshd import HOST_ALIAS, NO_SSHD, Sshd, sshd_available, started_sshd
 from tests.kit.wait import wait_until
-from tests.kit.writers import scalar_records
+from tests.kit.writers import scalar_records, write_scalars
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,20 +25,16 @@ INTERVAL = 0.4
 
 
 
-def write_scalars(logdir: Path, steps: range, tag: str = "loss") -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir), flush_secs=3600)
-    for step in steps:
-        writer.add_scalar(tag, step * 0.5, step)
-    writer.close()
-
-
 def append(run: Path, points: list[tuple[int, float]]) -> None:
     """Records appended to the run's event file, as a TF writer's next flush does."""
     (path,) = run.glob("*tfevents*")
     with path.open("ab") as f:
         f.write(scalar_records("loss", points))
+
+
+def halves(steps: range) -> list[float]:
+    """The values these tests write at `steps`: each step's half."""
+    return [step * 0.5 for step in steps]
 
 
 def steps_of(store: RunStore, name: str, tag: str = "loss") -> list[int]:
@@ -50,8 +46,8 @@ def steps_of(store: RunStore, name: str, tag: str = "loss") -> list[int]:
 
 def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(5))
-    write_scalars(logdir / "b" / "train", range(3))
+    write_scalars(logdir / "a", halves(range(5)))
+    write_scalars(logdir / "b" / "train", halves(range(3)))
     store = RunStore()
     remote = make_remote_producers(
         [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config
@@ -77,7 +73,7 @@ def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path
 
 def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(4))
+    write_scalars(logdir / "a", halves(range(4)))
     store = RunStore()
     remote = make_remote_producers(
         [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config,
@@ -92,7 +88,7 @@ def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_p
         assert error.message.startswith(f"{HOST_ALIAS}: host unreachable since ")
         assert "\n" not in error.message
         assert steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3]  # kept what was read
-        write_scalars(logdir / "a", range(4, 6))
+        write_scalars(logdir / "a", halves(range(4, 6)), first_step=4)
         sshd.start()
         wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4, 5], timeout=60)
         assert remote.errors() == ()
@@ -322,7 +318,7 @@ def raising_listener(store: RunStore) -> threading.Event:
 def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
     sshd: Sshd, tmp_path: Path
 ) -> None:
-    write_scalars(tmp_path / "runs" / "a", range(2))
+    write_scalars(tmp_path / "runs" / "a", halves(range(2)))
     store = RunStore()
     broken = raising_listener(store)
     remote = make_remote_producers(

@@ -16,9 +16,10 @@ from distcore.remote.ssh import SshConnection
 from distcore.remote.ssh_logdir import QUIET_CAP, SshLogdirReader, quiet_wait
 from distmon.options import Options
 from distmon.producers import Producers, ProducerSet
-from tests.core.test_remote_ssh import append, steps_of, write_scalars
+from tests.core.test_remote_ssh import append, halves, steps_of
 from tests.kit.sshd import HOST_ALIAS, Sshd
 from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 
 MakeReader = Callable[[Path, RunStore, float], SshLogdirReader]  # logdir, store, quiet cap
 
@@ -72,7 +73,7 @@ def reader_for(tmp_path: Path, sshd: Sshd) -> Iterator[MakeReader]:
 @pytest.mark.slow
 def test_a_change_after_a_long_quiet_period_is_seen(tmp_path: Path, reader_for: MakeReader) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(3))
+    write_scalars(logdir / "a", halves(range(3)))
     store = RunStore()
     reader = reader_for(logdir, store, 1.6)
     wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])
@@ -89,7 +90,7 @@ def test_a_change_after_a_long_quiet_period_is_seen(tmp_path: Path, reader_for: 
 @pytest.mark.slow
 def test_a_reload_wakes_a_quiet_host_at_once(tmp_path: Path, reader_for: MakeReader) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(3))
+    write_scalars(logdir / "a", halves(range(3)))
     store = RunStore()
     reader = reader_for(logdir, store, 600.0)
     wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])

@@ -5,12 +5,15 @@
   `header` is a record's start alone (a length and its CRC: data that may never come);
 - events built with TensorBoard's protos (`scalar_event`, `session_start`, `scalar_records`);
 - `varint`: protobuf's base-128 integer, padded to a width where a test wants a long encoding;
-- `write_scalars`: a series through tensorboardX's SummaryWriter, as a training job writes one.
+- `write_scalars`: a series through tensorboardX's SummaryWriter, as a training job writes one;
+  `write_job`: one as distagent lays a job out.
 """
 
 from __future__ import annotations
 
+import json
 import struct
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from distcore.tfrecord.framing import masked_crc, record
 
 __all__ = ["header", "record", "scalar_event", "scalar_records", "session_start", "varint",
-           "write_scalars"]
+           "write_job", "write_scalars"]
 
 
 def header(length: int) -> bytes:
@@ -59,13 +62,22 @@ def scalar_records(tag: str, points: Iterable[tuple[int, float]]) -> bytes:
 
 
 def write_scalars(run_dir: Path, values: Sequence[float], start: float | None = None,
-                  tag: str = "loss", every: float = 1.0) -> None:
-    """values[i] at step i, at wall time start + every * i (the writer's clock without `start`),
-    in a new event file of `run_dir`."""
+                  tag: str = "loss", every: float = 1.0, first_step: int = 0) -> None:
+    """values[i] at step first_step + i, at wall time start + every * i (the writer's clock
+    without `start`), in a new event file of `run_dir`."""
     from tensorboardX import SummaryWriter
 
     writer = SummaryWriter(str(run_dir))
-    for step, value in enumerate(values):
-        at = None if start is None else start + every * step
-        writer.add_scalar(tag, value, step, walltime=at)
+    for i, value in enumerate(values):
+        at = None if start is None else start + every * i
+        writer.add_scalar(tag, value, first_step + i, walltime=at)
     writer.close()
+
+
+def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | None = None) -> Path:
+    """A job as distagent lays it out: <job>/train events, written up to now, and, where given,
+    run.json."""
+    write_scalars(logdir / name / "train", losses, time.time() - len(losses))
+    if status is not None:
+        (logdir / name / "run.json").write_text(json.dumps({"status": status}))
+    return logdir / name

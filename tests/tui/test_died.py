@@ -23,8 +23,9 @@ from distcore import names
 from distmon.once import run_once
 from distmon.options import Options
 from tests.kit.wait import until, wait_until
+from tests.kit.writers import write_job
 from tests.tui.test_live import app_over, rows
-from tests.tui.test_serve import Serve, sample, scrape, write_job
+from tests.tui.test_serve import Serve, sample, scrape
 
 
 @pytest.fixture

@@ -21,9 +21,10 @@ from tests.core.profile_files import hostile_space, write
 from tests.json_shape import undocumented
 from tests.kit.wait import until, wait_until
 from tests.kit.webhook import Receiver
+from tests.kit.writers import write_job
 from tests.tui.conftest import ready
 from tests.tui.test_live import app_over
-from tests.tui.test_serve import ROOT, Serve, sample, scrape, write_job
+from tests.tui.test_serve import ROOT, Serve, sample, scrape
 
 pytestmark = pytest.mark.slow
 SESSION = "2026_01_01_00_00_00"

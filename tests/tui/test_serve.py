@@ -3,7 +3,6 @@ webhook receiver, and its end on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -25,25 +24,12 @@ from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.serve import _levels, parse_listen
 from tests.kit.wait import wait_until
 from tests.kit.webhook import SECRET, Receiver
+from tests.kit.writers import write_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 T = TypeVar("T")
-
-
-def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | None = None) -> Path:
-    """A job as distagent lays it out: <job>/train events and, where given, run.json."""
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir / name / "train"))
-    start = time.time() - len(losses)
-    for step, value in enumerate(losses):
-        writer.add_scalar("loss", value, step, walltime=start + step)
-    writer.close()
-    if status is not None:
-        (logdir / name / "run.json").write_text(json.dumps({"status": status}))
-    return logdir / name
 
 
 class Serve:

@@ -21,7 +21,8 @@ import pytest
 from distcore.metrics_http import IDLE_TIMEOUT
 from tests.core.test_metrics import _control_bytes
 from tests.kit.wait import wait_until
-from tests.tui.test_serve import Serve, scrape, write_job
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve, scrape
 
 # A job directory with the control characters a terminal or a log reader acts on.
 PROMTOOL = shutil.which("promtool")

@@ -20,7 +20,8 @@ import pytest
 from distcore.metrics import label_text
 from tests.kit.net import free_port
 from tests.kit.wait import wait_until
-from tests.tui.test_serve import Serve, write_job
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve
 
 CONFIGS = Path(__file__).resolve().parents[2] / "sample_configs" / "prometheus"
 INSTALL = "install Debian's prometheus package (apt-get install prometheus; .ci/run does it)"

@@ -20,7 +20,8 @@ from distmon.arguments import parse_options
 from distmon.cli import main
 from tests.kit.wait import wait_until
 from tests.kit.webhook import SECRET, Receiver
-from tests.tui.test_serve import Serve, sample, scrape, write_job
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve, sample, scrape
 
 URL = f"https://user:hunter2@hooks.example.com/services/{SECRET}"
 
