@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -138,7 +139,9 @@ def test_a_first_read_is_told_newest_first_as_it_lands(
     store = RunStore()
     told: list[frozenset[str]] = []
     store.subscribe(told.append)
-    LogdirWatcher([tmp_path], store, workers=1).scan_once()
+    drawn = threading.Event()  # a front end that shows rows as they land, and drew the first
+    drawn.set()
+    LogdirWatcher([tmp_path], store, workers=1, first_drawn=drawn).scan_once()
     assert len(told) > 1  # while reading, then the scan's own notification
     assert told[0] == {"run4"}
     assert frozenset().union(*told) == {f"run{i}" for i in range(5)}

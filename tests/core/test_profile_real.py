@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from distcore.profile import ProfileError, ProfileSummary, find_profiles, summarize
+from distcore.profile.analyze import summarize_bytes
 from distcore.profile.summary import from_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -90,6 +91,16 @@ def test_summary_round_trips_through_json(profiles: dict[str, Path]) -> None:
     summary = _summary(profiles["mirrored_slow"])
     text = json.dumps(summary.to_json(), allow_nan=False)
     assert from_json(json.loads(text)) == summary
+
+
+def test_the_bulk_decoder_reads_them_as_the_message_decoder_does(
+    profiles: dict[str, Path]
+) -> None:
+    for path in profiles.values():
+        data = path.read_bytes()
+        bulk = summarize_bytes(data, str(path))
+        assert bulk == summarize_bytes(data, str(path), reference=True)
+        assert bulk.events > 100
 
 
 @pytest.mark.parametrize("keep", [0.1, 0.5, 0.97])

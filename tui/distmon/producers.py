@@ -65,7 +65,8 @@ class Producers:
     # with the extras).
     remote: RemoteProducers | None = None
     slurm: SlurmStates | None = None
-    # The jobs' TensorFlow profiles (local job directories), read once each on its own thread.
+    # The jobs' TensorFlow profiles (local ones, and remote ones' copies), read once each on its
+    # own thread.
     profiles: ProfileReader | None = None
 
 
@@ -86,9 +87,8 @@ def make_producers(options: Options, *, first_drawn: threading.Event | None = No
     sampler = TelemetrySampler(source, interval=options.refresh)
     # The Slurm state of each job whose run.json names one (squeue on its own thread).
     slurm = SlurmStates(interval=max(options.refresh, SLURM_MIN_INTERVAL))
-    profiles = ProfileReader()
     if not options.remotes:
-        return Producers(store, watcher, sampler, slurm=slurm, profiles=profiles)
+        return Producers(store, watcher, sampler, slurm=slurm, profiles=ProfileReader())
     # host:PATH and URLs fill the same store; remote hosts' GPUs are more hosts for the index.
     from distcore.remote import make_remote_producers
 
@@ -96,8 +96,9 @@ def make_producers(options: Options, *, first_drawn: threading.Event | None = No
         options.remotes, store, refresh=options.refresh, ssh_config=options.ssh_config,
         storage_options=options.storage_options, gpus=not options.no_gpu,
     )  # fmt: skip
+    # Remote jobs' profiles are read from the copies their readers make (remote.profiles).
     return Producers(store, watcher, sampler, hosts=remote.host_sources, extra=(remote,),
-                     remote=remote, slurm=slurm, profiles=profiles)
+                     remote=remote, slurm=slurm, profiles=ProfileReader(mirror=remote.profiles))
 
 
 class ProducerSet:

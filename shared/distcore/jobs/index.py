@@ -410,9 +410,9 @@ class JobIndex:
         keep = None
         if self._facts.keys() != self._profile_jobs:
             self._profile_jobs = set(self._facts)
-            keep = set(profile_folders(self._facts.values()))
+            keep = set(profile_folders(self._facts.values(), profiles.local_for))
         changed = (self._facts[name] for name in touched if name in self._facts)
-        profiles.watch(profile_folders(changed), keep=keep)
+        profiles.watch(profile_folders(changed, profiles.local_for), keep=keep)
 
     def _with_profiles(self, judged: Iterable[Job], profiles: Mapping[Path, Profile],
                        now: float) -> tuple[Job, ...]:
@@ -421,7 +421,9 @@ class JobIndex:
         jobs, kept = [], self._profiled
         self._profiled = {}
         for job in judged:
-            local = job.directory.local if job.directory is not None else None
+            local = None
+            if job.directory is not None and self._profiles is not None:
+                local = self._profiles.local_for(job.directory)
             profile = profiles.get(local) if local is not None else None
             if profile is None:
                 jobs.append(job)

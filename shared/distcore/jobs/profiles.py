@@ -1,15 +1,15 @@
 """ProfileReader: each job's latest TensorFlow profile, read once, off every UI thread.
 
 The job index tells it the jobs it knows (`watch`: each job directory with its runs' folders,
-on this machine only: a remote job's profile would have to be copied here first, which no
-remote reader does yet). On its own thread it looks for profiles in a rotating share of those
-jobs per pass (the new ones first), never walking a whole logdir: it lists only
-`<job>/plugins/profile` and each run's `<run>/plugins/profile` (where `tf.profiler` and Keras'
-TensorBoard callback write them), and nothing more where there is no such folder. A job's
-latest profile is summarised by `distcore.profile.summarize` (its own subprocess, under memory,
-CPU and time limits), one at a time, once per (path, size, mtime): a file caught half-written
-reads as unreadable and is read again once it changed. `latest()`
-maps each job directory to its summary or the one-line `ProfileError` that stands for it.
+as `local_for` finds them on this machine: a local job's own, a remote job's copies, which its
+remote reader makes in a `Mirror`, distcore.remote.profiles). On its own thread it looks for
+profiles in a rotating share of those jobs per pass (the new ones first), never walking a whole
+logdir: it lists only `<job>/plugins/profile` and each run's `<run>/plugins/profile` (where
+`tf.profiler` and Keras' TensorBoard callback write them), and nothing more where there is no
+such folder. A job's latest profile is summarised by `distcore.profile.summarize` (its own
+subprocess, under memory, CPU and time limits), one at a time, once per (path, size, mtime): a
+file caught half-written reads as unreadable and is read again once it changed. `latest()` maps
+each job directory to its summary or the one-line `ProfileError` that stands for it.
 
 `read_once(timeout_s)` is `--once`'s pass on the calling thread: every watched directory looked
 at, every new profile summarised while the time lasts, and those it did not reach recorded as
@@ -25,13 +25,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 from distcore.alerts import sort_alerts
 from distcore.alerts.profile import profile_input_bound
 from distcore.jobs.judge import JobFacts
 from distcore.jobs.snapshots import Job
 from distcore.listeners import Listeners
+from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, ProducerError
 from distcore.profile import ProfileError, ProfileSummary, profiles_at, summarize
 from distcore.textsafe import terminal_text
@@ -43,6 +44,18 @@ INTERVAL: Final = 5.0  # seconds between passes
 PER_PASS: Final = 256  # directories looked at per pass, besides the new ones
 ONCE_TIMEOUT: Final = 30.0  # `--once` waits this long for all its profiles together
 MAX_MEMORY: Final = 1024 * 1024 * 1024  # one summary's address space (its subprocess)
+
+
+class Mirror(Protocol):
+    """Remote profiles copied here (distcore.remote.profiles.ProfileMirror)."""
+
+    def local_for(self, location: RunLocation) -> Path | None:
+        """A job or run folder's path on this machine (a remote one's copies), or None."""
+        ...
+
+    def summarize(self, path: Path, timeout_s: float, summarizer: Summarizer) -> Profile:
+        """The summary of a file found under local_for's paths, under its own name."""
+        ...
 
 
 def _summarize(path: Path, timeout_s: float) -> Profile:
@@ -74,8 +87,10 @@ class ProfileReader:
         per_pass: int = PER_PASS,
         timeout_s: float = 60.0,
         summarizer: Summarizer = _summarize,
+        mirror: Mirror | None = None,
     ) -> None:
         self._summarizer, self._timeout, self._per_pass = summarizer, timeout_s, per_pass
+        self._mirror = mirror
         self._lock = threading.Lock()  # guards the fields below it
         self._dirs: tuple[Path, ...] = ()
         self._folders: dict[Path, tuple[Path, ...]] = {}  # where each job's profiles are
@@ -146,7 +161,16 @@ class ProfileReader:
         with self._lock:
             return self._latest
 
+    def local_for(self, location: RunLocation) -> Path | None:
+        """Where the profiles of a job or run folder are looked for on this machine."""
+        return location.local if self._mirror is None else self._mirror.local_for(location)
+
     # --- the work ----------------------------------------------------------------------------
+
+    def _summary(self, path: Path, timeout_s: float) -> Profile:
+        if self._mirror is None:
+            return self._summarizer(path, timeout_s)
+        return self._mirror.summarize(path, timeout_s, self._summarizer)
 
     def _due(self) -> list[Path]:
         with self._lock:
@@ -185,7 +209,7 @@ class ProfileReader:
         for directory, key in self._look(self._due()):
             if self._loop.stopping:
                 return
-            self._store(directory, key, self._summarizer(key[0], self._timeout))
+            self._store(directory, key, self._summary(key[0], self._timeout))
         self._failing.ok()
 
     def read_once(self, timeout_s: float = ONCE_TIMEOUT,
@@ -204,22 +228,27 @@ class ProfileReader:
                     terminal_text(os.fspath(key[0])),
                     f"not read within the {timeout_s:g} s `--once` waits for profiles")
             else:
-                profile = self._summarizer(key[0], left)
+                profile = self._summary(key[0], left)
             self._store(directory, key, profile)
 
 
 
-def profile_folders(jobs: Iterable[JobFacts]) -> dict[Path, tuple[Path, ...]]:
-    """Each job on this machine: its directory, and its runs' folders where a profile may be
-    (the `system/` runs the recorder writes hold none)."""
+def profile_folders(
+    jobs: Iterable[JobFacts], local_for: Callable[[RunLocation], Path | None] | None = None
+) -> dict[Path, tuple[Path, ...]]:
+    """Each job with a place on this machine (`local_for`, a ProfileReader's: its own
+    folder, or a remote job's copies): its directory, and its runs' folders where a profile
+    may be (the `system/` runs the recorder writes hold none)."""
+    place = local_for or (lambda location: location.local)
     found: dict[Path, tuple[Path, ...]] = {}
     for job in jobs:
-        local = job.directory.local if job.directory is not None else None
+        local = place(job.directory) if job.directory is not None else None
         if local is None:
             continue
+        runs = ((part, place(run.path)) for part, run in job.parts.items())
         found[local] = tuple(
-            run.path.local for part, run in job.parts.items()
-            if run.path.local is not None and part != "system" and not part.startswith("system/")
+            path for part, path in runs
+            if path is not None and part != "system" and not part.startswith("system/")
         )
     return found
 

@@ -1,6 +1,10 @@
 """From a profile's bytes to its `ProfileSummary`: decode, one pass over the events, then
 steps, the tf.data bottleneck, the top ops and the device streams.
 
+The bulk decoder (bulk.py, bulkcollect.py, spans.py) reads the events as arrays; the message
+decoder (decode.py, collect.py, steps.py), an object an event, gives the same summary more
+slowly and is kept as the reference it is tested against (`reference=True`).
+
 Runs on untrusted bytes in the parsing subprocess (runner.py); raises ProfileUnreadable for a
 file that is no profile or holds nothing to summarise.
 """
@@ -9,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from distcore.profile import decode, steps, tfdata
+from distcore.profile import bulk, bulkcollect, decode, spans, steps, tfdata
 from distcore.profile.collect import Collected, collect
 from distcore.profile.summary import (
     NAME_LIMIT,
@@ -30,20 +34,32 @@ MAX_STREAMS: Final = 64
 _STAT_TEXT_LIMIT: Final = 100
 
 
-def summarize_bytes(data: bytes, path: str) -> ProfileSummary:
-    space = decode.parse(data)
-    planes = decode.planes(space)
-    collected = collect(planes, MAX_STEP)
+def summarize_bytes(data: bytes, path: str, *, reference: bool = False) -> ProfileSummary:
+    if reference:
+        space = decode.parse(data)
+        hostnames = decode.hostnames(space)
+        planes = decode.planes(space)
+        plane_names = [p.name for p in planes]
+        collected = collect(planes, MAX_STEP)
+        source, found = steps.breakdown(collected) if collected.events else ("none", [])
+    else:
+        space = bulk.parse(data)
+        hostnames = decode.hostnames(space)
+        events = bulk.planes(space)
+        del space  # the planes hold what is read on; the parsed file's memory goes
+        plane_names = [p.name for p in events]
+        collected, times = bulkcollect.collect(events, MAX_STEP)
+        del events
+        source, found = spans.breakdown(collected, times) if collected.events else ("none", [])
     if not collected.events:
-        names = ", ".join(terminal_text(p.name, 40) for p in planes[:5]) or "none"
+        names = ", ".join(terminal_text(p, 40) for p in plane_names[:5]) or "none"
         raise decode.ProfileUnreadable(f"no events on the host or a GPU (planes: {names})")
-    source, found = steps.breakdown(collected)
     total = steps.total(found)
     percent = 100.0 * total.input_ps / total.step_ps if total.step_ps else 0.0
     stages, bottleneck = _input_pipeline(collected)
     return ProfileSummary(
         path=terminal_text(path),
-        hostnames=tuple(terminal_text(h, NAME_LIMIT) for h in decode.hostnames(space)[:8]),
+        hostnames=tuple(terminal_text(h, NAME_LIMIT) for h in hostnames[:8]),
         events=collected.events,
         step_source=source,
         steps=tuple(_step(s) for s in found[:MAX_STEPS_SHOWN]),

@@ -3,8 +3,9 @@
 Everything here reads outside data: durations, offsets and timestamps are clamped into a
 range where arithmetic on them stays meaningful, names are decoded with `surrogateescape`
 (escaped only where they leave the package, see summary.py), and a message that does not parse
-is a `ProfileUnreadable` with the parser's reason. Events stay protobuf messages: a profile of
-millions of events is read one line at a time, never copied into Python objects whole.
+is a `ProfileUnreadable` with the parser's reason. Events stay protobuf messages, an object
+an event: this is the reference decoder, which the bulk decoder (bulk.py) that summaries are
+read with is tested against.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ def parse(data: bytes) -> Any:
     try:
         return xspace_class().FromString(data)
     except Exception as exc:  # protobuf's DecodeError, or its C parser's RuntimeError
-        raise ProfileUnreadable(f"not an XSpace protobuf ({_first_line(exc)})") from None
+        raise ProfileUnreadable(f"not an XSpace protobuf ({first_line(exc)})") from None
 
 
-def _first_line(exc: Exception) -> str:
+def first_line(exc: Exception) -> str:
     # protobuf names the message type first ("Error parsing message with type '...': ")
     lines = str(exc).strip().rpartition("': ")[2].splitlines()
     return lines[0][:200] if lines else type(exc).__name__
@@ -92,9 +93,7 @@ class Plane:
         return self._stat_ids.get(name)
 
     def lines(self) -> Iterator[Line]:
-        for line in self.message.lines:
-            name = text(line.display_name or line.name)
-            yield Line(name, clamp(line.timestamp_ns, 0, MAX_PS // 1000) * 1000, line.events)
+        return lines(self.message)
 
     def event_name(self, event: Any) -> str:
         return self.event_names.get(event.metadata_id, "")
@@ -124,6 +123,13 @@ class Plane:
             return 0
         value: int | float = getattr(stat, kind)
         return value
+
+
+def lines(plane: Any) -> Iterator[Line]:
+    """The lines of an XPlane message."""
+    for line in plane.lines:
+        name = text(line.display_name or line.name)
+        yield Line(name, clamp(line.timestamp_ns, 0, MAX_PS // 1000) * 1000, line.events)
 
 
 def planes(space: Any) -> list[Plane]:

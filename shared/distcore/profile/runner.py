@@ -66,6 +66,11 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     root = str(Path(distcore.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # numpy's BLAS starts a thread a core at import, each with its own address space, which
+    # RLIMIT_AS counts: on a machine of many cores that alone would pass the memory limit.
+    # The reader does no linear algebra.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = "1"
     return env
 
 

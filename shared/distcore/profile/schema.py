@@ -93,11 +93,23 @@ _MESSAGES: dict[str, list[_Field]] = {
 _ONEOFS = {"XEvent": ["data"], "XStat": ["value"]}
 
 
-def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
+# The same messages with each line's events left as bytes, one string an event: the bulk
+# decoder (bulk.py) reads the events' fields itself, many at a time, where building a message
+# object an event is what a large profile's read costs.
+_RAW_MESSAGES: dict[str, list[_Field]] = {
+    name: [("events", 4, _F.TYPE_BYTES, _REPEATED, "", None) if f[0] == "events" else f
+           for f in fields]
+    for name, fields in _MESSAGES.items() if name != "XEvent"
+}
+
+
+def _file_descriptor(
+    messages: dict[str, list[_Field]] = _MESSAGES,
+) -> descriptor_pb2.FileDescriptorProto:
     proto = descriptor_pb2.FileDescriptorProto(
         name="distcore/profile/xspace.proto", package=_PACKAGE, syntax="proto3"
     )
-    for message_name, fields in _MESSAGES.items():
+    for message_name, fields in messages.items():
         message = proto.message_type.add(name=message_name)
         for oneof in _ONEOFS.get(message_name, []):
             message.oneof_decl.add(name=oneof)
@@ -125,6 +137,14 @@ def classes() -> dict[str, Any]:
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(_file_descriptor().SerializeToString())
     return {name: _message_class(pool, name) for name in _MESSAGES}
+
+
+@cache
+def raw_xspace_class() -> Any:
+    """XSpace whose lines hold their events as bytes (`XLine.events`: one string an event)."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(_file_descriptor(_RAW_MESSAGES).SerializeToString())
+    return _message_class(pool, "XSpace")
 
 
 def xspace_class() -> Any:

@@ -30,6 +30,7 @@ from distcore.remote.spec import (
 if TYPE_CHECKING:  # annotations only: the CLI parses sources through this package, and the
     # store would import the whole reader (numpy, protobuf, watchdog) before the first screen
     from distcore.events.store import RunStore
+    from distcore.remote.profiles import ProfileMirror
 
 __all__ = [
     "LocalSpec",
@@ -71,6 +72,8 @@ class RemoteProducers:
     host_sources: tuple[RemoteHostSource, ...]
     closers: tuple[Callable[[], None], ...] = ()  # connections, closed after their users
     stoppers: tuple[Callable[[], None], ...] = ()  # connections told to end, first of all
+    # The remote profiles' copies (the profile reader's Mirror), removed on close.
+    profiles: ProfileMirror | None = None
 
     def start(self) -> None:
         for producer in self.producers:
@@ -87,6 +90,8 @@ class RemoteProducers:
             producer.close()
         for close in self.closers:
             close()
+        if self.profiles is not None:
+            self.profiles.close()
 
     def wake(self) -> None:
         """Every reader that paces itself refreshes now, at its interval again (a reload: `r`
@@ -135,10 +140,14 @@ def make_remote_producers(
     gpus: bool = True,
     clock: Callable[[], float] = time.time,
     connect_timeout: float = 10.0,
+    profiles: bool = True,
 ) -> RemoteProducers:
-    """Producers for the remote specs (local ones are ignored: the LogdirWatcher has them)."""
+    """Producers for the remote specs (local ones are ignored: the LogdirWatcher has them);
+    with `profiles`, each copies its runs' newest TensorFlow profiles into one ProfileMirror
+    (`RemoteProducers.profiles`), for a ProfileReader."""
     from distcore.remote.fsspec_logdir import FsspecLogdirReader
     from distcore.remote.nvidia_smi import SshGpuSource
+    from distcore.remote.profiles import ProfileMirror
     from distcore.remote.ssh import SshConnection
     from distcore.remote.ssh_logdir import SshLogdirReader
 
@@ -147,13 +156,15 @@ def make_remote_producers(
     closers: list[Callable[[], None]] = []
     stoppers: list[Callable[[], None]] = []
     by_host: dict[str, list[SshSpec]] = {}
+    mirror = ProfileMirror() if profiles else None
     for spec in dict.fromkeys(specs):  # the same source twice is read once
         if isinstance(spec, SshSpec):
             by_host.setdefault(spec.destination, []).append(spec)
         elif isinstance(spec, UrlSpec):
             producers.append(
                 FsspecLogdirReader(
-                    spec, store, storage_options=storage_options, interval=refresh, clock=clock
+                    spec, store, storage_options=storage_options, interval=refresh, clock=clock,
+                    profiles=mirror,
                 )
             )
     hosts = [s[0].label for s in by_host.values()]
@@ -166,8 +177,10 @@ def make_remote_producers(
         closers.append(conn.close)
         stoppers.append(conn.stop_soon)
         producers.append(
-            SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock)
+            SshLogdirReader(conn, label, host_specs, store, interval=refresh, clock=clock,
+                            profiles=mirror)
         )
         # The host is listed (`ssh:<host>`, its connection's state) even with --no-gpu.
         sources.append(SshGpuSource(conn, label, interval=refresh, clock=clock, sample=gpus))
-    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers), tuple(stoppers))
+    return RemoteProducers(tuple(producers), tuple(sources), tuple(closers), tuple(stoppers),
+                           mirror)

@@ -6,7 +6,9 @@ instance metadata) and are never shown; endpoints from `AWS_ENDPOINT_URL`,
 `STORAGE_EMULATOR_HOST` or `--storage-option endpoint_url=...`. The listing is refreshed on an
 interval (fsspec's cached one is dropped first); files are read in ranges from the last offset.
 Objects are replaced whole when a writer flushes, so each read also fetches the 16 bytes before
-the offset: if they changed, the object is a new one and is read again from the start.
+the offset: if they changed, the object is a new one and is read again from the start. The
+newest TensorFlow profile of each run, new or changed in the listing, is copied whole (up to
+the profile reader's size cap) into the `ProfileMirror` (distcore.remote.profiles).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from distcore.jobs.agent import MAX_RUN_JSON_BYTES
 from distcore.jobs.snapshots import AgentRecord
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, ProducerError
+from distcore.remote.profiles import CAP, ProfileCopies, ProfileMirror
 from distcore.remote.spec import UrlSpec
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
 from distcore.textsafe import terminal_text
@@ -118,6 +121,7 @@ class FsspecLogdirReader:
         storage_options: Mapping[str, Any] | None = None,
         interval: float = 1.0,
         clock: Callable[[], float] = time.time,
+        profiles: ProfileMirror | None = None,
     ) -> None:
         self._spec = spec
         self._store = store
@@ -125,6 +129,9 @@ class FsspecLogdirReader:
         self._clock = clock
         url = spec.url.rstrip("/")
         self._tail = LogdirTail(store, url + "/", url, RunLocation.at_url(url), overlap=OVERLAP)
+        self._profiles: ProfileCopies | None = None
+        if profiles is not None:
+            self._profiles = profiles.logdir(RunLocation.at_url(url))
         self._fs: Any = None
         self._root = ""
         where = terminal_text(spec.url, 120)
@@ -206,7 +213,29 @@ class FsspecLogdirReader:
                 data = fs.cat_file(f"{root}/{fetch.rel}", start=fetch.start, end=end)
                 self._tail.deliver(fetch.rel, fetch.start, bytes(data))
         self._read_run_json(fs, root, listing)
+        if self._profiles is not None:
+            for rel, meta in self._profiles.due(listing):
+                if self._loop.stopping:
+                    break
+                self._copy_profile(self._profiles, fs, f"{root}/{rel}", rel, meta)
         return self._tail.finish()
+
+    def _copy_profile(
+        self, copies: ProfileCopies, fs: Any, path: str, rel: str, meta: FileMeta
+    ) -> None:
+        """One profile copied here whole (or why not), for the profile reader."""
+        if meta.size > CAP:
+            copies.store(rel, meta, None, f"over the {CAP >> 20} MiB size cap")
+            return
+        try:
+            data = bytes(fs.cat_file(path, start=0, end=CAP + 1))
+        except FileNotFoundError:
+            copies.store(rel, meta, None, "gone before it was copied")
+            return
+        except Exception as err:  # the store's own failure: that profile's line
+            copies.store(rel, meta, None, describe_error(self._spec.url, err))
+            return
+        copies.store(rel, meta, data)
 
     def _read_run_json(self, fs: Any, root: str, listing: Mapping[str, FileMeta]) -> None:
         """Each job's run.json, fetched again only when its size or time changed, and never

@@ -6,8 +6,11 @@ NUL-separated), and nothing else while nothing changed (two processes there per 
 machine watched by distmon barely notices). Files that grew, new files and changed run.json are
 then read by a second command: per file a header and the bytes appended since the last read
 (`tail -c +N | head -c M`, which seeks), checked by a second `stat` after them. Only appended
-bytes travel. The scripts, and what their answers are made into, are
-distcore.remote.ssh_reads; this module is the reader that runs them and paces itself.
+bytes travel. The newest TensorFlow profile of each run, new or changed in the listing, is
+copied whole (a third command a file, up to the profile reader's size cap) into the
+`ProfileMirror` (distcore.remote.profiles). The scripts, and what their answers are made
+into, are distcore.remote.ssh_reads; this module is the reader that runs them and paces
+itself.
 
 An idle host is asked less often: each refresh that finds every listing as it was doubles the
 wait before the next one, from the refresh interval up to `QUIET_CAP` (10 s); any change (a
@@ -29,17 +32,20 @@ from distcore.events.store import RunStore
 from distcore.jobs.snapshots import AgentRecord
 from distcore.location import RunLocation
 from distcore.producer import Failing, Loop, ProducerError
+from distcore.remote.profiles import CAP, ProfileCopies, ProfileMirror
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import SshConnection, SshUnreachable, posix_script
 from distcore.remote.ssh_reads import (
     DENIED,
     NO_DIR,
+    PROFILE_SCRIPT,
     READ_SCRIPT,
     REFRESH_SCRIPT,
     changed_run_json,
     parse_listing,
     read_answer_bound,
     remote_path,
+    take_profile,
     take_reads,
     take_run_json,
 )
@@ -60,6 +66,7 @@ class _Logdir:
     error_since: float = 0.0
     read_once: bool = False
     last_listing: bytes | None = None  # the last listing, when everything in it was read
+    profiles: ProfileCopies | None = None
 
 
 def quiet_wait(previous: float, changed: bool, *, interval: float, cap: float) -> float:
@@ -98,8 +105,10 @@ class SshLogdirReader:
         interval: float = 1.0,
         quiet_cap: float = QUIET_CAP,
         clock: Callable[[], float] = time.time,
+        profiles: ProfileMirror | None = None,
     ) -> None:
         self._conn = connection
+        self._mirror = profiles
         self._interval, self._quiet_cap = interval, quiet_cap
         self.wait = 0.0  # seconds until the next refresh, as the last one chose (quiet_wait)
         self.due = 0.0  # when (time.monotonic) that next refresh comes, unless woken first
@@ -129,7 +138,8 @@ class SshLogdirReader:
         prefix = f"{self._label}:{base}/" if several else f"{self._label}:"
         place = RunLocation.on_host(self._label, spec.path)  # as the user named it (~/runs)
         tail = LogdirTail(self._store, prefix, f"{self._label}:{base}", place)
-        return _Logdir(spec, tail)
+        copies = self._mirror.logdir(place) if self._mirror is not None else None
+        return _Logdir(spec, tail, profiles=copies)
 
     @property
     def bytes_fetched(self) -> int:
@@ -235,6 +245,7 @@ class SshLogdirReader:
         self._active = True
         logdir.last_listing = None
         listing = parse_listing(listed.stdout)
+        profiles = logdir.profiles.due(listing) if logdir.profiles is not None else []
         fetches = tail.plan(listing)
         wanted = changed_run_json(tail, listing)
         for _ in range(MAX_ROUNDS):
@@ -244,9 +255,25 @@ class SshLogdirReader:
             wanted = []
             listing.update(sizes)
             fetches = [f for f in tail.plan(listing) if f.rel in sizes]
+        for rel, meta in profiles:
+            if self._loop.stopping:
+                return tail.finish()
+            self._copy_profile(logdir, rel, meta)
         if not fetches and not self._loop.stopping:
             logdir.last_listing = listed.stdout  # all read: the same listing means no change
         return tail.finish()
+
+    def _copy_profile(self, logdir: _Logdir, rel: str, meta: FileMeta) -> None:
+        """One profile copied here whole (or why not), for the profile reader."""
+        assert logdir.profiles is not None
+        if meta.size > CAP:
+            logdir.profiles.store(rel, meta, None, f"over the {CAP >> 20} MiB size cap")
+            return
+        args = [remote_path(logdir.spec.path), rel, str(CAP)]
+        answer = self._conn.run(posix_script(PROFILE_SCRIPT, args), timeout=120,
+                                limit=CAP + 64)
+        data, why = take_profile(answer.stdout, CAP)
+        logdir.profiles.store(rel, meta, data, why)
 
     def _read(
         self, logdir: _Logdir, fetches: Sequence[Fetch], wanted: Sequence[tuple[str, str]]

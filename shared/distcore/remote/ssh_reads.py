@@ -76,11 +76,21 @@ done
 # Device, inode, size, mtime and path of every event file and run.json, NUL-separated (GNU
 # find; -type f after -L: a FIFO or a link to one is never listed, so never opened).
 _FIND: Final = r"""
-find -L . -type f \( -name '*tfevents*' -o -name run.json \) -printf '%D:%i %s %T@ %P\0' \
-  2>/dev/null
+find -L . -type f \( -name '*tfevents*' -o -name run.json -o -name '*.xplane.pb' \) \
+  -printf '%D:%i %s %T@ %P\0' 2>/dev/null
 exit 0
 """
+# One profile (f max): "size\n" and its bytes, "+ size\n" when it is larger than `max` (not
+# sent), or "-\n" when it is no regular file any more.
+_PROFILE: Final = r"""
+f=$1; max=$2; z=-
+if [ -f "$f" ]; then z=$(stat -L -c '%s' -- "$f" 2>/dev/null) || z=-; fi
+if [ "$z" != - ] && [ "$z" -gt "$max" ]; then printf '+ %s\n' "$z"; exit 0; fi
+printf '%s\n' "$z"
+if [ "$z" != - ]; then { head -c "$z" < "$f" 2>/dev/null; cat /dev/zero; } | head -c "$z"; fi
+"""
 REFRESH_SCRIPT: Final = _CD + _FIND
+PROFILE_SCRIPT: Final = _CD + _PROFILE
 READ_SCRIPT: Final = _CD + _READS + _RUN_JSON
 
 
@@ -97,6 +107,18 @@ def read_answer_bound(fetches: int, run_jsons: int) -> int:
     that prints more is refused."""
     headers = 2 * 96  # "identity size offset count" and "identity size": numbers only
     return fetches * (FETCH_LIMIT + headers) + run_jsons * (MAX_RUN_JSON_BYTES + 24) + 4096
+
+
+def take_profile(out: bytes, cap: int) -> tuple[bytes | None, str]:
+    """PROFILE_SCRIPT's answer: the file's bytes, or None and why there are none."""
+    head, _, data = out.partition(b"\n")
+    if head.startswith(b"+ "):
+        return None, f"over the {cap >> 20} MiB size cap"
+    if not head.isdigit():
+        return None, "gone before it was copied"
+    if len(data) != int(head):
+        return None, "cut short while it was copied"
+    return data, ""
 
 
 def parse_listing(data: bytes) -> dict[str, FileMeta]:
