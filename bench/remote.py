@@ -32,8 +32,9 @@ from distcore.remote import make_remote_producers, parse_source
 from distcore.remote.fsspec_logdir import FsspecLogdirReader
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh_logdir import SshLogdirReader
-from tests.core.events_helpers import record, scalar_event
-from tests.core.remote_servers import HOST_ALIAS, CountingProxy, Sshd, moto_server
+from tests.core.remote_servers import CountingProxy, moto_server
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.writers import record, scalar_event
 
 RUNS = 10
 

@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _installed as installed
 import psutil
 
-from tests.core.events_helpers import scalar_records
-from tests.core.remote_servers import HOST_ALIAS, Sshd
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.writers import scalar_records
 
 TARGET_SECONDS = 10.0
 TARGET_CORE = 0.05

@@ -20,13 +20,17 @@ import os
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
+
+from tests.kit.wait import WaitTimeout, wait_until
+
+# The kit's fixtures (tests/kit): one sshd, one webhook receiver, for every folder.
+pytest_plugins = ["tests.kit.sshd", "tests.kit.webhook"]
 
 settings.register_profile("default", derandomize=True, print_blob=True)
 settings.register_profile("hunt", derandomize=False, max_examples=1000, print_blob=True)
@@ -117,9 +121,8 @@ def _ours(threads: set[threading.Thread]) -> set[threading.Thread]:
 def no_thread_leaks() -> Iterator[None]:
     before = set(threading.enumerate())
     yield
-    deadline = time.monotonic() + 30.0  # bounds a failure only: a loaded machine joins late
+    # 30 s bounds a failure only: a loaded machine joins late.
+    with contextlib.suppress(WaitTimeout):
+        wait_until(lambda: not _ours(set(threading.enumerate()) - before), "threads joined", 30)
     leaked = _ours(set(threading.enumerate()) - before)
-    while leaked and time.monotonic() < deadline:
-        time.sleep(0.05)
-        leaked = _ours(set(threading.enumerate()) - before)
     assert not leaked, f"test leaked threads: {sorted(t.name for t in leaked)}"

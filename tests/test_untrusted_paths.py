@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from distcore.jobs.jsonify import to_json
 from distmon.app import DistmonApp
 from distmon.once import collect, run_once
 from distmon.options import Options
+from tests.kit.wait import until
 from tests.tui.conftest import fresh
 from tests.untrusted import (
     EVENT_FILE,
@@ -144,10 +144,8 @@ def screen_lines(app: DistmonApp) -> list[str]:
 
 async def settled(pilot: Any, app: DistmonApp) -> None:
     """The first scan (a worker) is done and the screen shows the index's snapshot of it."""
-    deadline = time.monotonic() + 60  # bounds a failure only
-    while any("reading" in line for line in screen_lines(app)):
-        assert time.monotonic() < deadline, "the first scan never finished"
-        await pilot.pause(0.05)
+    await until(pilot, lambda: not any("reading" in line for line in screen_lines(app)),
+                "the first scan's end")
     if app.index is not None:
         app.index.refresh()  # what the scan read, now rather than at the index's next tick
     await fresh(pilot)

@@ -1,5 +1,5 @@
-"""Hostile logdirs for the untrusted-input tests: TFRecord framing written here, independently of
-distcore (CRC32C from google_crc32c), around event protos whose names may be any bytes.
+"""Hostile logdirs for the untrusted-input tests: event protos whose names may be any bytes, in
+the kit's TFRecord framing (tests/kit/writers.py; its bytes are checked against google_crc32c).
 
 TensorBoard's protos refuse a `string` field that is not UTF-8, so a Value's tag is written by
 hand in front of the proto's own serialisation (field order does not matter on the wire), and
@@ -15,35 +15,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import google_crc32c
 from hypothesis import strategies as st
 from tensorboard.compat.proto import summary_pb2, tensor_pb2, types_pb2
 
+from tests.kit.writers import record, varint
+
 EVENT_FILE = "events.out.tfevents.1700000000.host.1.v2"
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # int64 on the wire: two's complement, ten bytes when negative
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def record(data: bytes) -> bytes:
-    length = struct.pack("<Q", len(data))
-    crc_of_length, crc_of_data = (
-        struct.pack("<I", masked_crc(length)),
-        struct.pack("<I", masked_crc(data)),
-    )
-    return length + crc_of_length + data + crc_of_data
 
 
 def _field(number: int, payload: bytes) -> bytes:

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.kit.slurm import slurm  # noqa: F401 (the kit's Slurm cluster fixture, for agent tests)
+
 
 @pytest.fixture
 def procs() -> Iterator[list[subprocess.Popen[bytes]]]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distagent.train.perf_window import WINDOW_SECONDS
+from tests.kit.wait import wait_until
 
 SLOWDOWN = 1.5
 """Worker 1's time to its gradients after, over before: well clear of the 1.2x threshold, so
@@ -82,13 +83,8 @@ class Watch:
         return scores, [a["message"] for a in doc["alerts"] if a["kind"] == "straggler"]
 
     def until_scored(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            scores, _ = self.poll()
-            if len(scores) == 2:
-                return
-            time.sleep(POLL_SECONDS)
-        raise AssertionError(f"no score for both workers in {timeout} s\n" + self.output())
+        wait_until(lambda: len(self.poll()[0]) == 2, "a score for both workers", timeout,
+                   every=POLL_SECONDS, detail=self.output)
 
 
 def show(scores: Scores) -> str:
@@ -106,6 +102,7 @@ def until_healthy(watch: Watch, seconds: float = HEALTHY_SECONDS) -> list[Scores
         scores, alerts = watch.poll()
         assert not alerts, (alerts, show(scores))
         seen.append(scores)
+        # Time passing is the point here: nothing may be named for the whole span.
         time.sleep(POLL_SECONDS)
     print("healthy:", show(seen[-1]))
     return seen
@@ -115,16 +112,19 @@ def until_named(watch: Watch, cause: str) -> tuple[str, float]:
     """Poll until distmon names worker 1 (never worker 0), within NAME_SECONDS: its alert and
     how long it took."""
     start = time.monotonic()
-    while True:
+    last: list[Scores] = [{}]
+
+    def named() -> str | None:
         scores, alerts = watch.poll()
-        waited = time.monotonic() - start
+        last[0] = scores
         assert not any(a.startswith("worker 0 ") for a in alerts), alerts
-        named = [a for a in alerts if a.startswith("worker 1 ")]
-        if named:
-            print(f"{cause}: named after {waited:.1f} s:", named[0], "|", show(scores))
-            return named[0], waited
-        assert waited < NAME_SECONDS, f"{cause}: not named in {NAME_SECONDS} s: {show(scores)}"
-        time.sleep(POLL_SECONDS)
+        return next((a for a in alerts if a.startswith("worker 1 ")), None)
+
+    alert = wait_until(named, f"{cause}: worker 1 named", NAME_SECONDS, every=POLL_SECONDS,
+                       detail=lambda: show(last[0]))
+    waited = time.monotonic() - start
+    print(f"{cause}: named after {waited:.1f} s:", alert, "|", show(last[0]))
+    return alert, waited
 
 
 def figure(alert: str) -> float:
@@ -137,16 +137,20 @@ def figure(alert: str) -> float:
 def until_clear(watch: Watch, timeout: float) -> None:
     """Poll until no straggler alert for a whole heartbeat window: the recovered worker's
     slow intervals have left it, so what comes next is named for its own cause."""
-    deadline = time.monotonic() + timeout
-    clear_since = None
-    while clear_since is None or time.monotonic() - clear_since < WINDOW_SECONDS:
-        scores, alerts = watch.poll()
-        assert time.monotonic() < deadline, f"straggler alert for {timeout} s: {show(scores)}"
+    clear_since: list[float | None] = [None]
+    last: list[Scores] = [{}]
+
+    def clear_for_a_window() -> bool:
+        last[0], alerts = watch.poll()
         if alerts:
-            clear_since = None
-        elif clear_since is None:
-            clear_since = time.monotonic()
-        time.sleep(POLL_SECONDS)
+            clear_since[0] = None
+        elif clear_since[0] is None:
+            clear_since[0] = time.monotonic()
+        since = clear_since[0]
+        return since is not None and time.monotonic() - since >= WINDOW_SECONDS
+
+    wait_until(clear_for_a_window, "no straggler alert for a whole window", timeout,
+               every=POLL_SECONDS, detail=lambda: show(last[0]))
 
 
 class Throttle:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from distcore import names
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -51,15 +51,15 @@ def start(logdir: Path, name: str) -> subprocess.Popen[str]:
 
 def wait_for(condition: Callable[[], Any], proc: subprocess.Popen[str] | None = None,
              timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """condition()'s first truthy value; fails at once where `proc`, the job, ended first."""
+
+    def met() -> Any:
         value = condition()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
+        if not value and proc is not None and proc.poll() is not None:
             pytest.fail(f"the job ended early:\n{proc.communicate()[0]}")
-        time.sleep(0.05)
-    pytest.fail("timed out")
+        return value
+
+    return wait_until(met, timeout=timeout)
 
 
 def record(run_dir: Path) -> dict[str, Any]:

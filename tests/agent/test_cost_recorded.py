@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.rapl import RaplReader
 from distcore.telemetry.simulated import SimulatedGpuSource
 from tests.agent.test_system_record import counting_clock, read_scalars
+from tests.kit.wait import wait_until
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 WALL = 7200.0
@@ -47,10 +47,10 @@ def recorded_job(tf: Any, tmp_path_factory: Any) -> tuple[Path, dict[str, list[f
                              clock=counting_clock())
     recorder = SystemRecorder(job, interval=0.05, source=source)
     recorder.start()
-    deadline = time.monotonic() + 60.0
-    while recorder.written < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    recorder.close()
+    try:
+        wait_until(lambda: recorder.written >= 4, "four samples written")
+    finally:
+        recorder.close()
     source.close()
     assert recorder.written >= 4
     (job / names.RUN_JSON).write_text(json.dumps({

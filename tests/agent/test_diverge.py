@@ -9,13 +9,13 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distcore import names
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -93,10 +93,8 @@ def test_a_user_model_resolves_from_the_current_directory(tmp_path: Path, detach
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = tmp_path / "runs" / "user"
-    deadline = time.monotonic() + 300
-    while record(run_dir).get("status") == names.STATUS_RUNNING:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: record(run_dir).get("status") != names.STATUS_RUNNING, "the job's end",
+               300, every=0.2)
     final = record(run_dir)
     assert final["status"] == names.STATUS_FINISHED, final.get("traceback")
     assert final["config"]["model"]["name"] == f"{module}:build"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,7 @@ from distagent.train.heartbeat import (
 )
 from distagent.train.phases import PhaseProbe
 from distcore import names
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.02)
-    raise AssertionError("not in time")
+from tests.kit.wait import wait_until
 
 
 @pytest.mark.parametrize(("configured", "call", "limit"), [
@@ -72,7 +62,7 @@ def test_a_hang_dumps_every_stack_then_aborts(tmp_path: Path) -> None:
         with beat:
             for step in (1, 2, 3):
                 beat.step_ended(step)
-            wait_for(lambda: exits)
+            wait_until(lambda: exits)
     finally:
         release.set()
         user.join()
@@ -106,7 +96,7 @@ def test_stacks_that_cannot_be_written_go_to_stderr_and_the_job_still_aborts(
     try:
         with beat:
             beat.step_ended(1)
-            wait_for(lambda: exits)
+            wait_until(lambda: exits)
     finally:
         release.set()
         user.join()
@@ -123,11 +113,11 @@ def test_warn_keeps_going_and_a_step_that_ends_clears_the_hang(tmp_path: Path) -
     path = tmp_path / names.heartbeat_name(1)
     with beat:
         beat.step_ended(5)
-        hung = wait_for(lambda: (read_json(path) or {}).get("hung"))
+        hung = wait_until(lambda: (read_json(path) or {}).get("hung"))
         assert hung["step"] == 5 and (tmp_path / names.stacks_name(1)).exists()
         beat.step_ended(6)
-        wait_for(lambda: (read_json(path) or {}).get("step") == 6 and
-                 read_json(path)["hung"] is None)
+        wait_until(lambda: (read_json(path) or {}).get("step") == 6 and
+                   read_json(path)["hung"] is None)
     assert not (tmp_path / names.RUN_JSON).exists()  # not the chief: no run.json
 
 
@@ -135,7 +125,7 @@ def test_nothing_is_hung_before_the_first_step(tmp_path: Path) -> None:
     beat = Heartbeat(tmp_path, worker=0, workers=1,
                      settings=HangSettings(hang_seconds=0.05, beat_seconds=0.02))
     with beat:
-        wait_for(lambda: read_json(tmp_path / names.heartbeat_name(0)))
+        wait_until(lambda: read_json(tmp_path / names.heartbeat_name(0)))
         time.sleep(0.2)  # many beats past the limit, and still no step: compiling, not hung
     record = read_json(tmp_path / names.heartbeat_name(0))
     assert record["hung"] is None and record["step"] is None
@@ -149,7 +139,7 @@ def test_waiting_in_the_first_reduction_arms_the_clock(tmp_path: Path) -> None:
                      settings=HangSettings(hang_seconds=0.2, beat_seconds=0.05),
                      probe=PhaseProbe(lambda: (0, 1), interval=0.02))
     with beat:
-        hung = wait_for(lambda: (read_json(tmp_path / names.heartbeat_name(0)) or {}).get("hung"))
+        hung = wait_until(lambda: (read_json(tmp_path / names.heartbeat_name(0)) or {}).get("hung"))
     assert hung["step"] is None and (tmp_path / names.stacks_name(0)).exists()
 
 
@@ -166,7 +156,7 @@ def test_the_chiefs_abort_names_the_worker_that_never_reached_the_reduction(
                      exit_process=lambda code: None)
     with beat:
         beat.step_ended(3)
-        wait_for(lambda: aborted)
+        wait_until(lambda: aborted)
     assert aborted[0].startswith("worker 1: never reached the reduction; no step ended for 0.2 s")
 
 
@@ -207,7 +197,7 @@ def test_an_abort_waits_for_the_other_workers_to_find_the_hang(
                      exit_process=exit_process)
     with beat:
         beat.step_ended(3)
-        wait_for(lambda: exits)
+        wait_until(lambda: exits)
     [(left, said)] = exits
     bound = ABORT_WAIT_BEATS * settings.beat_seconds
     assert (left - aborted[0] >= bound) is waits, (left - aborted[0], bound)

@@ -17,7 +17,8 @@ from distagent.commands.launch_local import free_ports
 from distcore import names
 from distcore.jobs.agent import read_run_json
 from tests.agent.test_multiworker import child_env
-from tests.agent.test_multiworker_hang import distmon_once, poll
+from tests.agent.test_multiworker_hang import distmon_once
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,8 @@ def test_a_loop_blocked_in_the_users_code_is_named_hung_with_its_stacks(
     proc = script("custom_loop.py", str(tmp_path), "--steps", "12", "--block-at", "8",
                   "--release", str(release), "--hang-seconds", "3")
     procs.append(proc)
-    hung = poll(lambda: proc.poll() is None and alerts(tmp_path, "hung"), 180, "hung alert")
+    hung = wait_until(lambda: proc.poll() is None and alerts(tmp_path, "hung"), "hung alert", 180,
+                      every=0.3)
     # Quoted at run.json's last step, the step the job's row shows (written at log points).
     shown = (read_run_json(tmp_path / "loop") or {}).get("last_step")
     assert isinstance(shown, int) and 0 <= shown <= 8
@@ -76,6 +78,6 @@ def test_two_workers_name_the_throttled_one_the_straggler(
         procs.append(script("custom_loop.py", str(tmp_path), "--steps", "100000",
                             "--sleep-ms", "60" if index == 1 else "0", env=env,
                             log=tmp_path / f"worker-{index}.log"))
-    found = poll(lambda: all(p.poll() is None for p in procs)
-                 and alerts(tmp_path, "straggler"), 240, "straggler alert")
+    found = wait_until(lambda: all(p.poll() is None for p in procs)
+                       and alerts(tmp_path, "straggler"), "straggler alert", 240, every=0.3)
     assert found[0].startswith("worker 1 "), found

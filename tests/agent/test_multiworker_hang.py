@@ -14,7 +14,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from distcore import names
 from tests.agent.stuck_model import STUCK_AFTER_ENV, STUCK_JOB
 from tests.agent.test_multiworker import child_env
 from tests.json_shape import undocumented
+from tests.kit.wait import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,13 +47,7 @@ def hung_message(doc: dict[str, Any]) -> str:
 
 
 def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"no {what} in {timeout} s")
+    return wait_until(check, what, timeout, every=0.3)
 
 
 def test_distmon_names_the_worker_that_holds_a_hung_job(

@@ -11,7 +11,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from distagent.cli import error_text
 from distagent.config import load_config
 from distcore import names
 from distcore.errors import ConfigErrors
+from tests.kit.wait import wait_until
 
 DISTAGENT = str(Path(sys.executable).parent / "distagent")  # the console script users run
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -113,13 +113,6 @@ def test_the_floor_holds_only_for_rollback_and_at_its_edge(tmp_path: Path) -> No
     assert math.isclose(cfg.train.recovery_lr_factor, 0.6)
 
 
-def wait_for(predicate: Any, seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds  # bounds a failure only
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def recoveries(run_dir: Path) -> int:
     try:
         return len(record(run_dir).get("recoveries") or [])
@@ -139,8 +132,8 @@ def test_a_job_that_diverges_at_every_boundary_stops_on_distagent_stop(tmp_path:
                             stdin=subprocess.DEVNULL)
     run_dir = tmp_path / "loops"
     try:
-        wait_for(lambda: recoveries(run_dir) >= 2 or proc.poll() is not None, 180,
-                 "two rollbacks")
+        wait_until(lambda: recoveries(run_dir) >= 2 or proc.poll() is not None, "two rollbacks",
+                   180)
         stopped = subprocess.run([DISTAGENT, "stop", str(run_dir), "--timeout", "60"],
                                  capture_output=True, text=True, env=ENV, timeout=90)
         out, err = proc.communicate(timeout=60)

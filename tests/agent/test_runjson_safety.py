@@ -27,7 +27,7 @@ from distagent.commands.status import _json_ready
 from distcore import names
 from distcore.jobs.agent import MAX_RUN_JSON_BYTES, read_run_json
 from distcore.safefile import MAX_JSON_DEPTH, UnsafeFile, load_json, read_regular
-from tests.core.events_helpers import scalar_records
+from tests.kit.writers import scalar_records
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 TIMEOUT = 60  # a hang is a failure (TimeoutExpired), not a stuck suite

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -24,6 +23,7 @@ from distagent.commands.scale import (
 )
 from distagent.config import load_config
 from distcore.errors import DistmonError
+from tests.kit.wait import WaitTimeout, wait_until
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "sample_configs" / "quickstart.toml"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -108,18 +108,21 @@ def _start_scale(tmp_path: Path) -> tuple[subprocess.Popen[str], psutil.Process]
         [sys.executable, "-m", "distagent", "scale", str(QUICKSTART), "--replicas", "1",
          "--steps", str(MAX_STEPS), "--set", f"run.logdir={tmp_path}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the child has exec'd: it is the training process
+    def training_child() -> psutil.Process | None:
         for child in psutil.Process(parent.pid).children():
             try:
                 if "--child-replicas" in child.cmdline():
-                    return parent, child
+                    return child
             except psutil.NoSuchProcess:
                 pass
         assert parent.poll() is None, parent.communicate()
-        time.sleep(0.05)
-    parent.kill()
-    pytest.fail("no training child appeared")
+        return None
+
+    try:  # the child has exec'd: it is the training process
+        return parent, wait_until(training_child, "the training child")
+    except WaitTimeout:
+        parent.kill()
+        raise
 
 
 @pytest.mark.slow

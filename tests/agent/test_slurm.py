@@ -1,4 +1,4 @@
-"""distagent under a real Slurm (tests/agent/slurm_cluster.py), and distmon asking it.
+"""distagent under a real Slurm (tests/kit/slurm.py), and distmon asking it.
 
 One single-node cluster for the module: munged, slurmctld and slurmd from a temporary
 directory. Through it: `srun -n 2` and the shipped `sample_configs/slurm/train.sbatch` each
@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,8 @@ import pytest
 from distcore import names
 from distcore.jobs.scheduler import STEP_START_MARGIN
 from distcore.jobs.slurm_states import COMMAND_TIMEOUT_SECONDS, SlurmStates
-from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.kit.slurm import SlurmCluster
+from tests.kit.wait import wait_until as kit_wait_until
 from tests.tui.test_serve import Serve, sample, scrape
 
 pytestmark = pytest.mark.slow
@@ -48,12 +49,6 @@ def tiny(logdir: Path, *, steps: int, latency: float = 0.0, name: str = "job") -
             "train.log_every_steps": "2", "train.checkpoint_every_steps": "4",
             "cluster.timeout_seconds": "30"}
     return [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def job_env(slurm: SlurmCluster) -> dict[str, str]:
@@ -83,13 +78,7 @@ def run_json(run_dir: Path) -> dict[str, Any]:
 
 def wait_until(what: str, check: Any, timeout: float = 150.0, slurm: SlurmCluster | None = None
                ) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not within {timeout} s\n{slurm.logs() if slurm else ''}")
+    return kit_wait_until(check, what, timeout, every=0.2, detail=slurm.logs if slurm else None)
 
 
 def checkpoint_step(run_dir: Path) -> int:

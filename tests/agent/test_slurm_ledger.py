@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from distagent.train.ledger import worker_ledger_path
 from distcore import names
 from distcore.jobs.ledger import BUCKETS, TIME_PREFIX
 from tests.agent.nan_model import NAN_AFTER_ENV, NAN_ONCE_ENV
-from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.agent.test_slurm import (
     REPO,
     SBATCH,
@@ -36,6 +34,7 @@ from tests.agent.test_slurm import (
     wait_until,
 )
 from tests.agent.test_slurm_time import assert_quiet, output_of, watch_end
+from tests.kit.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow
 
@@ -44,12 +43,6 @@ EVERY = 200  # checkpoint_every_steps: the kill comes REDONE to EVERY - 50 steps
 REDONE = 100
 LOST_TOLERANCE = 0.10
 UNKNOWN_SHARE = 0.05
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def submit(slurm: SlurmCluster, tmp: Path) -> str:

@@ -1,6 +1,6 @@
 """A straggler under Slurm: the shipped `sample_configs/slurm/train.sbatch` runs the two-worker
 straggler job (tests/agent/straggler.py) through srun on a real cluster
-(tests/agent/slurm_cluster.py). While it is healthy, `distmon --once --json` names no
+(tests/kit/slurm.py). While it is healthy, `distmon --once --json` names no
 straggler; then task 1's CPU is throttled to 1 / SLOWDOWN (the process Slurm started for it,
 stopped for a share of every 100 ms, as cgroup `cpu.max` does it) and distmon must name worker
 1, its steps at least the detector's 1.2x worker 0's, within NAME_SECONDS.
@@ -9,12 +9,10 @@ stopped for a share of every 100 ms, as cgroup `cpu.max` does it) and distmon mu
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.agent.straggler import (
     CONFIG,
     NAME_SECONDS,
@@ -27,6 +25,7 @@ from tests.agent.straggler import (
     until_named,
 )
 from tests.agent.test_slurm import REPO, SBATCH, distmon_json, job_env, sbatch, task_pid, wait_until
+from tests.kit.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +33,6 @@ RATIO_AT_LEAST = 1.2
 """The figure the alert gives, at least: the detector's threshold. At the first poll that names
 worker 1 its window still holds intervals from before the throttle: 1.2-1.3x was read there
 (quiet, beside a busy loop, and beside another test cluster's jobs)."""
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def submit(slurm: SlurmCluster, tmp: Path) -> str:

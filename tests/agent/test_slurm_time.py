@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,6 @@ import psutil
 import pytest
 
 from distcore import names
-from tests.agent.slurm_cluster import SlurmCluster, slurm_cluster
 from tests.agent.stuck_model import STUCK_AFTER_ENV, STUCK_JOB
 from tests.agent.test_slurm import (
     REPO,
@@ -38,6 +36,7 @@ from tests.agent.test_slurm import (
     tiny,
     wait_until,
 )
+from tests.kit.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow
 
@@ -46,12 +45,6 @@ TEARDOWN_SECONDS = 5.0
 printed). Measured on a 2-core machine at load 6: 0.2-2.1 s; with TensorFlow's own teardown at
 interpreter exit (sys.exit where distagent ends with os._exit) the finished job took 9.3 s."""
 COORDINATION_ERROR = re.compile(r"coordination.?service|Socket closed", re.I)
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
 
 
 def job_processes(slurm: SlurmCluster, job_id: str) -> list[psutil.Process]:

@@ -25,7 +25,7 @@ from distagent.cluster.scheduler import (
 )
 from distagent.cluster.strategy import refuse_busy_port
 from distagent.train.rundir import process_identity
-from tests.agent.slurm_cluster import JOB_BLOCKS, claim_block, job_ids
+from tests.kit.slurm import JOB_BLOCKS, claim_block, job_ids
 
 SRUN_TASK = {  # srun -n 2 inside job 7, as slurmd set it for task 1
     "SLURM_JOB_ID": "7", "SLURM_JOBID": "7", "SLURM_STEP_ID": "0", "SLURM_STEPID": "0",

@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from distagent.train.rundir import RUN_DIR_ENV
 from distcore import names
+from tests.kit.wait import wait_until
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
 SLEEPER = "import time; time.sleep(120)"
@@ -55,10 +55,8 @@ def test_a_process_that_merely_names_the_run_dir_is_never_signalled(
         proc = psutil.Process(decoy.pid)
         # The decoy does name it, once its exec is done (a fresh child's cmdline is empty for a
         # moment, longer on a loaded machine): wait for that, bounded.
-        deadline = time.monotonic() + 30
-        while str(run_dir) not in " ".join(proc.cmdline()):
-            assert time.monotonic() < deadline, proc.cmdline()
-            time.sleep(0.05)
+        wait_until(lambda: str(run_dir) in " ".join(proc.cmdline()), "the decoy's command line",
+                   30, detail=lambda: str(proc.cmdline()))
         (run_dir / names.RUN_JSON).write_text(json.dumps(
             {"status": names.STATUS_RUNNING, "pid": decoy.pid,
              "pid_create_time": proc.create_time()}))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from distcore.telemetry.host import PsutilHostReader
 from distcore.telemetry.rapl import RaplReader
 from distcore.telemetry.sampler import snapshot_metrics
 from distcore.telemetry.simulated import SimulatedGpuSource
+from tests.kit.wait import wait_until
 
 
 def counting_clock() -> Any:
@@ -61,9 +61,7 @@ def test_recorder_writes_system_scalars(tf: Any, tmp_path: Path) -> None:
     source = Recorded()
     recorder = SystemRecorder(tmp_path, interval=0.05, source=source)
     recorder.start()
-    deadline = time.monotonic() + 20.0
-    while recorder.written < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: recorder.written >= 3, "three samples written", 20)
     recorder.close()
     assert recorder.written >= 3
     assert not source.closed  # a source handed in belongs to the caller
@@ -91,9 +89,7 @@ def test_unknown_values_leave_gaps_and_worker_subdirs(tf: Any, tmp_path: Path) -
     subdir = names.worker_system_dir(1)
     recorder = SystemRecorder(tmp_path, interval=0.05, source=source, subdir=subdir)
     recorder.start()
-    deadline = time.monotonic() + 20.0
-    while recorder.written < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: recorder.written >= 2, "two samples written", 20)
     recorder.close()
     scalars = read_scalars(tmp_path / "system" / "worker-1")
     assert names.gpu_tag(0, "temperature_c") not in scalars  # unknown: not a zero
@@ -111,9 +107,7 @@ def test_resumed_recorder_continues_from_the_origin(tf: Any, tmp_path: Path) -> 
     source = Recorded()  # snapshot k is stamped t = k
     recorder = SystemRecorder(tmp_path, interval=0.05, source=source, origin=-100.0)
     recorder.start()
-    deadline = time.monotonic() + 20.0
-    while recorder.written < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: recorder.written >= 2, "two samples written", 20)
     recorder.close()
     steps = [step for step, _ in read_scalars(tmp_path / names.SYSTEM_DIR)[names.HOST_CPU_PERCENT]]
     assert steps[:2] == [100, 101]

@@ -4,7 +4,6 @@ event files, read back by distcore's real reader (no TensorFlow job needed: the 
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import pytest
 from distagent.config import config_from_dict
 from distcore import names
 from distcore.errors import ConfigErrors
+from tests.kit.wait import wait_until
 
 
 @pytest.mark.parametrize(
@@ -51,9 +51,7 @@ def test_recorder_writes_simulated_gpus_and_where_it_ran(
                               simulate_gpus=3, worker=worker)
     recorder.start()
     try:
-        deadline = time.monotonic() + 30
-        while recorder.written < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: recorder.written >= 3, "three samples written", 30)
     finally:
         recorder.close()
     assert recorder.written >= 3

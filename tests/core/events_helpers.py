@@ -1,31 +1,15 @@
-"""Helpers for the event reader's tests: TFRecord framing and events built with TB's protos."""
+"""Helpers for the event reader's tests: reading a logdir and checking both decoders agree (the
+writers are the kit's, tests/kit/writers.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
-from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from distcore.events import RunStore, load_once
 from distcore.events.snapshots import RunSnapshot
 from distcore.tfrecord import Batch, decode
-from distcore.tfrecord.framing import record
-
-
-def scalar_event(tag: str, step: int, value: float, wall_time: float = 1000.0) -> bytes:
-    summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
-    return event_pb2.Event(wall_time=wall_time, step=step, summary=summary).SerializeToString()
-
-
-def session_start(step: int, wall_time: float = 1000.0) -> bytes:
-    log = event_pb2.SessionLog(status=event_pb2.SessionLog.START)
-    return event_pb2.Event(wall_time=wall_time, step=step, session_log=log).SerializeToString()
-
-
-def scalar_records(tag: str, points: Iterable[tuple[int, float]]) -> bytes:
-    return b"".join(record(scalar_event(tag, step, value)) for step, value in points)
 
 
 def only_run(root: Path, store: RunStore | None = None) -> RunSnapshot:

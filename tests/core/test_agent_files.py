@@ -15,8 +15,9 @@ import pytest
 
 from distcore.events import LogdirWatcher, RunStore
 from distcore.jobs.index import JobIndex
-from tests.core.test_jobs_incremental import age, write_loss
-from tests.tui.test_serve import wait_for
+from tests.core.test_jobs_incremental import age
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 
 JOBS = 12
 
@@ -45,7 +46,7 @@ def watched(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pa
     """A sweep of idle jobs without run.json, its watcher and index running as the dashboard
     runs them (a first scan, then watching), refreshing often."""
     for i in range(JOBS):
-        write_loss(tmp_path / f"job{i:02d}", [1.0, 0.5], time.time() - 5000)
+        write_scalars(tmp_path / f"job{i:02d}", [1.0, 0.5], time.time() - 5000)
         age(tmp_path / f"job{i:02d}", 5000)
     store = RunStore()
     poll = request.param == "poll"
@@ -56,7 +57,7 @@ def watched(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pa
     watcher.start()
     try:
         assert watcher.mode == request.param
-        wait_for(lambda: (s := index.latest()) is not None and len(s.jobs) == JOBS)
+        wait_until(lambda: (s := index.latest()) is not None and len(s.jobs) == JOBS)
         yield tmp_path, index
     finally:
         index.close()
@@ -74,9 +75,9 @@ def test_a_run_json_written_later_is_seen_with_no_stat_of_absent_ones(
     logdir, index = watched
     stats = Stats(monkeypatch)
     (logdir / "job07" / "run.json").write_text(json.dumps({"status": "finished"}))
-    wait_for(lambda: _statuses(index)["job07"] == "finished")
+    wait_until(lambda: _statuses(index)["job07"] == "finished")
     later = index.refreshes + 5
-    wait_for(lambda: index.refreshes >= later)  # refreshes as time passes look at none
+    wait_until(lambda: index.refreshes >= later)  # refreshes as time passes look at none
     assert stats.absent() == []
     assert set(stats.seen) <= {str(logdir / "job07" / "run.json")}
 
@@ -85,13 +86,13 @@ def test_a_run_json_replaced_and_removed_is_seen(watched: tuple[Path, JobIndex])
     logdir, index = watched
     path = logdir / "job03" / "run.json"
     path.write_text(json.dumps({"status": "finished"}))
-    wait_for(lambda: _statuses(index)["job03"] == "finished")
+    wait_until(lambda: _statuses(index)["job03"] == "finished")
     new = path.with_name("run.json.tmp")  # as distagent writes it: a new file, renamed
     new.write_text(json.dumps({"status": "failed", "error": "diverged"}))
     os.replace(new, path)
-    wait_for(lambda: _statuses(index)["job03"] == "failed")
+    wait_until(lambda: _statuses(index)["job03"] == "failed")
     path.unlink()
-    wait_for(lambda: _statuses(index)["job03"] == "idle")
+    wait_until(lambda: _statuses(index)["job03"] == "idle")
 
 
 def test_a_jobs_own_files_written_make_no_pass_over_every_run(
@@ -101,7 +102,7 @@ def test_a_jobs_own_files_written_make_no_pass_over_every_run(
     folder, each run.json and heartbeat a live job wrote was a pass over every run."""
     from distcore.events import watch
 
-    write_loss(tmp_path / "job" / "train", [1.0, 0.5], time.time())
+    write_scalars(tmp_path / "job" / "train", [1.0, 0.5], time.time())
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store, rescan_interval=3600)  # no safety net here
     watcher.scan_once()
@@ -121,12 +122,12 @@ def test_a_jobs_own_files_written_make_no_pass_over_every_run(
             new.write_text(json.dumps({"status": "running", "last_step": k}))
             os.replace(new, tmp_path / "job" / "run.json")
             (tmp_path / "job" / "heartbeat-worker-0.json").write_text(json.dumps({"step": k}))
-        wait_for(lambda: tmp_path / "job" in watcher.agent_changes())
+        wait_until(lambda: tmp_path / "job" in watcher.agent_changes())
         first = next((tmp_path / "job" / "train").glob("events.out.tfevents.*"))
         new = first.with_name("copy.tmp")
         new.write_bytes(first.read_bytes())
         os.replace(new, first.with_name(f"{first.name}.2"))  # a new event file: a pass
-        wait_for(lambda: (run := store.get("job/train")) is not None and run.files == 2)
+        wait_until(lambda: (run := store.get("job/train")) is not None and run.files == 2)
         assert len(passes) == 1  # the new file's (told after theirs): theirs made none
     finally:
         watcher.close()
@@ -138,7 +139,7 @@ def test_a_live_files_appends_are_read_together_not_one_by_one(
     """A live job logging every 5 steps appends to its events file dozens of times a second; a
     read of each append was most of what watching it cost."""
     from distcore.events import watch
-    from tests.core.events_helpers import scalar_records
+    from tests.kit.writers import scalar_records
 
     run = tmp_path / "run"
     run.mkdir()
@@ -162,8 +163,8 @@ def test_a_live_files_appends_are_read_together_not_one_by_one(
             with path.open("ab") as f:
                 f.write(scalar_records("loss", [(step, 1.0 / step)]))
             time.sleep(0.01)
-        wait_for(lambda: (snap := store.get("run")) is not None
-                 and snap.scalars["loss"].last_step == 50)
+        wait_until(lambda: (snap := store.get("run")) is not None
+                   and snap.scalars["loss"].last_step == 50)
         took = time.monotonic() - began
     finally:
         watcher.close()

@@ -26,6 +26,7 @@ from distcore.alerts.series import LOSS_SPIKE_RULE, loss_spike, series_alerts
 from distcore.alerts.spikes import BLOCK, KEPT, SpikeHistory, SpikeTracker
 from distcore.tails import spike_candidates
 from tests.core import oracle_rules as oracle
+from tests.kit.writers import write_job
 from tests.tui import fixed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,24 +185,13 @@ def test_a_sweep_decides_its_spikes_at_once_as_one_by_one() -> None:
 # --- through distmon ---------------------------------------------------------------------------
 
 
-def write_loss(logdir: Path, name: str, values: Sequence[float]) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir / name / "train"))
-    start = time.time() - len(values)
-    for step, value in enumerate(values):
-        writer.add_scalar("loss", value, step, walltime=start + step)
-    writer.close()
-    (logdir / name / "run.json").write_text(json.dumps({"status": "finished"}))
-
-
 def test_once_json_names_a_spike_that_recovered_and_one_that_did_not(tmp_path: Path) -> None:
     """A finished run whose loss jumped to 6.6e10 and fell back to chance is critical; one that
     came back to its level is a warning, not silence; --check exits 1."""
     logdir = tmp_path / "logs"
     before = [2.3 * math.exp(-k / 20) + 0.3 for k in range(60)]
-    write_loss(logdir, "chance", [*before, 6.6e10, 2.3, 2.31, 2.29])
-    write_loss(logdir, "came-back", [*before, 6.6e10, *before[-3:]])
+    write_job(logdir, "chance", [*before, 6.6e10, 2.3, 2.31, 2.29], "finished")
+    write_job(logdir, "came-back", [*before, 6.6e10, *before[-3:]], "finished")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("shared", "tui"))}
 
     def distmon(*args: str) -> subprocess.CompletedProcess[str]:
@@ -233,7 +223,7 @@ def test_a_finished_runs_recovered_spike_is_told_when_first_read(
     """The run is read after it finished, its spike 150 steps (or 4,850) behind its end: the
     text report, the JSON's alert and the loss's `spikes` all tell it, a warning."""
     logdir = tmp_path / "logs"
-    write_loss(logdir, "late", spike_at_150(steps))
+    write_job(logdir, "late", spike_at_150(steps), "finished")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(ROOT / p) for p in ("shared", "tui"))}
 
     def distmon(*args: str) -> str:
@@ -291,7 +281,7 @@ def test_the_spikes_a_loss_had_are_counted_in_the_metrics(tmp_path: Path) -> Non
 
     values = spike_at_150(300)
     values[60] = 40.0
-    write_loss(tmp_path, "late", values)
+    write_job(tmp_path, "late", values, "finished")
     snap = JobIndex(fixed.FixedRuns(list(load_once([tmp_path]))), clock=time.time).refresh()
     assert snap is not None
     found = named(samples(exposition(snap)), "distmon_loss_spikes")
@@ -303,9 +293,10 @@ async def test_the_dashboard_warns_of_a_finished_runs_recovered_spike(tmp_path: 
     """The real watcher and index under the dashboard: the alerts panel warns of the spike at
     step 150 of a finished 300-step run."""
     from distmon.widgets.panels import Panel
-    from tests.tui.test_live import app_over, until
+    from tests.kit.wait import until
+    from tests.tui.test_live import app_over
 
-    write_loss(tmp_path, "late", spike_at_150(300))
+    write_job(tmp_path, "late", spike_at_150(300), "finished")
     app = app_over(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         alerts = app.query_one("#alerts", Panel)

@@ -28,7 +28,7 @@ from distcore.metrics import snapshot_families
 from distmon.once import render_text
 from distmon.render.view_model import job_rows
 from distmon.widgets.panels import render_alerts, render_details
-from tests.tui.test_serve import write_job
+from tests.kit.writers import write_job
 
 HUGE = int("9" * 400)
 

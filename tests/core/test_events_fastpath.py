@@ -12,7 +12,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 
 from distcore.tfrecord import decode
 from distcore.tfrecord.wire import SCALARS_METADATA
-from tests.core.events_helpers import record
+from tests.kit.writers import record
 
 # Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).
 pytestmark = pytest.mark.usefixtures("decoder_path")

@@ -5,29 +5,27 @@ tensorboardX files, the real watcher and store."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distcore.events import LogdirWatcher, RunStore, discovery, first_read, watch
-from tests.tui.test_serve import wait_for
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 
 RUNS = 6
 
 
 def _sweep(root: Path) -> None:
-    from tensorboardX import SummaryWriter
-
     now = time.time()
     for i in range(RUNS):
-        writer = SummaryWriter(str(root / f"run{i}"))
-        for step in range(3):
-            writer.add_scalar("loss", 1.0 / (step + i + 1), step, walltime=now - 100 + step)
-        writer.close()
+        write_scalars(root / f"run{i}", [1.0 / (step + i + 1) for step in range(3)], now - 100)
         then = now - 100 + i  # run5 is the newest
         for path in (root / f"run{i}").iterdir():
             os.utime(path, (then, then))
@@ -114,6 +112,22 @@ def test_with_no_front_end_no_mtime_is_looked_up_before_the_read(
     assert _state(store) == _state(ordered)
 
 
+@contextlib.contextmanager
+def scan_till_drawn(root: Path) -> Iterator[tuple[RunStore, LogdirWatcher, threading.Thread]]:
+    """A first scan in a thread of its own, which the front end's first draw lets go on: drawn,
+    and the scan given time to end, on leaving."""
+    drawn = threading.Event()
+    store = RunStore()
+    watcher = LogdirWatcher([root], store, workers=2, first_drawn=drawn)
+    scan = threading.Thread(target=watcher.scan_once)
+    scan.start()
+    try:
+        yield store, watcher, scan
+    finally:
+        drawn.set()
+        scan.join(60)
+
+
 def test_the_rest_is_read_once_the_first_rows_are_drawn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -121,21 +135,10 @@ def test_the_rest_is_read_once_the_first_rows_are_drawn(
     _sweep(tmp_path)
     monkeypatch.setattr(first_read, "FIRST_RUNS", 2)
     monkeypatch.setattr(first_read, "FIRST_DRAW_WAIT", 120.0)  # only the draw ends the wait here
-    drawn = threading.Event()
-    store = RunStore()
-    watcher = LogdirWatcher([tmp_path], store, workers=2, first_drawn=drawn)
-    scan = threading.Thread(target=watcher.scan_once)
-    scan.start()
-    try:
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while len(store.snapshot()) < 2:
-            assert time.monotonic() < deadline, "the newest runs never landed"
-            time.sleep(0.01)
+    with scan_till_drawn(tmp_path) as (store, _, scan):
+        wait_until(lambda: len(store.snapshot()) >= 2, "the newest runs", every=0.01)
         scan.join(0.2)
         assert scan.is_alive() and {r.name for r in store.snapshot()} == {"run5", "run4"}
-    finally:
-        drawn.set()
-        scan.join(60)
     assert not scan.is_alive() and len(store.snapshot()) == RUNS
 
 
@@ -179,18 +182,10 @@ def test_a_long_walks_first_runs_are_told_before_it_ends(
     monkeypatch.setattr(discovery, "TELL_EVERY", 1)
     monkeypatch.setattr(first_read, "FIRST_WALK_SECONDS", 0.0)  # every walk is long here
     monkeypatch.setattr(first_read, "FIRST_DRAW_WAIT", 120.0)  # holds the walk till drawn
-    drawn = threading.Event()
-    store = RunStore()
-    watcher = LogdirWatcher([tmp_path], store, workers=2, first_drawn=drawn)
-    scan = threading.Thread(target=watcher.scan_once)
-    scan.start()
-    try:
-        wait_for(lambda: store.snapshot())
+    with scan_till_drawn(tmp_path) as (store, watcher, scan):
+        wait_until(lambda: store.snapshot(), "the first runs told")
         scan.join(0.2)
         progress = watcher.progress()
         assert scan.is_alive() and progress is not None and progress[1] < RUNS  # mid-walk
-    finally:
-        drawn.set()
-        scan.join(60)
     assert not scan.is_alive() and _state(store) == _state(plain)
     assert watcher.scan_once() == frozenset()  # nothing left unread

@@ -43,7 +43,7 @@ def test_grouped_equals_per_record_on_long_runs_of_one_shape(data: bytes) -> Non
 def test_grouped_equals_per_record_with_plugins_from_earlier_reads(
     records: list[bytes], plugins: dict[str, str]
 ) -> None:
-    from tests.core.events_helpers import record
+    from tests.kit.writers import record
 
     assert_grouped_equals_per_record(b"".join(record(r) for r in records), plugins)
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from distcore.events import LogdirWatcher, RunStore, many
 from distcore.events.snapshots import RunSnapshot
-from tests.core.events_helpers import scalar_records
 from tests.core.test_events_wiretypes import mixed_file
 from tests.core.wire_builder import event_file, run_file
+from tests.kit.writers import scalar_records
 
 # Each test once on the compiled kernel and once on the reference (tests/core/conftest.py).
 pytestmark = pytest.mark.usefixtures("decoder_path")

@@ -20,8 +20,8 @@ from distcore.events import load_once
 from distcore.events.jsonify import run_to_json, runs_to_json
 from distcore.textsafe import json_names, json_text, name_suffixes, shown_names, terminal_text
 from distmon.cli import main
-from tests.core.events_helpers import record
-from tests.core.wire_builder import field, varint
+from tests.core.wire_builder import field
+from tests.kit.writers import record, varint
 
 EVENT_FILE = "events.out.tfevents.1.host"
 

@@ -26,10 +26,11 @@ from distcore.tfrecord.framing import (
     LENGTH_TOO_LARGE,
     MAX_RECORD,
     ZERO_BYTES,
-    masked_crc,
 )
-from tests.core.events_helpers import only_run, record, scalar_records, steps_values
-from tests.core.wire_builder import event_file, field, run_file, varint
+from tests.core.events_helpers import only_run, steps_values
+from tests.core.wire_builder import event_file, field, run_file
+from tests.kit.wait import wait_until
+from tests.kit.writers import header, record, scalar_records, varint
 
 EVENT_FILE = "events.out.tfevents.1.host"
 
@@ -46,11 +47,6 @@ def _write(directory: Path, data: bytes) -> Path:
     path = directory / EVENT_FILE
     path.write_bytes(data)
     return path
-
-
-def _header(length: int) -> bytes:
-    head = struct.pack("<Q", length)
-    return head + struct.pack("<I", masked_crc(head))
 
 
 @pytest.mark.parametrize("long", [False, True], ids=["fast path", "general decoder"])
@@ -113,7 +109,7 @@ def test_extreme_numbers_never_raise_and_json_stays_valid(
 def test_a_length_past_the_end_is_skipped_when_valid_records_follow(tmp_path: Path) -> None:
     good = scalar_records("loss", [(i, float(i)) for i in range(10)])
     for lie in (1 << 20, MAX_RECORD - 100, MAX_RECORD + 1, 1 << 40):
-        path = _write(tmp_path, _header(lie) + good)
+        path = _write(tmp_path, header(lie) + good)
         run = only_run(tmp_path)
         assert steps_values(run, "loss") == [(i, float(i)) for i in range(10)], lie
         assert any(LENGTH_PAST_END in p or LENGTH_TOO_LARGE in p for p in run.problems), lie
@@ -124,7 +120,7 @@ def test_a_lying_length_never_allocates_what_it_claims(tmp_path: Path) -> None:
     # A full chunk of good records, then a header claiming 200 MiB that the file does not hold.
     count = CHUNK // 30
     good = record(_raw_scalar(b"loss", 1, 1.0)) * count
-    path = _write(tmp_path, good + _header(200 << 20) + b"\1" * 1000)
+    path = _write(tmp_path, good + header(200 << 20) + b"\1" * 1000)
     state, seen = FileState(path), list[Batch]()
     tracemalloc.start()
     read_new(state, {}, seen.append)
@@ -255,19 +251,18 @@ def test_the_watcher_outlives_a_failing_pass_and_says_so(tmp_path: Path) -> None
     watcher = LogdirWatcher([tmp_path], store, poll=True, poll_interval=0.05)
     watcher.start()
     try:
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while not watcher.errors() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(watcher.errors, "the listener's failure shown", every=0.01)
         (error,) = watcher.errors()
         assert error.producer == "watcher" and error.message == "RuntimeError: listener broke"
         path = tmp_path / "run" / EVENT_FILE
         with path.open("ab") as f:
             f.write(scalar_records("loss", [(1, 2.0)]))
-        while time.monotonic() < deadline:
+
+        def recovered() -> bool:
             run = store.get("run")
-            if run is not None and run.scalars["loss"].count == 2 and not watcher.errors():
-                break
-            time.sleep(0.02)
+            return run is not None and run.scalars["loss"].count == 2 and not watcher.errors()
+
+        wait_until(recovered, "the new point read and the failure gone")
         assert store.get("run").scalars["loss"].count == 2  # type: ignore[union-attr]
         assert watcher.errors() == ()
     finally:
@@ -277,7 +272,7 @@ def test_the_watcher_outlives_a_failing_pass_and_says_so(tmp_path: Path) -> None
 def test_a_length_past_the_end_in_mid_file_is_reported_once(tmp_path: Path) -> None:
     good = scalar_records("loss", [(i, float(i)) for i in range(10)])
     cut = len(scalar_records("loss", [(i, float(i)) for i in range(4)]))
-    _write(tmp_path, good[:cut] + _header(1 << 30) + good[cut:])
+    _write(tmp_path, good[:cut] + header(1 << 30) + good[cut:])
     run = only_run(tmp_path)
     assert [s for s, _ in steps_values(run, "loss")] == list(range(10))
     assert any(LENGTH_TOO_LARGE in p for p in run.problems), run.problems

@@ -5,8 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,9 @@ from watchdog.observers import Observer
 
 from distcore.events import LogdirWatcher, RunStore, load_once
 from distcore.events.fstype import fs_type_in, needs_polling, parse_mountinfo
-from tests.core.events_helpers import (
-    only_run,
-    record,
-    scalar_records,
-    session_start,
-    steps_values,
-)
+from tests.core.events_helpers import only_run, steps_values
+from tests.kit.wait import wait_until
+from tests.kit.writers import record, scalar_records, session_start
 
 EVENT_FILE = "events.out.tfevents.{}.host"
 
@@ -32,15 +27,6 @@ def _write(directory: Path, data: bytes, n: int = 1) -> Path:
     with path.open("ab") as f:
         f.write(data)
     return path
-
-
-def _wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 @pytest.fixture(params=["inotify", "poll"])
@@ -138,10 +124,10 @@ def test_new_points_arrive_while_watching(watched: tuple[Path, RunStore, LogdirW
     seen: list[frozenset[str]] = []
     unsubscribe = store.subscribe(seen.append)
     _write(root / "run", scalar_records("loss", [(0, 1.0)]))
-    assert _wait_for(lambda: _last_step(store, "run", "loss") == 0)
+    assert wait_until(lambda: _last_step(store, "run", "loss") == 0)
     for step in range(1, 6):
         _write(root / "run", scalar_records("loss", [(step, 1.0 / step)]))
-        assert _wait_for(lambda s=step: _last_step(store, "run", "loss") == s)  # type: ignore[misc]
+        assert wait_until(lambda s=step: _last_step(store, "run", "loss") == s)  # type: ignore[misc]
     assert any("run" in names for names in seen)
     unsubscribe()
 
@@ -149,23 +135,23 @@ def test_new_points_arrive_while_watching(watched: tuple[Path, RunStore, LogdirW
 def test_a_run_created_after_the_watch_began(watched: tuple[Path, RunStore, LogdirWatcher]) -> None:
     root, store, _ = watched
     _write(root / "first", scalar_records("a", [(0, 1.0)]))
-    assert _wait_for(lambda: store.get("first") is not None)
+    assert wait_until(lambda: store.get("first") is not None)
     _write(root / "later" / "deep", scalar_records("a", [(0, 2.0)]))
-    assert _wait_for(lambda: _last_step(store, "later/deep", "a") == 0)
+    assert wait_until(lambda: _last_step(store, "later/deep", "a") == 0)
 
 
 def test_a_file_deleted_while_watched(watched: tuple[Path, RunStore, LogdirWatcher]) -> None:
     root, store, _ = watched
     path = _write(root / "run", scalar_records("a", [(0, 1.0)]))
     # Read, not only seen: a run is live from its file's mtime, before its point is read.
-    assert _wait_for(lambda: _last_step(store, "run", "a") == 0)
+    assert wait_until(lambda: _last_step(store, "run", "a") == 0)
     assert _status(store, "run") == "live"
     path.unlink()
-    assert _wait_for(lambda: _status(store, "run") == "gone")
+    assert wait_until(lambda: _status(store, "run") == "gone")
     assert _last_step(store, "run", "a") == 0  # what was read stays visible
     _write(root / "run", scalar_records("a", [(1, 3.0)]), n=2)
-    assert _wait_for(lambda: _status(store, "run") == "live")
-    assert _wait_for(lambda: _last_step(store, "run", "a") == 1)
+    assert wait_until(lambda: _status(store, "run") == "live")
+    assert wait_until(lambda: _last_step(store, "run", "a") == 1)
 
 
 def test_a_network_mount_is_polled(tmp_path: Path) -> None:
@@ -176,7 +162,7 @@ def test_a_network_mount_is_polled(tmp_path: Path) -> None:
     try:
         assert not any(t.name.startswith("InotifyBuffer") for t in threading.enumerate())
         _write(tmp_path / "run", scalar_records("a", [(0, 1.0)]))
-        assert _wait_for(lambda: store.get("run") is not None)
+        assert wait_until(lambda: store.get("run") is not None)
     finally:
         watcher.close()
 
@@ -198,7 +184,7 @@ def test_inotify_failure_falls_back_to_polling(tmp_path: Path) -> None:
     try:
         assert watcher.mode == "poll" and "watch limit" in watcher.mode_reason
         _write(tmp_path / "run", scalar_records("a", [(0, 1.0)]))
-        assert _wait_for(lambda: _last_step(store, "run", "a") == 0)
+        assert wait_until(lambda: _last_step(store, "run", "a") == 0)
     finally:
         watcher.close()
 
@@ -276,7 +262,7 @@ def test_a_failing_pass_is_shown_and_retried_soon_with_inotify(tmp_path: Path) -
     watcher.start()
     try:
         assert watcher.mode == "inotify"
-        assert _wait_for(lambda: bool(watcher.errors()))
+        assert wait_until(lambda: bool(watcher.errors()))
         (error,) = watcher.errors()
         assert (error.producer, error.message) == ("watcher", "RuntimeError: listener broke")
         _write(tmp_path / "run", scalar_records("loss", [(1, 2.0)]))
@@ -285,6 +271,6 @@ def test_a_failing_pass_is_shown_and_retried_soon_with_inotify(tmp_path: Path) -
             run = store.get("run")
             return run is not None and run.scalars["loss"].count == 2 and not watcher.errors()
 
-        assert _wait_for(recovered, timeout=25.0)  # well before the 30 s rescan
+        assert wait_until(recovered, timeout=25.0)  # well before the 30 s rescan
     finally:
         watcher.close()

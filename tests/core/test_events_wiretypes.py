@@ -25,10 +25,10 @@ import distcore.tfrecord.wire as s
 from distcore.events import load_once
 from distcore.tfrecord.wire import Expected, WireError, expected_wire_types, fields, validate
 from distmon.cli import main
-from tests.core.events_helpers import assert_files_decode_alike, record
-from tests.core.remote_servers import Sshd
-from tests.core.test_remote_ssh import sshd  # noqa: F401 (the fixture)
-from tests.core.wire_builder import field, varint
+from tests.core.events_helpers import assert_files_decode_alike
+from tests.core.wire_builder import field
+from tests.kit.sshd import Sshd
+from tests.kit.writers import record, varint
 
 _EVENT = expected_wire_types(event_pb2.Event.DESCRIPTOR)
 _VALUE = expected_wire_types(summary_pb2.Summary.Value.DESCRIPTOR)
@@ -194,20 +194,20 @@ _BAD_RECORDS = [
 
 
 def _mixed_records() -> bytes:
-    from tests.core.events_helpers import scalar_event
+    from tests.kit.writers import scalar_event
 
     good = [record(scalar_event("loss", step, float(step))) for step in range(1, 7)]
     return b"".join(good[:3] + [record(b) for b in _BAD_RECORDS] + good[3:])
 
 
 def test_over_ssh_a_malformed_record_costs_only_itself(
-    sshd: Sshd, tmp_path: Path  # noqa: F811 (the fixture)
+    sshd: Sshd, tmp_path: Path
 ) -> None:
     from distcore.events.store import RunStore
     from distcore.remote import make_remote_producers
     from distcore.remote.spec import SshSpec
-    from tests.core.events_helpers import scalar_records
-    from tests.core.remote_servers import HOST_ALIAS
+    from tests.kit.sshd import HOST_ALIAS
+    from tests.kit.writers import scalar_records
 
     logdir = tmp_path / "runs"
     for name, data in (("bad", _mixed_records()), ("good", scalar_records("loss", [(1, 1.0)]))):

@@ -18,7 +18,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 from distcore.events import load_once
 from distcore.events.jsonify import run_to_json
 from distcore.histograms import BAND_KEYS
-from tests.core.events_helpers import record, scalar_event
+from tests.kit.writers import record, scalar_event, varint
 
 META = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="histograms"))
@@ -90,23 +90,14 @@ def test_generated_histogram_payloads_never_raise(tmp_path: Path, payload: bytes
     data = bytearray(event(value, 1))
     # The payload as the tensor (8) or histo (5) field of the value, on the wire by hand.
     key = (8 if as_tensor else 5) << 3 | 2
-    field = bytes([key]) + _varint(len(payload)) + payload
+    field = bytes([key]) + varint(len(payload)) + payload
     inner = value.SerializeToString() + field
-    summary = bytes([1 << 3 | 2]) + _varint(len(inner)) + inner
+    summary = bytes([1 << 3 | 2]) + varint(len(inner)) + inner
     data = event_pb2.Event(wall_time=1.0, step=1).SerializeToString() + bytes([5 << 3 | 2]) \
-        + _varint(len(summary)) + summary
+        + varint(len(summary)) + summary
     root = write(tmp_path / f"g{abs(hash((payload, as_tensor)))}", bytes(data))
     runs = {r.path.local: r for r in load_once([root])}
     json.dumps(run_to_json(runs[root]), allow_nan=False)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
 
 
 EXTREME = st.sampled_from([0.0, -0.0, 1.0, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,

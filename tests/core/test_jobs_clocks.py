@@ -24,7 +24,8 @@ from distcore.jobs.clocks import Sightings, clock_note, first_beat_ages, rebase_
 from distmon.once import run_once
 from distmon.options import Options
 from tests.core.test_jobs_incremental import Clock
-from tests.core.test_jobs_index import index_over, snapshot, write_loss
+from tests.core.test_jobs_index import index_over, snapshot
+from tests.kit.writers import write_scalars
 
 WALL = 1_800_000_000.0
 HANG = 60.0
@@ -108,7 +109,7 @@ def write_job(root: Path, skew: float, *, age: float = 0.0, step: int = 40) -> P
     files last written `age` s ago."""
     job = root / "job"
     if not (job / "train").exists():
-        write_loss(job / "train", [1.0, 0.9, 0.8], start=time.time() - 10)
+        write_scalars(job / "train", [1.0, 0.9, 0.8], start=time.time() - 10)
     now = time.time() - age
     workers = {}
     for i in (0, 1):

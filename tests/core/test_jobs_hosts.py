@@ -22,6 +22,7 @@ from distcore.telemetry.simulated import SimulatedGpuSource
 from distmon.once import run_once
 from distmon.options import Options
 from tests.core.test_jobs_incremental import Clock
+from tests.kit.wait import wait_until
 from tests.tui import fixed
 
 
@@ -36,11 +37,12 @@ def record(job: Path, workers: int, gpus: int, samples: int = 3) -> None:
     ]  # fmt: skip
     for recorder in recorders:
         recorder.start()
-    deadline = time.monotonic() + 30.0
-    while min(r.written for r in recorders) < samples and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for recorder in recorders:
-        recorder.close()
+    try:
+        wait_until(lambda: min(r.written for r in recorders) >= samples,
+                   f"{samples} samples from each worker", 30)
+    finally:
+        for recorder in recorders:
+            recorder.close()
 
 
 @pytest.mark.slow

@@ -15,15 +15,8 @@ from distcore.events import LogdirWatcher, RunStore, first_read, many
 from distcore.jobs import agent as agent_module
 from distcore.jobs.index import JobIndex
 from distcore.jobs.snapshots import AgentRecord
-
-
-def write_loss(run_dir: Path, values: list[float], start: float) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(run_dir))
-    for step, value in enumerate(values):
-        writer.add_scalar("loss", value, step, walltime=start + step)
-    writer.close()
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 
 
 def age(run_dir: Path, seconds: float) -> None:
@@ -44,13 +37,13 @@ class Clock:
 def test_the_store_hands_out_the_same_runs_while_they_do_not_change(tmp_path: Path) -> None:
     now = time.time()
     for name in ("a", "b", "c"):
-        write_loss(tmp_path / name, [1.0, 0.5], now - 1000)
+        write_scalars(tmp_path / name, [1.0, 0.5], now - 1000)
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store)
     watcher.scan_once()
     first = store.snapshot()
     assert store.snapshot() is first  # nothing changed: the same tuple
-    write_loss(tmp_path / "b", [0.4, 0.3], now)  # a second file in b
+    write_scalars(tmp_path / "b", [0.4, 0.3], now)  # a second file in b
     watcher.scan_once()
     second = {r.name: r for r in store.snapshot()}
     before = {r.name: r for r in first}
@@ -61,7 +54,7 @@ def test_the_store_hands_out_the_same_runs_while_they_do_not_change(tmp_path: Pa
 def test_a_live_run_turns_idle_as_the_clock_runs_and_back_when_it_goes_back(
     tmp_path: Path,
 ) -> None:
-    write_loss(tmp_path / "a", [1.0, 0.5], time.time())
+    write_scalars(tmp_path / "a", [1.0, 0.5], time.time())
     clock = Clock(time.time())
     store = RunStore(clock=clock)
     LogdirWatcher([tmp_path], store).scan_once()
@@ -76,8 +69,8 @@ def test_ended_jobs_keep_their_judgement_and_running_ones_are_judged_again(
     tmp_path: Path,
 ) -> None:
     start = time.time() - 5000
-    write_loss(tmp_path / "old" / "train", [1.0 / (1 + i) for i in range(60)], start)
-    write_loss(tmp_path / "running" / "train", [1.0 / (1 + i) for i in range(60)], start)
+    write_scalars(tmp_path / "old" / "train", [1.0 / (1 + i) for i in range(60)], start)
+    write_scalars(tmp_path / "running" / "train", [1.0 / (1 + i) for i in range(60)], start)
     (tmp_path / "running" / "run.json").write_text(json.dumps({"status": "running"}))
     clock = Clock(time.time())
     store = RunStore(clock=clock)
@@ -98,7 +91,7 @@ def test_ended_jobs_keep_their_judgement_and_running_ones_are_judged_again(
 
 def test_the_jobs_tuple_stays_while_no_job_changed(tmp_path: Path) -> None:
     for name in ("a", "b"):
-        write_loss(tmp_path / name, [1.0, 0.5, 0.2], time.time() - 5000)
+        write_scalars(tmp_path / name, [1.0, 0.5, 0.2], time.time() - 5000)
     store = RunStore()
     LogdirWatcher([tmp_path], store).scan_once()
     index = JobIndex(store)
@@ -113,7 +106,7 @@ def test_a_run_json_written_later_is_seen(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     names = [f"job{i}" for i in range(4)]
     for name in names:
-        write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
+        write_scalars(tmp_path / name, [1.0, 0.5], time.time() - 5000)
         age(tmp_path / name, 5000)  # idle: not looked at every refresh
     store = RunStore()
     LogdirWatcher([tmp_path], store).scan_once()
@@ -141,7 +134,7 @@ def test_a_first_read_is_told_newest_first_as_it_lands(
     monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     now = time.time()
     for i in range(5):
-        write_loss(tmp_path / f"run{i}", [1.0, 0.5], now - 100)
+        write_scalars(tmp_path / f"run{i}", [1.0, 0.5], now - 100)
         age(tmp_path / f"run{i}", 100 - i)  # run4 is the newest
     store = RunStore()
     told: list[frozenset[str]] = []
@@ -160,7 +153,7 @@ def test_our_own_reads_queue_no_inotify_events(tmp_path: Path) -> None:
     from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
     for i in range(3):
-        write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time())
+        write_scalars(tmp_path / f"run{i}", [1.0, 0.5], time.time())
     seen: list[tuple[str, str]] = []
 
     class Recorder(FileSystemEventHandler):
@@ -178,9 +171,7 @@ def test_our_own_reads_queue_no_inotify_events(tmp_path: Path) -> None:
             path.read_bytes()  # as a pass reads them
         with files[0].open("ab") as f:
             f.write(b"x")  # a write: the one event that must come (after any of the reads')
-        deadline = time.monotonic() + 15
-        while not any(p == str(files[0]) for _, p in seen) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: any(p == str(files[0]) for _, p in seen), "the write's event", 15)
     finally:
         watcher.close()
     assert any(p == str(files[0]) for _, p in seen)
@@ -195,7 +186,7 @@ def test_a_first_read_sets_each_runs_status_as_it_lands_and_ends_changing_none(
     monkeypatch.setattr(many, "BATCH_BYTES", 1)  # one run a batch
     monkeypatch.setattr(first_read.Landed, "NOTIFY_SECONDS", 0.0)
     for i in range(6):
-        write_loss(tmp_path / f"run{i}", [1.0, 0.5], time.time() - 5000)
+        write_scalars(tmp_path / f"run{i}", [1.0, 0.5], time.time() - 5000)
         age(tmp_path / f"run{i}", 5000 - i)
     store = RunStore()
     watcher = LogdirWatcher([tmp_path], store, workers=2)
@@ -223,7 +214,7 @@ def test_many_live_jobs_are_not_each_looked_at_every_refresh(
     monkeypatch.setattr(agent_module, "AGENT_CHECK_MIN", 2)
     monkeypatch.setattr(agent_module, "AGENT_CHECK_SHARE", 2)
     for i in range(6):
-        write_loss(tmp_path / f"job{i}", [1.0, 0.5], time.time() - 5000)  # live: just written
+        write_scalars(tmp_path / f"job{i}", [1.0, 0.5], time.time() - 5000)  # live: just written
     store = RunStore()
     LogdirWatcher([tmp_path], store).scan_once()
     index = JobIndex(store)
@@ -249,7 +240,7 @@ def test_many_live_jobs_are_not_each_looked_at_every_refresh(
 def test_only_the_live_runs_whose_time_has_come_are_looked_at_again(tmp_path: Path) -> None:
     now = time.time()
     for i in range(3):
-        write_loss(tmp_path / f"run{i}", [1.0, 0.5], now)
+        write_scalars(tmp_path / f"run{i}", [1.0, 0.5], now)
         age(tmp_path / f"run{i}", 100 * i)  # idle at +300, +200, +100 s
     clock = Clock(now)
     store = RunStore(clock=clock)

@@ -17,16 +17,9 @@ from distcore.jobs.parts import job_status, split_run, worker_of
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.location import RunLocation
 from distcore.producer import ProducerError
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 from tests.tui import fixed
-
-
-def write_loss(run_dir: Path, values: list[float], start: float, every: float = 1.0) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(run_dir))
-    for step, value in enumerate(values):
-        writer.add_scalar("loss", value, step, walltime=start + every * step)
-    writer.close()
 
 
 def index_over(root: Path, **kwargs: Any) -> tuple[JobIndex, LogdirWatcher]:
@@ -129,8 +122,8 @@ def test_run_json_is_read_again_only_when_it_changes(tmp_path: Path) -> None:
 def test_jobs_group_parts_and_read_run_json(tmp_path: Path) -> None:
     now = time.time()
     for part in ("train", "validation", "system", "system/worker-1"):
-        write_loss(tmp_path / "job" / part, [1.0, 0.9, 0.8], now - 3)
-    write_loss(tmp_path / "lone", [1.0, 0.5], now - 2)
+        write_scalars(tmp_path / "job" / part, [1.0, 0.9, 0.8], now - 3)
+    write_scalars(tmp_path / "lone", [1.0, 0.5], now - 2)
     (tmp_path / "job" / "run.json").write_text(
         json.dumps({"status": "diverged", "last_step": 42, "error": "loss became NaN at step 40"})
     )
@@ -152,7 +145,7 @@ def test_jobs_group_parts_and_read_run_json(tmp_path: Path) -> None:
 def test_ended_jobs_never_stall_and_running_ones_do(tmp_path: Path) -> None:
     start = time.time() - 400  # 60 points a second apart, then 340 s of silence
     for name in ("finished", "running", "plain"):
-        write_loss(tmp_path / name / "train", [1.0 / (1 + i) for i in range(60)], start)
+        write_scalars(tmp_path / name / "train", [1.0 / (1 + i) for i in range(60)], start)
     (tmp_path / "finished" / "run.json").write_text(json.dumps({"status": "finished"}))
     (tmp_path / "running" / "run.json").write_text(json.dumps({"status": "running"}))
     snap = snapshot(index_over(tmp_path)[0])
@@ -163,11 +156,11 @@ def test_ended_jobs_never_stall_and_running_ones_do(tmp_path: Path) -> None:
 
 def test_unchanged_jobs_keep_their_facts_and_changed_ones_are_judged_again(tmp_path: Path) -> None:
     now = time.time()
-    write_loss(tmp_path / "a" / "train", [1.0, 0.5, 0.2], now - 3)
-    write_loss(tmp_path / "b" / "train", [1.0, 0.5, 0.2], now - 3)
+    write_scalars(tmp_path / "a" / "train", [1.0, 0.5, 0.2], now - 3)
+    write_scalars(tmp_path / "b" / "train", [1.0, 0.5, 0.2], now - 3)
     index, watcher = index_over(tmp_path)
     first = {j.name: j for j in snapshot(index).jobs}
-    write_loss(tmp_path / "b" / "train", [0.1, float("nan")], now)  # a second file in b
+    write_scalars(tmp_path / "b" / "train", [0.1, float("nan")], now)  # a second file in b
     watcher.scan_once()
     second = {j.name: j for j in snapshot(index).jobs}
     assert second["a"].version == first["a"].version
@@ -214,7 +207,7 @@ class BrokenHosts:
 
 
 def test_producer_errors_are_gathered_and_never_stop_the_index(tmp_path: Path) -> None:
-    write_loss(tmp_path / "a", [1.0, 0.5], time.time() - 2)
+    write_scalars(tmp_path / "a", [1.0, 0.5], time.time() - 2)
     failing = Failing()
     index, _ = index_over(tmp_path, producers=[failing, Quiet()], hosts=[BrokenHosts()])
     snap = snapshot(index)
@@ -226,21 +219,17 @@ def test_producer_errors_are_gathered_and_never_stop_the_index(tmp_path: Path) -
 
 
 def test_the_thread_publishes_after_a_store_change(tmp_path: Path) -> None:
-    write_loss(tmp_path / "a", [1.0, 0.5], time.time() - 2)
+    write_scalars(tmp_path / "a", [1.0, 0.5], time.time() - 2)
     index, watcher = index_over(tmp_path, interval=0.05)
     seen: list[JobsSnapshot] = []
     index.subscribe(seen.append)
     index.start()
     try:
-        deadline = time.monotonic() + 20
-        while not seen and time.monotonic() < deadline:
-            time.sleep(0.02)
-        write_loss(tmp_path / "b", [1.0], time.time())
+        wait_until(lambda: seen, "the index's first snapshot", 20)
+        write_scalars(tmp_path / "b", [1.0], time.time())
         watcher.scan_once()  # a scan fills the store without notifying: the index's tick sees it
-        while time.monotonic() < deadline and not any(
-            [j.name for j in s.jobs] == ["a", "b"] for s in seen
-        ):
-            time.sleep(0.02)
+        wait_until(lambda: any([j.name for j in s.jobs] == ["a", "b"] for s in seen),
+                   "a snapshot of a and b", 20)
     finally:
         index.close()
     assert [j.name for j in seen[-1].jobs] == ["a", "b"]
@@ -267,13 +256,11 @@ def test_the_first_snapshot_is_at_once_on_a_fresh_machine(
     import distcore.jobs.index as index_module
 
     monkeypatch.setattr(index_module, "time", JustBooted())
-    write_loss(tmp_path / "a", [1.0, 0.5], time.time() - 2)
+    write_scalars(tmp_path / "a", [1.0, 0.5], time.time() - 2)
     index, _ = index_over(tmp_path, interval=3600.0)
     index.start()
     try:
-        deadline = time.monotonic() + 30  # bounds a failure only: the first tick is at once
-        while index.latest() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(index.latest, "the first tick's snapshot (it is at once)", 30)
     finally:
         index.close()
     latest = index.latest()

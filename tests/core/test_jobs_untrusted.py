@@ -25,6 +25,7 @@ from distcore.telemetry.sampler import TelemetrySampler
 from distcore.telemetry.samples import TelemetrySnapshot
 from distmon.once import render_text
 from distmon.widgets.panels import render_alerts, render_details
+from tests.kit.writers import write_scalars
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
@@ -41,15 +42,6 @@ def test_any_json_is_a_record_or_none(doc: Any) -> None:
     assert record is None or record.status is None or isinstance(record.status, str)
 
 
-def _write_run(run_dir: Path) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(run_dir))
-    for step in range(3):
-        writer.add_scalar("loss", 1.0 / (step + 1), step, walltime=time.time() - 3 + step)
-    writer.close()
-
-
 def _no_control_characters(text: str) -> None:
     assert not any(ord(c) < 32 and c != "\n" for c in text), repr(text)
     assert "\x1b" not in text and "\x9b" not in text
@@ -64,7 +56,7 @@ def test_whatever_run_json_holds_the_report_and_panels_survive(
 ) -> None:
     root = tmp_path_factory.mktemp("logs")
     job = root / "job\x1b[31m\nred"  # a name that tries to colour the terminal
-    _write_run(job / "train")
+    write_scalars(job / "train", [1.0 / (step + 1) for step in range(3)], time.time() - 3)
     (job / "run.json").write_bytes(content)
     store = RunStore()
     LogdirWatcher([root], store).scan_once()

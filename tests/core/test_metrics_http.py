@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +22,7 @@ from distcore.jobs.snapshots import JobsSnapshot
 from distcore.metrics import SnapshotCollector, label_text
 from distcore.metrics_http import MetricsServer, connection_limit, start_metrics_server
 from tests.core.test_metrics import _control_bytes, named, names_st, samples, snapshot
+from tests.kit.wait import wait_until
 from tests.tui.fixed import run, series, system_run
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -89,13 +90,6 @@ def still_open(conn: socket.socket) -> bool:
         return False
 
 
-def wait_for(what: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 @pytest.fixture
 def latest() -> Iterator[tuple[Latest, MetricsServer]]:
     collector = Latest()
@@ -108,11 +102,11 @@ def test_an_idle_connection_loses_its_thread_after_the_idle_timeout() -> None:
     server = serve(Latest(), idle_timeout=0.3)
     try:
         idle = connect(server)
-        wait_for(lambda: server.held() == 1)
+        wait_until(lambda: server.held() == 1)
         started = time.monotonic()
         assert hung_up(idle)
         assert 0.2 < time.monotonic() - started < 5
-        wait_for(lambda: server.held() == 0)
+        wait_until(lambda: server.held() == 0)
         assert "distmon_series_dropped" in scrape(server)
     finally:
         server.close()
@@ -122,7 +116,7 @@ def test_at_the_bound_a_new_connection_displaces_the_one_waiting_longest() -> No
     server = serve(Latest(), max_connections=3)
     try:
         idle = [connect(server) for _ in range(3)]
-        wait_for(lambda: server.held() == 3)
+        wait_until(lambda: server.held() == 3)
         newest = connect(server)
         assert hung_up(idle[0])
         assert all(still_open(c) for c in [*idle[1:], newest])
@@ -175,7 +169,7 @@ def test_many_idle_connections_hold_at_most_the_bound_and_a_scrape_is_answered()
 def test_close_hangs_up_idle_connections_at_once() -> None:
     server = serve(Latest())
     idle = connect(server)
-    wait_for(lambda: server.held() == 1)
+    wait_until(lambda: server.held() == 1)
     started = time.monotonic()
     server.close()
     assert time.monotonic() - started < 2

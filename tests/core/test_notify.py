@@ -5,12 +5,7 @@ answer, redirects, or refuses with a 4xx."""
 from __future__ import annotations
 
 import json
-import ssl
-import threading
 import time
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -22,95 +17,8 @@ from distcore.errors import DistmonError
 from distcore.jobs.snapshots import JobsSnapshot
 from distcore.notify import Notifier, check_url, payload, redact_url
 from distcore.webhook.hold import Held, at_or_above, hold_alerts
-
-SECRET = "T000/B000/XXXXsecretXXXX"
-
-
-class Receiver:
-    """A webhook receiver: records each JSON body; `fail` answers that many posts with
-    `fail_code`; `hang` holds each request until released; `dribble` sends its answer a byte
-    every 0.2 s until released; `status` (with `location`) answers every post with it. With
-    `tls` it speaks HTTPS."""
-
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        self.tries = 0
-        self.auth: str | None = None
-        self.fail = 0
-        self.fail_code = 500
-        self.status = 200
-        self.location: str | None = None
-        self.dribble = threading.Event()
-        self.hang = threading.Event()  # set: requests wait on `release`
-        self.release = threading.Event()
-        self._lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.auth = self.headers.get("Authorization")
-                if receiver.hang.is_set():
-                    receiver.release.wait(30)
-                with receiver._lock:
-                    receiver.tries += 1
-                    failing = receiver.fail > 0
-                    receiver.fail -= 1 if failing else 0
-                    taken = not failing and receiver.status == 200
-                    if taken and not receiver.dribble.is_set():
-                        receiver.bodies.append(json.loads(body))
-                if receiver.dribble.is_set():
-                    self.send_slowly()
-                    return
-                self.send_response(receiver.fail_code if failing else receiver.status)
-                if receiver.location is not None:
-                    self.send_header("Location", receiver.location)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def send_slowly(self) -> None:
-                """Each byte comes well within any read timeout; the answer never ends."""
-                head = b"HTTP/1.1 200 OK\r\nX-Slow: "
-                for i in range(100_000):
-                    if receiver.release.wait(0.2):
-                        return
-                    try:
-                        self.wfile.write(head[i : i + 1] if i < len(head) else b"a")
-                        self.wfile.flush()
-                    except OSError:
-                        return
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="receiver")
-        self.thread.start()
-        scheme = "https" if tls is not None else "http"
-        self.url = f"{scheme}://user:pw@127.0.0.1:{self.server.server_address[1]}/hooks/{SECRET}?t=1"
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
-def wait_for(what: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
+from tests.kit.wait import wait_until
+from tests.kit.webhook import SECRET, Receiver
 
 
 def alert(kind: str = "job_diverged", severity: str = "critical", run: str | None = "j") -> Alert:
@@ -287,7 +195,7 @@ def test_each_new_alert_is_posted_once_with_its_fields(receiver: Receiver) -> No
     try:
         for alerts in ([D], [D], [D, W], [], [D]):
             notifier.observe(snap(*alerts))
-        wait_for(lambda: len(receiver.bodies) == 2 and notifier.pending() == 0)
+        wait_until(lambda: len(receiver.bodies) == 2 and notifier.pending() == 0)
     finally:
         notifier.close()
     first = receiver.bodies[0]
@@ -311,7 +219,7 @@ def test_run_less_alerts_of_two_hosts_are_each_posted_and_return_alone(
     try:
         for alerts in ([A, B], [B], [A, B], [A, B, A1]):
             notifier.observe(snap(*alerts))
-        wait_for(lambda: len(receiver.bodies) == 4 and notifier.pending() == 0)
+        wait_until(lambda: len(receiver.bodies) == 4 and notifier.pending() == 0)
     finally:
         notifier.close()
     got = [(b["kind"], b["host"], b["gpu"]) for b in receiver.bodies]
@@ -332,10 +240,10 @@ def test_a_flapping_alert_reaches_a_receiver_once_then_with_its_count(receiver: 
         for t, alerts in [(0, [F]), (2, []), (4, [F]), (6, []), (8, [F]), (9, []), (10, [F])]:
             now[0] = t
             notifier.observe(snap(*alerts))
-        wait_for(lambda: notifier.pending() == 0 and len(receiver.bodies) == 1)
+        wait_until(lambda: notifier.pending() == 0 and len(receiver.bodies) == 1)
         now[0] = 60.0
         notifier.observe(snap(F))
-        wait_for(lambda: notifier.pending() == 0 and len(receiver.bodies) == 2)
+        wait_until(lambda: notifier.pending() == 0 and len(receiver.bodies) == 2)
     finally:
         notifier.close()
     assert [b["count"] for b in receiver.bodies] == [1, 4]
@@ -350,7 +258,7 @@ def test_a_failing_receiver_is_retried_with_backoff_until_it_recovers(receiver: 
     notifier.start()
     try:
         notifier.observe(snap(D))
-        wait_for(lambda: len(receiver.bodies) == 1)
+        wait_until(lambda: len(receiver.bodies) == 1)
     finally:
         notifier.close()
     assert receiver.tries == 4 and notifier.sent == 1
@@ -371,10 +279,10 @@ def test_a_hung_receiver_never_blocks_the_caller(receiver: Receiver) -> None:
         notifier.observe(snap(D))  # returns while the receiver holds the request
         notifier.observe(snap(D, S))
         assert notifier.pending() == 2 and receiver.bodies == []
-        wait_for(lambda: any("no answer in 0.3 s" in line for line in lines))
+        wait_until(lambda: any("no answer in 0.3 s" in line for line in lines))
         receiver.hang.clear()
         receiver.release.set()
-        wait_for(lambda: notifier.pending() == 0)
+        wait_until(lambda: notifier.pending() == 0)
     finally:
         notifier.close()
     kinds = [b["kind"] for b in receiver.bodies]
@@ -385,7 +293,7 @@ def test_closing_while_a_receiver_is_down_ends_at_once() -> None:
     notifier = Notifier("http://127.0.0.1:9/hook", first_backoff=60.0, report=lambda _: None)
     notifier.start()
     notifier.observe(snap(D))
-    wait_for(lambda: notifier.sent == 0 and notifier.pending() == 1)
+    wait_until(lambda: notifier.sent == 0 and notifier.pending() == 1)
     notifier.close()  # waits for the thread: the backoff sleep is interrupted
 
 
@@ -399,7 +307,7 @@ def test_a_redirect_is_never_followed_and_the_post_is_dropped(receiver: Receiver
     notifier.start()
     try:
         notifier.observe(snap(D))
-        wait_for(lambda: notifier.refused == 1 and notifier.pending() == 0)
+        wait_until(lambda: notifier.refused == 1 and notifier.pending() == 0)
     finally:
         notifier.close()
         elsewhere.close()
@@ -416,13 +324,13 @@ def test_a_4xx_is_dropped_and_a_429_is_retried(receiver: Receiver) -> None:
     try:
         receiver.status = 400
         notifier.observe(snap(D))
-        wait_for(lambda: notifier.refused == 1 and notifier.pending() == 0)
+        wait_until(lambda: notifier.refused == 1 and notifier.pending() == 0)
         assert receiver.tries == 1 and lines == [
             f"notify: post to {notifier.shown_url} refused (HTTP 400); dropped"
         ]
         receiver.status, receiver.fail, receiver.fail_code = 200, 2, 429
         notifier.observe(snap(S))
-        wait_for(lambda: notifier.sent == 1 and notifier.pending() == 0)
+        wait_until(lambda: notifier.sent == 1 and notifier.pending() == 0)
     finally:
         notifier.close()
     assert receiver.tries == 4 and notifier.refused == 1
@@ -440,7 +348,7 @@ def assert_one_deadline_per_dribbled_post(receiver: Receiver) -> None:
     try:
         started = time.monotonic()
         notifier.observe(snap(D))
-        wait_for(lambda: any("no answer in 1 s" in line for line in lines), timeout=20)
+        wait_until(lambda: any("no answer in 1 s" in line for line in lines), timeout=20)
         took = time.monotonic() - started
     finally:
         notifier.close()

@@ -14,13 +14,12 @@ import pytest
 
 from distcore.notify import Notifier
 from tests.core.test_notify import (
-    SECRET,
-    Receiver,
     alert,
     assert_one_deadline_per_dribbled_post,
     snap,
-    wait_for,
 )
+from tests.kit.wait import wait_until
+from tests.kit.webhook import SECRET, Receiver
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +55,7 @@ def test_a_post_over_https_to_a_trusted_receiver_is_delivered(
     notifier.start()
     try:
         notifier.observe(snap(alert()))
-        wait_for(lambda: notifier.pending() == 0)
+        wait_until(lambda: notifier.pending() == 0)
     finally:
         notifier.close()
     assert [b["kind"] for b in tls_receiver.bodies] == ["job_diverged"]
@@ -78,7 +77,7 @@ def test_an_untrusted_certificate_fails_the_post_without_the_url(
     notifier.start()
     try:
         notifier.observe(snap(alert()))
-        wait_for(lambda: bool(lines))
+        wait_until(lambda: bool(lines))
     finally:
         notifier.close()
     assert tls_receiver.tries == 0 and not tls_receiver.bodies

@@ -20,9 +20,9 @@ from distcore.remote import RemoteProducers, make_remote_producers
 from distcore.remote.bounds import MAX_GPUS, MAX_LINE_BYTES, Allowance, BoundedLines, Refused
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import MAX_ANSWER_BYTES
-from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
 from tests.core.test_jobs_incremental import Clock
-from tests.core.test_remote_ssh import NO_SSHD, STAND_IN, wait_for
+from tests.kit.sshd import HOST_ALIAS, NO_SSHD, STAND_IN, sshd_available, started_sshd
+from tests.kit.wait import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sshd_available(), reason=NO_SSHD)]
 
@@ -43,33 +43,17 @@ REFUSED = {
 RSS_BOUND = 200 << 20
 
 
-def _server(root: Path, script: str, mode: str) -> Sshd:
-    bin_dir = root / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "nvidia-smi").write_text(script)
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    (bin_dir / "mode").write_text(mode)
-    (root / "sshd").mkdir()
-    server = Sshd(root / "sshd", remote_bin=bin_dir)
-    server.start()
-    return server
-
-
 @pytest.fixture(params=sorted(REFUSED))
 def two_hosts(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """(the hostile host's mode, an ssh config naming `hostile` and `normal`)."""
     mode: str = request.param
-    hostile = _server(tmp_path / "hostile", HOSTILE, mode)
-    normal = _server(tmp_path / "normal", STAND_IN, "")
-    config = tmp_path / "config"
-    config.write_text("".join(
-        s.config.read_text().replace(f"Host {HOST_ALIAS}\n", f"Host {name}\n", 1)
-        for name, s in (("hostile", hostile), ("normal", normal))))
-    try:
+    with (started_sshd(tmp_path / "hostile", HOSTILE, {"mode": mode}) as hostile,
+          started_sshd(tmp_path / "normal", STAND_IN, {"mode": ""}) as normal):
+        config = tmp_path / "config"
+        config.write_text("".join(
+            s.config.read_text().replace(f"Host {HOST_ALIAS}\n", f"Host {name}\n", 1)
+            for name, s in (("hostile", hostile), ("normal", normal))))
         yield mode, config
-    finally:
-        hostile.stop()
-        normal.stop()
 
 
 class PeakRss:
@@ -116,17 +100,17 @@ def test_a_host_over_a_cap_is_refused_while_its_neighbour_samples(
     with PeakRss() as rss:
         remote.start()
         try:
-            wait_for(lambda: _hosts(remote)["hostile"].gpu_reason == REFUSED[mode], 120)
-            wait_for(lambda: len(_hosts(remote)["normal"].gpus) == 2)
+            wait_until(lambda: _hosts(remote)["hostile"].gpu_reason == REFUSED[mode], timeout=120)
+            wait_until(lambda: len(_hosts(remote)["normal"].gpus) == 2)
             sampled = _hosts(remote)["normal"].sampled_at
-            wait_for(lambda: _hosts(remote)["normal"].sampled_at != sampled)  # it goes on
+            wait_until(lambda: _hosts(remote)["normal"].sampled_at != sampled)  # it goes on
             hostile = _hosts(remote)["hostile"]
             assert hostile.gpus == () and hostile.sampled_at is None and hostile.refused
             assert not _hosts(remote)["normal"].refused
             # It costs nothing more: its sampling threads ended, its remote command too.
             samplers = ("distmon-ssh-gpus-hostile", "distmon-ssh-gpm-hostile")
-            wait_for(lambda: not any(t.name in samplers for t in threading.enumerate()))
-            wait_for(_no_flood_left)
+            wait_until(lambda: not any(t.name in samplers for t in threading.enumerate()))
+            wait_until(_no_flood_left)
             assert _hosts(remote)["hostile"].gpu_reason == REFUSED[mode]
         finally:
             remote.close()
@@ -137,21 +121,21 @@ def test_a_logdir_listing_over_its_cap_is_refused(tmp_path: Path) -> None:
     """A host whose `find` prints 200 MB: the answer is cut at its cap, the host is refused
     (its session dropped, the command ended) and distmon holds no more than the cap."""
     root = tmp_path / "flood"
-    server = _server(root, f"#!/bin/sh\nhead -c {FLOOD_BYTES} /dev/zero | tr '\\0' x\n", "")
-    (root / "bin" / "nvidia-smi").rename(root / "bin" / "find")
-    remote = make_remote_producers([SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(),
-                                   ssh_config=server.config, gpus=False)
-    try:
-        with PeakRss() as rss:
-            remote.scan_once()
-        (host,) = remote.hosts()
-        assert host.error is not None
-        assert host.error.endswith(f"(refused: an answer over {MAX_ANSWER_BYTES >> 20} MiB)")
-        assert rss.peak - rss.start < RSS_BOUND
-        wait_for(_no_flood_left)
-    finally:
-        remote.close()
-        server.stop()
+    flood = f"#!/bin/sh\nhead -c {FLOOD_BYTES} /dev/zero | tr '\\0' x\n"
+    with started_sshd(root, flood, {"mode": ""}) as server:
+        (root / "remote-bin" / "nvidia-smi").rename(root / "remote-bin" / "find")
+        remote = make_remote_producers([SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(),
+                                       ssh_config=server.config, gpus=False)
+        try:
+            with PeakRss() as rss:
+                remote.scan_once()
+            (host,) = remote.hosts()
+            assert host.error is not None
+            assert host.error.endswith(f"(refused: an answer over {MAX_ANSWER_BYTES >> 20} MiB)")
+            assert rss.peak - rss.start < RSS_BOUND
+            wait_until(_no_flood_left)
+        finally:
+            remote.close()
 
 
 def test_once_refuses_the_host_over_a_cap(two_hosts: tuple[str, Path], tmp_path: Path) -> None:
@@ -165,7 +149,7 @@ def test_once_refuses_the_host_over_a_cap(two_hosts: tuple[str, Path], tmp_path:
         assert (hosts["hostile"].gpu_reason, hosts["hostile"].gpus) == (REFUSED[mode], ())
         assert len(hosts["normal"].gpus) == 2 and hosts["normal"].gpu_reason is None
         assert rss.peak - rss.start < RSS_BOUND
-        wait_for(_no_flood_left)
+        wait_until(_no_flood_left)
     finally:
         remote.close()
 

@@ -26,8 +26,9 @@ from distcore.remote.spec import (
     redact_options,
 )
 from distcore.remote.ssh import ssh_reason
-from tests.core.events_helpers import scalar_records
-from tests.core.remote_servers import HOST_ALIAS, Sshd, moto_server, sshd_available
+from tests.core.remote_servers import moto_server
+from tests.kit.sshd import HOST_ALIAS, Sshd, started_sshd
+from tests.kit.writers import scalar_records
 
 INSTALLS = "pip install -e '.[test]' installs it (make test does)"
 
@@ -145,13 +146,9 @@ def distmon(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
-    if not sshd_available():
-        pytest.skip("no OpenSSH server (.ci/run installs it)")
-    (tmp_path / "sshd").mkdir()
-    server = Sshd(tmp_path / "sshd")
-    server.start()
-    yield server
-    server.stop()
+    """Sessions without nvidia-smi on their PATH (the kit's `sshd` has a stand-in)."""
+    with started_sshd(tmp_path) as server:
+        yield server
 
 
 @pytest.mark.slow

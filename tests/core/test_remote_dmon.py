@@ -25,6 +25,7 @@ from distcore.remote.dmon import (
     parse_row,
 )
 from distcore.remote.nvidia_smi import GPM_RETRY, ONCE_GPM_TICKS, SshGpuSource
+from tests.kit.wait import wait_until
 
 # dmon's default columns, then the four GPM metrics asked (their names vary by driver: the parser
 # takes them by position), a units line, then one row per GPU; "-" where a figure is missing.
@@ -191,16 +192,9 @@ def source(tmp_path: Path) -> Iterator[Make]:
         gpus.close()
 
 
-def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
-
-
 def test_a_hosts_gpm_fills_its_gpus_and_a_gpu_without_says_so(source: Make) -> None:
     gpus, _ = source((HOPPER, AMPERE))
-    wait_for(lambda: len(gpus.hosts()[0].gpus) == 2 and gpus.hosts()[0].gpus[0].sm_activity)
+    wait_until(lambda: len(gpus.hosts()[0].gpus) == 2 and gpus.hosts()[0].gpus[0].sm_activity)
     (host,) = gpus.hosts()
     hopper, ampere = host.gpus
     assert (hopper.utilization_gpu, hopper.sm_activity, hopper.sm_occupancy) == (97.0, 34.0, 22.0)
@@ -213,12 +207,12 @@ def test_a_host_with_no_gpm_says_so_once_and_stops_asking(source: Make) -> None:
     """Every GPU "-": the dmon stream is stopped (not read for ever to learn nothing), its reason
     stays, and dmon is asked again only after GPM_RETRY."""
     gpus, shell = source((AMPERE, AMPERE.replace("    1 ", "    0 ", 1)))
-    wait_for(lambda: gpus.hosts()[0].gpm_reason == f"{NO_GPM} on gpu7")
+    wait_until(lambda: gpus.hosts()[0].gpm_reason == f"{NO_GPM} on gpu7")
     (host,) = gpus.hosts()
     assert len(host.gpus) == 2 and all(g.sm_activity is None for g in host.gpus)
     assert host.gpus[0].utilization_gpu == 97.0  # the query stream goes on
     dmons = [c for c in shell.started if " dmon " in c]
-    wait_for(lambda: not any(p.poll() is None for p in _dmon_processes(gpus)))
+    wait_until(lambda: not any(p.poll() is None for p in _dmon_processes(gpus)))
     assert len(dmons) == 1 and GPM_RETRY >= 60
     assert gpus.hosts()[0].gpm_reason == f"{NO_GPM} on gpu7"
 

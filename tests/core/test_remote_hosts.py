@@ -15,9 +15,9 @@ from distcore.events.store import RunStore
 from distcore.remote import make_remote_producers
 from distcore.remote.spec import SshSpec
 from distcore.remote.ssh import MAX_HANDSHAKES
-from tests.core.events_helpers import scalar_records
-from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
-from tests.core.test_remote_ssh import NO_SSHD, wait_for
+from tests.kit.sshd import HOST_ALIAS, Sshd, started_sshd
+from tests.kit.wait import wait_until
+from tests.kit.writers import scalar_records
 
 pytestmark = pytest.mark.slow
 HOSTS = 12
@@ -27,14 +27,9 @@ HOSTS = 12
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
     """The sessions read an empty $HOME's rc files: 13 logins into this machine's account would
     each wait on its rc files' shared locks (pyenv's), which 13 real hosts would not."""
-    if not sshd_available():
-        pytest.skip(NO_SSHD)
-    (tmp_path / "sshd").mkdir()
     (tmp_path / "home").mkdir()
-    server = Sshd(tmp_path / "sshd", home=tmp_path / "home")
-    server.start()
-    yield server
-    server.stop()
+    with started_sshd(tmp_path, home=tmp_path / "home") as server:
+        yield server
 
 
 @pytest.fixture
@@ -77,7 +72,7 @@ def test_a_dead_host_delays_no_other(sshd: Sshd, black_hole: int, tmp_path: Path
     remote.start()
     try:
         expected = {f"h{i:02d}:run" for i in range(HOSTS)}
-        wait_for(lambda: expected <= {r.name for r in store.snapshot()}, timeout=90)
+        wait_until(lambda: expected <= {r.name for r in store.snapshot()}, timeout=90)
         dead = remote.producers[0].connection  # type: ignore[attr-defined]
         assert dead.destination == "dead"
         assert dead.connects == 0 and dead.down_since is None  # its handshake still pending

@@ -17,8 +17,9 @@ import pytest
 from distcore.events.store import RunStore
 from distcore.remote import make_remote_producers, parse_source
 from distcore.remote.fsspec_logdir import describe_error
-from tests.core.events_helpers import record, scalar_event, scalar_records, session_start
 from tests.core.remote_servers import CountingProxy, ServerProcess, gcs_emulator, moto_server
+from tests.kit.wait import wait_until
+from tests.kit.writers import record, scalar_event, scalar_records, session_start, write_scalars
 
 INSTALLS = "pip install -e '.[test]' installs it (make test does)"
 
@@ -79,12 +80,7 @@ def objects(
 
 
 def tensorboardx_file(tmp_path: Path, points: int) -> bytes:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(tmp_path / "tbx"), flush_secs=3600)
-    for step in range(points):
-        writer.add_scalar("loss", 1.0 / (step + 1), step)
-    writer.close()
+    write_scalars(tmp_path / "tbx", [1.0 / (step + 1) for step in range(points)])
     (path,) = (tmp_path / "tbx").glob("*tfevents*")
     return path.read_bytes()
 
@@ -247,7 +243,7 @@ def test_a_refresh_that_raises_is_shown_backs_off_and_recovers() -> None:
     (here the store's listener) is the URL's one-line error until a refresh succeeds."""
     import fsspec
 
-    from tests.core.test_remote_ssh import raising_listener, wait_for
+    from tests.core.test_remote_ssh import raising_listener
 
     fs = fsspec.filesystem("memory")
     root = f"/distmon-loop-{os.getpid()}/logs"
@@ -266,7 +262,7 @@ def test_a_refresh_that_raises_is_shown_backs_off_and_recovers() -> None:
         return remote.errors()
 
     try:
-        wait_for(failing)
+        wait_until(failing)
         (error,) = remote.errors()
         assert error.producer.startswith("url:memory://")
         assert error.message.endswith(": RuntimeError: listener broke")
@@ -279,7 +275,7 @@ def test_a_refresh_that_raises_is_shown_backs_off_and_recovers() -> None:
             count = len(points)
             return bool(runs) and runs[0].scalars["loss"].count == count and not remote.errors()
 
-        wait_for(recovered)
+        wait_until(recovered)
     finally:
         remote.close()
         fs.rm(root, recursive=True)

@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from distcore.remote.dmon import NO_GPM
-from tests.core.remote_servers import HOST_ALIAS, Sshd
 from tests.core.test_remote_cli import distmon
-from tests.core.test_remote_ssh import sshd
+from tests.kit.sshd import HOST_ALIAS, Sshd
 
-__all__ = ["sshd"]  # the fixture, imported for its use below
 pytestmark = pytest.mark.slow
 
 FIGURES = [

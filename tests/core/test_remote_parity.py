@@ -4,6 +4,7 @@ index) give the same points, problems, jobs, statuses and alerts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -19,8 +20,9 @@ from distcore.jobs.index import JobIndex
 from distcore.jobs.snapshots import Job, JobsSnapshot
 from distcore.remote import make_remote_producers, parse_source
 from distcore.remote.spec import SshSpec
-from tests.core.events_helpers import record, scalar_event
-from tests.core.remote_servers import HOST_ALIAS, ServerProcess, Sshd, moto_server, sshd_available
+from tests.core.remote_servers import ServerProcess, moto_server
+from tests.kit.sshd import HOST_ALIAS, Sshd, sshd_available, started_sshd
+from tests.kit.writers import record, scalar_event
 
 pytestmark = pytest.mark.slow
 KINDS = ("local", "ssh", "s3")
@@ -42,11 +44,8 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     root = tmp_path_factory.mktemp("servers")
-    sshd = None
-    if sshd_available():
-        (root / "sshd").mkdir()
-        sshd = Sshd(root / "sshd")
-        sshd.start()
+    started = contextlib.ExitStack()  # the sshd where one is installed (its tests skip else)
+    sshd = started.enter_context(started_sshd(root)) if sshd_available() else None
     moto: ServerProcess | None = None
     writer = None
     try:
@@ -72,8 +71,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
                 os.environ[key] = value
         if moto is not None:
             moto.close()
-        if sshd is not None:
-            sshd.stop()
+        started.close()
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from distcore.process import find_command
-from tests.core.remote_servers import free_port
+from tests.kit.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SSH = find_command("ssh")

@@ -22,9 +22,10 @@ from distcore.profile import ProfileError, ProfileSummary
 from distcore.remote.profiles import CAP, ProfileMirror, newest_profiles
 from distcore.remote.ssh_reads import take_profile
 from distcore.remote.tail import FileMeta
-from tests.core.events_helpers import scalar_records
 from tests.core.profile_files import space, training_steps
-from tests.core.remote_servers import HOST_ALIAS, Sshd, gcs_emulator, moto_server, sshd_available
+from tests.core.remote_servers import gcs_emulator, moto_server
+from tests.kit.sshd import HOST_ALIAS, Sshd, started_sshd
+from tests.kit.writers import scalar_records
 
 INSTALLS = "pip install -e '.[test]' installs it (make test does)"
 # gcsfs's gRPC bucket-layout probe retries for 60 s against an emulator (read at import).
@@ -96,13 +97,9 @@ def distmon(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 @pytest.fixture
 def sshd(tmp_path: Path) -> Iterator[Sshd]:
-    if not sshd_available():
-        pytest.skip("no OpenSSH server (.ci/run installs it)")
-    (tmp_path / "sshd").mkdir()
-    server = Sshd(tmp_path / "sshd")
-    server.start()
-    yield server
-    server.stop()
+    """Sessions without nvidia-smi on their PATH (the kit's `sshd` has a stand-in)."""
+    with started_sshd(tmp_path) as server:
+        yield server
 
 
 def _profiles(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,10 +11,10 @@ import pytest
 from distcore.events.store import RunStore
 from distcore.remote import make_remote_producers
 from distcore.remote.spec import SshSpec
-from tests.core.events_helpers import scalar_records
-from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
+from tests.kit.sshd import HOST_ALIAS, NO_SSHD, Sshd, sshd_available, started_sshd
+from tests.kit.wait import wait_until
+from tests.kit.writers import scalar_records, write_scalars
 
-NO_SSHD = "OpenSSH server not installed (.ci/run adds it: apt-get install openssh-server)"
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
@@ -25,76 +23,6 @@ pytestmark = [
 ]
 INTERVAL = 0.4
 
-# What `nvidia-smi --query-gpu=<distmon's fields> --format=csv,noheader,nounits -lms N` prints on
-# a two-GPU host where the second GPU is a MIG-enabled one (N/A utilization) without fan; and
-# what `nvidia-smi dmon --gpm-metrics 2,3,5,10 -d D [-c C]` prints there: its two header lines,
-# then a row per GPU every D seconds (C ticks, or until stopped), GPM figures last. A file
-# `dmon-mode` beside the script makes it another host: "ampere" (two A100s: dmon prints "-" in
-# every GPM column) or "old-driver" (dmon without --gpm-metrics: refused, on stdout, exit 2).
-STAND_IN = r"""#!/bin/sh
-mode=$(cat "$(dirname "$0")/dmon-mode" 2>/dev/null)
-name="NVIDIA H100 80GB HBM3"; gpm0="    34     22      9     57"; gpm1="    61     40     48     12"
-if [ "$mode" = ampere ]; then
-  name="NVIDIA A100-SXM4-80GB"; gpm0="     -      -      -      -"; gpm1=$gpm0
-fi
-if [ "$1" = dmon ]; then
-  if [ "$mode" = old-driver ]; then
-    echo "ERROR: Option --gpm-metrics is not recognized. Please run 'nvidia-smi -h' for help."
-    exit 2
-  fi
-  d=1; c=0; prev=
-  for a in "$@"; do [ "$prev" = -d ] && d=$a; [ "$prev" = -c ] && c=$a; prev=$a; done
-  echo "# gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk   pclk\
- smutil  smocc anyten   dram"
-  echo "# Idx      W      C      C      %      %      %      %      %      %    MHz    MHz\
-  GPM:%  GPM:%  GPM:%  GPM:%"
-  n=0
-  while [ "$c" = 0 ] || [ "$n" -lt "$c" ]; do
-    sleep "$d"
-    echo "    0    512     64     71     87     41      0      0      0      0   2619   1980$gpm0"
-    echo "    1     71     35     40      -      0      0      0      0      0   2619    345$gpm1"
-    n=$((n + 1))
-  done
-  exit 0
-fi
-ms=1000; prev=
-for a in "$@"; do [ "$prev" = "-lms" ] && ms=$a; prev=$a; done
-while :; do
-  echo "0, $name, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000001, 87, 41, 61234, \
-81559, 64, 512.33, 700.00, 1980, [N/A]"
-  echo "1, $name, GPU-5c8b3d1e-0000-4a4b-8c8c-000000000002, [N/A], [N/A], 13, \
-81559, 35, 71.02, 700.00, 345, [Not Supported]"
-  case " $* " in *" -lms "*) ;; *) exit 0;; esac
-  sleep "$(awk "BEGIN {print $ms / 1000}")"
-done
-"""
-
-
-@pytest.fixture
-def sshd(tmp_path: Path) -> Iterator[Sshd]:
-    # The fixture skips by itself: other modules (the dashboard's test) import it without this
-    # module's skip mark.
-    if not sshd_available():
-        pytest.skip(NO_SSHD)
-    bin_dir = tmp_path / "remote-bin"
-    bin_dir.mkdir()
-    script = bin_dir / "nvidia-smi"
-    script.write_text(STAND_IN)
-    script.chmod(0o755)
-    (tmp_path / "sshd").mkdir()
-    server = Sshd(tmp_path / "sshd", remote_bin=bin_dir)
-    server.start()
-    yield server
-    server.stop()
-
-
-def write_scalars(logdir: Path, steps: range, tag: str = "loss") -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir), flush_secs=3600)
-    for step in steps:
-        writer.add_scalar(tag, step * 0.5, step)
-    writer.close()
 
 
 def append(run: Path, points: list[tuple[int, float]]) -> None:
@@ -104,12 +32,9 @@ def append(run: Path, points: list[tuple[int, float]]) -> None:
         f.write(scalar_records("loss", points))
 
 
-def wait_for(check: Callable[[], object], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
+def halves(steps: range) -> list[float]:
+    """The values these tests write at `steps`: each step's half."""
+    return [step * 0.5 for step in steps]
 
 
 def steps_of(store: RunStore, name: str, tag: str = "loss") -> list[int]:
@@ -121,8 +46,8 @@ def steps_of(store: RunStore, name: str, tag: str = "loss") -> list[int]:
 
 def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(5))
-    write_scalars(logdir / "b" / "train", range(3))
+    write_scalars(logdir / "a", halves(range(5)))
+    write_scalars(logdir / "b" / "train", halves(range(3)))
     store = RunStore()
     remote = make_remote_producers(
         [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config
@@ -130,14 +55,14 @@ def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path
     remote.start()
     try:
         # Both runs, each waited for: one refresh may read one run's bytes before the other's.
-        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4])
-        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:b/train") == [0, 1, 2])
+        wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4])
+        wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:b/train") == [0, 1, 2])
         run = store.get(f"{HOST_ALIAS}:a")
         assert run is not None and str(run.path) == f"{HOST_ALIAS}:{logdir}/a"
         reader = remote.producers[0]
         before = reader.refreshes  # type: ignore[attr-defined]
         append(logdir / "a", [(10, 1.0)])
-        wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
+        wait_until(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
         assert reader.refreshes - before <= 2  # type: ignore[attr-defined]
         assert remote.errors() == ()
         # One connection for the host: listings and reads were sessions over it.
@@ -148,7 +73,7 @@ def test_runs_discovered_and_new_point_within_two_refreshes(sshd: Sshd, tmp_path
 
 def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_path: Path) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(4))
+    write_scalars(logdir / "a", halves(range(4)))
     store = RunStore()
     remote = make_remote_producers(
         [SshSpec(HOST_ALIAS, None, str(logdir))], store, refresh=INTERVAL, ssh_config=sshd.config,
@@ -156,16 +81,16 @@ def test_reconnects_after_server_restart_without_losing_points(sshd: Sshd, tmp_p
     )  # fmt: skip
     remote.start()
     try:
-        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3])
+        wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3])
         sshd.stop()
-        wait_for(lambda: remote.errors(), timeout=30)
+        wait_until(lambda: remote.errors(), timeout=30)
         (error,) = remote.errors()
         assert error.message.startswith(f"{HOST_ALIAS}: host unreachable since ")
         assert "\n" not in error.message
         assert steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3]  # kept what was read
-        write_scalars(logdir / "a", range(4, 6))
+        write_scalars(logdir / "a", halves(range(4, 6)), first_step=4)
         sshd.start()
-        wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4, 5], timeout=60)
+        wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2, 3, 4, 5], timeout=60)
         assert remote.errors() == ()
         assert remote.producers[0].connection.connects == 2  # type: ignore[attr-defined]
     finally:
@@ -278,7 +203,7 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
     remote.start()  # idempotent: the app starts host sources, the index the readers
     try:
         (source,) = remote.host_sources
-        wait_for(lambda: len(source.hosts()[0].gpus) == 2)
+        wait_until(lambda: len(source.hosts()[0].gpus) == 2)
         (host,) = source.hosts()
         assert (host.key, host.name, host.source, host.error) == (
             f"ssh:{HOST_ALIAS}",
@@ -298,7 +223,7 @@ def test_remote_gpus_from_one_long_running_nvidia_smi(sshd: Sshd, tmp_path: Path
         assert second.utilization_gpu is None and second.utilization_memory is None
         assert second.temperature_c == 35.0 and second.fan_percent is None
         sampled = host.sampled_at
-        wait_for(lambda: source.hosts()[0].sampled_at != sampled)  # it keeps sampling
+        wait_until(lambda: source.hosts()[0].sampled_at != sampled)  # it keeps sampling
         # One nvidia-smi process for all the samples, not one ssh per sample.
         # (This test's stand-in only: an earlier test's may linger until its next write.)
         stand_in = str(tmp_path / "remote-bin" / "nvidia-smi")
@@ -358,27 +283,22 @@ def test_any_tmpdir(
 def test_a_host_without_nvidia_smi_says_so_and_closes_at_once(tmp_path: Path) -> None:
     """The GPU source's loop: nvidia-smi missing there is the host's reason (exit 127), the next
     try waits a minute (Loop.next_in), and a close during that wait ends the thread at once."""
-    if not sshd_available():
-        pytest.skip(NO_SSHD)
-    (tmp_path / "sshd").mkdir()
-    server = Sshd(tmp_path / "sshd")  # PATH=/usr/bin:/bin there: no stand-in nvidia-smi
-    server.start()
-    remote = make_remote_producers(
-        [SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(), refresh=0.2,
-        ssh_config=server.config,
-    )  # fmt: skip
-    try:
-        remote.start()
-        (source,) = remote.host_sources
-        reason = f"nvidia-smi not found on {HOST_ALIAS}"
-        wait_for(lambda: source.hosts()[0].gpu_reason == reason)
-        (host,) = source.hosts()
-        assert host.gpus == () and host.error is None and remote.errors() == ()
-    finally:
-        # Its thread waits out the minute now: close must end that wait, or the thread outlives
-        # close's bounded join and the thread-leak guard fails this test.
-        remote.close()
-        server.stop()
+    with started_sshd(tmp_path) as server:  # PATH=/usr/bin:/bin there: no stand-in nvidia-smi
+        remote = make_remote_producers(
+            [SshSpec(HOST_ALIAS, None, str(tmp_path))], RunStore(), refresh=0.2,
+            ssh_config=server.config,
+        )  # fmt: skip
+        try:
+            remote.start()
+            (source,) = remote.host_sources
+            reason = f"nvidia-smi not found on {HOST_ALIAS}"
+            wait_until(lambda: source.hosts()[0].gpu_reason == reason)
+            (host,) = source.hosts()
+            assert host.gpus == () and host.error is None and remote.errors() == ()
+        finally:
+            # Its thread waits out the minute now: close must end that wait, or the thread
+            # outlives close's bounded join and the thread-leak guard fails this test.
+            remote.close()
 
 
 def raising_listener(store: RunStore) -> threading.Event:
@@ -398,7 +318,7 @@ def raising_listener(store: RunStore) -> threading.Event:
 def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
     sshd: Sshd, tmp_path: Path
 ) -> None:
-    write_scalars(tmp_path / "runs" / "a", range(2))
+    write_scalars(tmp_path / "runs" / "a", halves(range(2)))
     store = RunStore()
     broken = raising_listener(store)
     remote = make_remote_producers(
@@ -415,12 +335,12 @@ def test_a_refresh_that_raises_is_the_readers_error_until_one_succeeds(
         return remote.errors()
 
     try:
-        wait_for(failing)
+        wait_until(failing)
         (error,) = remote.errors()
         assert (error.producer, error.message) == (
             f"ssh:{HOST_ALIAS}", f"{HOST_ALIAS}: RuntimeError: listener broke")
         broken.clear()
         append(tmp_path / "runs" / "a", [(10, 1.0)])
-        wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a") and not remote.errors())
+        wait_until(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a") and not remote.errors())
     finally:
         remote.close()

@@ -14,7 +14,7 @@ from distcore.events.snapshots import RunSnapshot
 from distcore.events.store import RunStore
 from distcore.location import RunLocation
 from distcore.remote.tail import OVERLAP, FileMeta, LogdirTail
-from tests.core.events_helpers import record, scalar_event, session_start
+from tests.kit.writers import record, scalar_event, session_start
 
 TAGS = st.sampled_from(["loss", "acc", "l\xe9", "a/b"])
 EVENTS = st.lists(

@@ -20,8 +20,8 @@ from distcore.events import load_once
 from distcore.events.store import RunStore
 from distcore.remote import make_remote_producers
 from distcore.remote.spec import SshSpec
-from tests.core.events_helpers import record, scalar_event
-from tests.core.remote_servers import HOST_ALIAS, Sshd, sshd_available
+from tests.kit.sshd import HOST_ALIAS, Sshd, sshd_available, started_sshd
+from tests.kit.writers import record, scalar_event
 
 pytestmark = [
     pytest.mark.slow,
@@ -53,10 +53,8 @@ CONTENT = st.lists(
 @pytest.fixture(scope="module")
 def server() -> Iterator[Sshd]:
     root = Path(tempfile.mkdtemp(prefix="distmon-sshd-"))
-    server = Sshd(root)
-    server.start()
-    yield server
-    server.stop()
+    with started_sshd(root) as server:
+        yield server
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -16,10 +16,11 @@ from distcore.remote.ssh import SshConnection
 from distcore.remote.ssh_logdir import QUIET_CAP, SshLogdirReader, quiet_wait
 from distmon.options import Options
 from distmon.producers import Producers, ProducerSet
-from tests.core.remote_servers import HOST_ALIAS, Sshd
-from tests.core.test_remote_ssh import append, sshd, steps_of, wait_for, write_scalars
+from tests.core.test_remote_ssh import append, halves, steps_of
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
 
-__all__ = ["sshd"]  # the fixture, used by name below
 MakeReader = Callable[[Path, RunStore, float], SshLogdirReader]  # logdir, store, quiet cap
 
 
@@ -72,28 +73,28 @@ def reader_for(tmp_path: Path, sshd: Sshd) -> Iterator[MakeReader]:
 @pytest.mark.slow
 def test_a_change_after_a_long_quiet_period_is_seen(tmp_path: Path, reader_for: MakeReader) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(3))
+    write_scalars(logdir / "a", halves(range(3)))
     store = RunStore()
     reader = reader_for(logdir, store, 1.6)
-    wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])
-    wait_for(lambda: reader.wait == 1.6)  # quiet for 0.1 + 0.2 + 0.4 + 0.8 s: at the cap
+    wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])
+    wait_until(lambda: reader.wait == 1.6)  # quiet for 0.1 + 0.2 + 0.4 + 0.8 s: at the cap
     quiet = reader.refreshes
-    wait_for(lambda: reader.refreshes >= quiet + 2)
+    wait_until(lambda: reader.refreshes >= quiet + 2)
     assert reader.wait == 1.6  # it stays there while nothing changes
     append(logdir / "a", [(10, 1.0)])
-    wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
-    wait_for(lambda: reader.wait < 1.6)  # the refresh that saw it went back to the interval
+    wait_until(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
+    wait_until(lambda: reader.wait < 1.6)  # the refresh that saw it went back to the interval
     assert reader.errors() == ()
 
 
 @pytest.mark.slow
 def test_a_reload_wakes_a_quiet_host_at_once(tmp_path: Path, reader_for: MakeReader) -> None:
     logdir = tmp_path / "runs"
-    write_scalars(logdir / "a", range(3))
+    write_scalars(logdir / "a", halves(range(3)))
     store = RunStore()
     reader = reader_for(logdir, store, 600.0)
-    wait_for(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])
-    wait_for(lambda: reader.wait >= 6.4)  # ~6 s of quiet: the next refresh is >= 6.4 s away
+    wait_until(lambda: steps_of(store, f"{HOST_ALIAS}:a") == [0, 1, 2])
+    wait_until(lambda: reader.wait >= 6.4)  # ~6 s of quiet: the next refresh is >= 6.4 s away
     due = reader.due  # when the timer would refresh it
     append(logdir / "a", [(10, 1.0)])
     # What the dashboard's `r` runs (action_reload -> _rescan): a reload of the producers.
@@ -102,6 +103,6 @@ def test_a_reload_wakes_a_quiet_host_at_once(tmp_path: Path, reader_for: MakeRea
     producers = ProducerSet(made, Options(logdirs=(), no_gpu=True))
     producers.timed_scan(lambda _seconds, error: scans.append(error))
     assert scans == [None]
-    wait_for(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
+    wait_until(lambda: 10 in steps_of(store, f"{HOST_ALIAS}:a"))
     assert time.monotonic() < due, "seen only by the timer: the wake did not refresh the host"
-    wait_for(lambda: reader.wait < 1.0)  # and it is back at the interval
+    wait_until(lambda: reader.wait < 1.0)  # and it is back at the interval

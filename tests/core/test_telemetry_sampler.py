@@ -13,6 +13,7 @@ from distcore import names
 from distcore.telemetry import GpuDevice, GpuStatus, TelemetrySnapshot, TelemetrySource
 from distcore.telemetry.sampler import History, TelemetrySampler, keys_for, next_deadline
 from distcore.telemetry.simulated import SimulatedGpuSource
+from tests.kit.wait import wait_until
 
 
 class FakeClock:
@@ -181,9 +182,8 @@ def test_real_thread_keeps_its_rate() -> None:
     sampler = TelemetrySampler(source, interval=0.02)
     started = time.monotonic()
     sampler.start()
-    deadline = started + 60  # bounds a failure only: a loaded machine may lose ticks
-    while sampler.samples < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    # a loaded machine may lose ticks
+    wait_until(lambda: sampler.samples >= 3, "three samples", started + 60 - time.monotonic())
     time.sleep(0.2)  # a few intervals more: the upper bound has something to bound
     sampler.close()
     ran = time.monotonic() - started

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import distcore.tfrecord.wire as s
 from distcore.tfrecord.record import UndecodableError, decode_event
 from tests.core.conftest import compiled_kernel
-from tests.core.wire_builder import field, varint
+from tests.core.wire_builder import field
+from tests.kit.writers import varint
 
 _KEY = s.HPARAMS_RECORD_KEYS
 (W, STEP, SUMMARY, VALUE, TAG, TENSOR, META, DATA, NAME, CONTENT, VERSION, START, ENTRY, KEY,

@@ -23,8 +23,9 @@ import distcore.tfrecord.wire as s
 from distcore.tfrecord import PADDING, decode, kernel
 from distcore.tfrecord.framing import frame
 from tests.core.conftest import compiled_kernel
-from tests.core.events_helpers import WILD, batch_key, record, require_wild
-from tests.core.wire_builder import event_file, events, field, run_file, tensor, varint
+from tests.core.events_helpers import WILD, batch_key, require_wild
+from tests.core.wire_builder import event_file, events, field, run_file, tensor
+from tests.kit.writers import record, varint
 
 BUILT = kernel._load() if os.environ.get("DISTMON_PURE", "") in ("", "0") else None
 

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from distcore.tfrecord import PADDING, decode, decode_files
 from tests.core.conftest import compiled_kernel
-from tests.core.events_helpers import batch_key, record, scalar_event, session_start
+from tests.core.events_helpers import batch_key
 from tests.core.wire_builder import event_file, hparams_metadata, run_file
+from tests.kit.writers import record, scalar_event, session_start
 
 pytestmark = pytest.mark.usefixtures("decoder_path")  # compiled kernel and reference, each
 

@@ -21,8 +21,9 @@ from distcore.tfrecord.batch import FastScalars, _by_tag
 from distcore.tfrecord.framing import HEADER, Frames, frame
 from distcore.tfrecord.many import _ranges, _shares, _Tile, _tiles
 from tests.core.conftest import compiled_kernel
-from tests.core.events_helpers import batch_key, record, scalar_event, scalar_records, session_start
+from tests.core.events_helpers import batch_key
 from tests.core.wire_builder import event_file, run_file
+from tests.kit.writers import record, scalar_event, scalar_records, session_start
 
 _COLUMNS = ("index", "tag_ids", "steps", "wall_times", "values", "is_tensor", "has_metadata")
 

@@ -12,23 +12,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_p
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 import distcore.tfrecord.wire as s
-from tests.core.events_helpers import record
-
-
-def varint(value: int, width: int | None = None) -> bytes:
-    """`value` (two's complement for negatives) as a varint, padded to `width` bytes if longer."""
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        out.append(value & 0x7F)
-        value >>= 7
-        if not value:
-            break
-        out[-1] |= 0x80
-    while width is not None and len(out) < width:
-        out[-1] |= 0x80
-        out.append(0)
-    return bytes(out)
+from tests.kit.writers import header, record, varint
 
 
 def field(key: int, payload: bytes, width: int | None = None) -> bytes:
@@ -148,15 +132,8 @@ def event_file(draw: st.DrawFn) -> bytes:
         elif damage == "zeros":
             data[at:at] = bytes(draw(st.integers(1, 200)))
         else:  # a valid header claiming a record far beyond the file
-            length = struct.pack("<Q", draw(st.sampled_from([1 << 20, 1 << 28, 1 << 40])))
-            data[at:at] = length + record_header_crc(length)
+            data[at:at] = header(draw(st.sampled_from([1 << 20, 1 << 28, 1 << 40])))
     return bytes(data)
-
-
-def record_header_crc(length: bytes) -> bytes:
-    from distcore.tfrecord.framing import masked_crc
-
-    return struct.pack("<I", masked_crc(length))
 
 
 RUN_KINDS = ["simple", "f32", "f32+md", "f64+md", "f32+other", "i64+md"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from distcore.telemetry.samples import TelemetrySnapshot
 from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.producers import Producers
+from tests.kit.wait import until
 from tests.tui.fixed import NOW, FixedRuns, gpu, keras_job, run, sampler, series, telemetry
 
 MakeApp = Callable[..., DistmonApp]
@@ -63,11 +63,12 @@ def simulated_gpus(n: int = 2) -> list[TelemetrySnapshot]:
 async def ready(pilot: Any, timeout: float = 20.0) -> None:
     """Wait until the app shows a snapshot of its job index (built off the UI thread)."""
     app = pilot.app
-    deadline = time.monotonic() + timeout  # bounds a failure only: a loaded machine is slow
-    while not (app.index is not None and app.dashboard.jobs is not None
-               and app.dashboard.jobs is app.index.latest()):
-        assert time.monotonic() < deadline, f"no job index snapshot on screen in {timeout:.0f} s"
-        await pilot.pause(0.02)
+
+    def shown() -> bool:
+        return (app.index is not None and app.dashboard.jobs is not None
+                and app.dashboard.jobs is app.index.latest())
+
+    await until(pilot, shown, "a job index snapshot on screen", timeout, every=0.02)
     await pilot.pause()
 
 
@@ -83,13 +84,11 @@ async def settle(pilot: Any) -> None:
     screens every time."""
     await ready(pilot)
     sampler_ = pilot.app.producers.made.telemetry
-    deadline = time.monotonic() + 30.0  # bounds a failure only
-    while sampler_.samples <= HISTORY_TICKS:
-        assert time.monotonic() < deadline, f"the sampler took {sampler_.samples} samples"
-        await pilot.pause(0.02)
-    while not pilot.app.screen.query("FooterKey"):  # the key bar follows the first rows
-        assert time.monotonic() < deadline, "the key bar never showed its keys"
-        await pilot.pause(0.02)
+    await until(pilot, lambda: sampler_.samples > HISTORY_TICKS, "the sampler's sample", 30.0,
+                every=0.02)
+    # the key bar follows the first rows
+    await until(pilot, lambda: pilot.app.screen.query("FooterKey"), "the key bar's keys", 30.0,
+                every=0.02)
     await fresh(pilot)
 
 
@@ -98,23 +97,24 @@ async def choose(pilot: Any, app: DistmonApp, key: str, name: str) -> None:
     from textual.command import CommandList, CommandPalette
 
     await pilot.press(key)
-    deadline = time.monotonic() + 60
-    listed: Any = None
-    while time.monotonic() < deadline:
-        if isinstance(app.screen, CommandPalette):
-            listed = app.screen.query_one(CommandList)
-            names = [listed.get_option_at_index(i).hit.text for i in range(listed.option_count)]
-            if name in names:
-                listed.highlighted = names.index(name)
-                break
-        await pilot.pause(0.05)
-    else:
-        raise AssertionError(f"{name!r} not offered after {key!r}")
+
+    def offered() -> bool:
+        if not isinstance(app.screen, CommandPalette):
+            return False
+        listed = app.screen.query_one(CommandList)
+        names = [_hit(listed, i) for i in range(listed.option_count)]
+        if name in names:
+            listed.highlighted = names.index(name)
+        return name in names
+
+    await until(pilot, offered, f"{name!r} offered after {key!r}")
     await pilot.press("enter")
-    while isinstance(app.screen, CommandPalette):
-        assert time.monotonic() < deadline, "the palette did not close"
-        await pilot.pause(0.05)
+    await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette to close")
     await pilot.pause()  # the palette runs the choice after it closes (call_later)
+
+
+def _hit(listed: Any, i: int) -> str:
+    return str(listed.get_option_at_index(i).hit.text)
 
 
 def palette_names(app: DistmonApp) -> list[str | None]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ from distmon.dashboard import DashboardScreen
 from distmon.widgets.charts import LineChart
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, choose, palette_names, ready, simulated_gpus, standard_runs
 from tests.tui.fixed import FixedRuns, keras_job, run, series
-from tests.tui.test_table_keys import until
 
 JOBS = ["input_bound", "pytorch/exp1", "quickstart"]
 
@@ -265,9 +264,7 @@ async def test_r_reloads_what_the_store_holds(make_app: MakeApp) -> None:
         await pilot.pause(1.0)
         assert row_keys(app.query_one(RunsTable)) == ["a"]  # not seen without a reload
         await pilot.press("r")  # wakes the index, which reads the store again
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while row_keys(app.query_one(RunsTable)) != ["a", "b"] and time.monotonic() < deadline:
-            await pilot.pause(0.05)
+        await until(pilot, lambda: row_keys(app.query_one(RunsTable)) == ["a", "b"], "rows a, b")
         assert row_keys(app.query_one(RunsTable)) == ["a", "b"]
 
 
@@ -280,9 +277,7 @@ async def test_changes_from_the_watcher_thread_fill_in(make_app: MakeApp) -> Non
         writer = threading.Thread(target=store.replace, args=(standard_runs(),))
         writer.start()
         writer.join()
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while row_keys(app.query_one(RunsTable)) != JOBS and time.monotonic() < deadline:
-            await pilot.pause(0.05)
+        await until(pilot, lambda: row_keys(app.query_one(RunsTable)) == JOBS, "every job's row")
         assert row_keys(app.query_one(RunsTable)) == JOBS
 
 

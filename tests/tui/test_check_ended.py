@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tui.test_once_alerts import _write_loss
+from tests.kit.writers import write_scalars
 
 HOUR = 3600.0
 
@@ -23,7 +23,7 @@ def _job(root: Path, name: str, ended_ago: float | None, record: dict[str, objec
     loss, and run.json where `record` is given (its end_time that old too)."""
     when = time.time() - (ended_ago or 0.0)
     run = root / name / "train"
-    _write_loss(run, [1.0, 0.5, float("nan")], when - 3)
+    write_scalars(run, [1.0, 0.5, float("nan")], when - 3)
     if record is not None:
         (root / name / "run.json").write_text(json.dumps({**record, "end_time": when}))
     for path in (run, *run.iterdir()):

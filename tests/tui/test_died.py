@@ -22,8 +22,10 @@ import pytest
 from distcore import names
 from distmon.once import run_once
 from distmon.options import Options
-from tests.tui.test_live import app_over, rows, until
-from tests.tui.test_serve import Serve, sample, scrape, wait_for, write_job
+from tests.kit.wait import until, wait_until
+from tests.kit.writers import write_job
+from tests.tui.test_live import app_over, rows
+from tests.tui.test_serve import Serve, sample, scrape
 
 
 @pytest.fixture
@@ -100,7 +102,7 @@ def test_serve_exports_died(tmp_path: Path, logdir: Path) -> None:
             text = scrape(port)
             return text if 'job="killed"' in text else None
 
-        text = str(wait_for(listed))
+        text = str(wait_until(listed))
         assert sample(text, "distmon_job_status", job="killed", distmon_job_status="died") == 1
         assert sample(text, "distmon_alert", job="killed", kind="agent_died") == 1
         assert sample(text, "distmon_alert", job="killed", kind="hung") is None

@@ -11,9 +11,9 @@ from distcore.histograms.records import HistogramPoint, HistogramSeries
 from distmon.render.distribution import HISTOGRAM_PREFIX, band_curves
 from distmon.render.view_model import all_tags
 from distmon.widgets.charts import LineChart
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, choose, ready
 from tests.tui.fixed import keras_job
-from tests.tui.test_table_keys import until
 
 TAG = "weights/dense/kernel"
 

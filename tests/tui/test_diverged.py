@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from distmon.widgets.panels import Panel
-from tests.tui.test_live import app_over, rows, until
+from tests.kit.wait import until
+from tests.tui.test_live import app_over, rows
 
 pytestmark = pytest.mark.slow
 

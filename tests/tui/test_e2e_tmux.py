@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.kit.wait import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -47,14 +48,11 @@ class Tmux:
         return self("capture-pane", "-p", "-t", "distmon")
 
     def wait_for(self, text: str, timeout: float = 90.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
+        def shown() -> str:
             screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+            return screen if text in screen else ""
+
+        return wait_until(shown, f"{text!r} on screen", timeout, every=0.2, detail=self.screen)
 
 
 @pytest.fixture
@@ -91,9 +89,7 @@ def test_newest_step_appears_on_screen(tmp_path: Path, tmux: Tmux) -> None:
         row = next(line for line in screen.splitlines() if "exp1" in line and "4321" in line)
         assert "0.0002314" in row  # the loss written at that step: 1 / 4322
         tmux("send-keys", "-t", "distmon", "q")
-        deadline = time.monotonic() + 60
-        while "distmon" in tmux("list-sessions") and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: "distmon" not in tmux("list-sessions"), "the session's end", every=0.2)
         assert "distmon" not in tmux("list-sessions")  # q quit the app and ended the session
     finally:
         writer.kill()

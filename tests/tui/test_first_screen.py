@@ -5,10 +5,7 @@ while the readers bring the first rows; mounted late, it still shows every key."
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from textual.widgets import Footer
 
@@ -16,16 +13,10 @@ from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.producers import Producers
 from distmon.widgets.runs import RunsTable
+from tests.kit.wait import until
 from tests.tui.fixed import FixedRuns, run, series
 
 TIMEOUT = 60.0  # bounds a failure only: a loaded 2-core machine is slow
-
-
-async def until(pilot: Any, condition: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.05)
 
 
 def keys(app: DistmonApp) -> list[str]:

@@ -3,7 +3,6 @@ series, at three terminal sizes, in colour and without; its cursor read off the 
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from distmon.formats import number
 from distmon.render.grid_model import HUES
 from distmon.render.grid_state import FOOTER
 from distmon.widgets.grid import ChartGridScreen, GridView
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import falling, rising, run, series
 
@@ -43,10 +43,8 @@ def fit_runs() -> list[Any]:
 async def open_grid(pilot: Any) -> GridView:
     await ready(pilot)
     await pilot.press("v")
-    deadline = time.monotonic() + 20  # bounds a failure only
-    while not isinstance(pilot.app.screen, ChartGridScreen):
-        assert time.monotonic() < deadline, "the grid never opened"
-        await pilot.pause(0.02)
+    await until(pilot, lambda: isinstance(pilot.app.screen, ChartGridScreen), "the grid", 20,
+                every=0.02)
     await pilot.pause()
     view: GridView = pilot.app.screen.query_one(GridView)
     return view

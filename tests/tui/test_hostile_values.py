@@ -19,8 +19,9 @@ from pathlib import Path
 from distcore import jobs, names
 from distcore.bounded import MAX_SECONDS
 from distmon.widgets.panels import Panel
-from tests.tui.test_live import app_over, rows, until
-from tests.tui.test_serve import ROOT, Serve, scrape, wait_for
+from tests.kit.wait import until, wait_until
+from tests.tui.test_live import app_over, rows
+from tests.tui.test_serve import ROOT, Serve, scrape
 from tests.untrusted import Point, write_run
 
 HUGE = int("9" * 400)
@@ -128,7 +129,7 @@ def test_serve_exports_the_normal_job_and_nothing_out_of_range(tmp_path: Path) -
             return text if 'distmon_mfu_ratio{job="normal"}' in text and \
                 'kind="job_failed"' in text and 'job="hostile"' in text else None
 
-        text = str(wait_for(both))
+        text = str(wait_until(both))
     finally:
         assert serve.stop() == 0, serve.stderr()
     assert "Traceback" not in serve.stderr() and "OverflowError" not in serve.stderr()

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
+from tests.kit.wait import until
 
 TIMEOUT = 60.0  # generous: a loaded 2-core machine
 
@@ -32,15 +32,6 @@ def add(w: Any, step: int, value: float) -> None:
 
 def app_over(logdir: Path) -> DistmonApp:
     return DistmonApp(Options(logdirs=(logdir,), refresh=0.2, no_gpu=True))
-
-
-async def until(pilot: Any, condition: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def rows(app: DistmonApp) -> dict[str, tuple[str, str]]:

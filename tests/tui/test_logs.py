@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,9 @@ import pytest
 from distcore.jobs.index import JobIndex
 from distcore.producer import Loop
 from distmon.logs import LOG_ENV, configure
-from tests.core.events_helpers import scalar_records
-from tests.tui.test_live import app_over, until
+from tests.kit.wait import until, wait_until
+from tests.kit.writers import scalar_records
+from tests.tui.test_live import app_over
 
 BOOM = "BOOM \x1b[31m in compute"
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -139,10 +139,8 @@ def test_a_loop_without_on_error_logs_its_traceback_to_the_file_only(
     loop = Loop("failing-step", step, interval=0.05)
     try:
         loop.start()
-        deadline = time.monotonic() + 30
-        while "step blew up" not in (log.read_text() if log.exists() else ""):
-            assert time.monotonic() < deadline, "the failure never reached the log"
-            failed.wait(0.05)
+        wait_until(lambda: "step blew up" in (log.read_text() if log.exists() else ""),
+                   "the failure in the log", 30)
     finally:
         loop.close()
         undo()

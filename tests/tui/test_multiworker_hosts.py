@@ -11,7 +11,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.widgets.panels import Panel
 from tests.agent.test_multiworker import child_env, write_config
+from tests.kit.wait import until
 
 pytestmark = pytest.mark.slow
 SIMULATED = 2
@@ -74,14 +74,10 @@ async def test_the_gpu_panel_lists_both_workers(logdir: Path) -> None:
     app = DistmonApp(Options(logdirs=(logdir,), refresh=0.2, no_gpu=True))
     async with app.run_test(size=(160, 48)) as pilot:
         panel = app.query_one("#gpus", Panel)
-        deadline = time.monotonic() + 60
-        text = ""
-        while time.monotonic() < deadline:
-            text = str(panel.render())
-            # Both workers' system runs land in either order as the first read goes on.
-            if "worker 0" in text and "worker 1" in text:
-                break
-            await pilot.pause(0.1)
+        # Both workers' system runs land in either order as the first read goes on.
+        await until(pilot, lambda: "worker 0" in str(panel.render())
+                    and "worker 1" in str(panel.render()), "both workers' GPUs", every=0.1)
+        text = str(panel.render())
         lines = text.splitlines()
         headings = [i for i, line in enumerate(lines) if "simulated" in line and "worker" in line]
         assert [("worker 0" in lines[i], "worker 1" in lines[i]) for i in headings] == [

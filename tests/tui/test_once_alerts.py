@@ -9,15 +9,7 @@ from pathlib import Path
 
 from distmon.once import run_once
 from distmon.options import Options
-
-
-def _write_loss(logdir: Path, values: list[float], wall_start: float) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir))
-    for step, value in enumerate(values):
-        writer.add_scalar("loss", value, step, walltime=wall_start + step)
-    writer.close()
+from tests.kit.writers import write_scalars
 
 
 def _alerts(logdir: Path) -> list[dict[str, object]]:
@@ -27,8 +19,8 @@ def _alerts(logdir: Path) -> list[dict[str, object]]:
 
 
 def test_a_steadily_rising_loss_is_flagged(tmp_path: Path) -> None:
-    _write_loss(tmp_path / "diverging", [1.0 + 0.05 * i for i in range(40)], time.time() - 40)
-    _write_loss(tmp_path / "healthy", [1.0 / (1 + i) for i in range(40)], time.time() - 40)
+    write_scalars(tmp_path / "diverging", [1.0 + 0.05 * i for i in range(40)], time.time() - 40)
+    write_scalars(tmp_path / "healthy", [1.0 / (1 + i) for i in range(40)], time.time() - 40)
     found = {(a["kind"], a["run"]) for a in _alerts(tmp_path)}
     assert ("loss_rising", "diverging") in found
     assert not any(run == "healthy" for _, run in found)
@@ -36,8 +28,8 @@ def test_a_steadily_rising_loss_is_flagged(tmp_path: Path) -> None:
 
 def test_a_run_whose_points_stopped_arriving_is_flagged(tmp_path: Path) -> None:
     # One point a second for 40 s, then two minutes of silence: far longer than its interval.
-    _write_loss(tmp_path / "stalled", [1.0 / (1 + i) for i in range(40)], time.time() - 160)
-    _write_loss(tmp_path / "writing", [1.0 / (1 + i) for i in range(40)], time.time() - 39)
+    write_scalars(tmp_path / "stalled", [1.0 / (1 + i) for i in range(40)], time.time() - 160)
+    write_scalars(tmp_path / "writing", [1.0 / (1 + i) for i in range(40)], time.time() - 39)
     stalled = [a for a in _alerts(tmp_path) if a["kind"] == "run_stalled"]
     assert [a["run"] for a in stalled] == ["stalled"]
     assert "no new points for" in str(stalled[0]["message"])
@@ -47,8 +39,8 @@ def test_a_finished_distagent_jobs_system_samples_are_not_stalled(tmp_path: Path
     """system/ and system/worker-<i>/ belong to the job whose run.json says it finished."""
     job = tmp_path / "job"
     for run in ("train", "system", "system/worker-1"):
-        _write_loss(job / run, [1.0 / (1 + i) for i in range(40)], time.time() - 160)
+        write_scalars(job / run, [1.0 / (1 + i) for i in range(40)], time.time() - 160)
     (job / "run.json").write_text(json.dumps({"status": "finished"}))
-    _write_loss(tmp_path / "other", [1.0 / (1 + i) for i in range(40)], time.time() - 160)
+    write_scalars(tmp_path / "other", [1.0 / (1 + i) for i in range(40)], time.time() - 160)
     stalled = {a["run"] for a in _alerts(tmp_path) if a["kind"] == "run_stalled"}
     assert stalled == {"other"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2, types_pb2
 
-from tests.core.events_helpers import record, scalar_event
+from tests.kit.writers import record, scalar_event
 
 BIG = float(np.finfo(np.float64).max)
 META = summary_pb2.SummaryMetadata(

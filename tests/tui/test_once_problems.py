@@ -10,13 +10,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.core.events_helpers import scalar_records
+from tests.kit.wait import until
+from tests.kit.writers import scalar_records
 
 EVENT_FILE = "events.out.tfevents.1.host"
 PR_CAPBSET_DROP = 24
@@ -97,7 +97,5 @@ async def test_the_dashboard_shows_the_logdirs_problems(tmp_path: Path) -> None:
     app = DistmonApp(Options(logdirs=(tmp_path,), refresh=0.2, no_gpu=True))
     async with app.run_test(size=(120, 40)) as pilot:
         alerts = app.query_one("#alerts", Panel)
-        deadline = time.monotonic() + 60  # bounds a failure only
-        while "not a regular file" not in str(alerts.render()) and time.monotonic() < deadline:
-            await pilot.pause(0.05)
+        await until(pilot, lambda: "not a regular file" in str(alerts.render()), "the fifo's alert")
         assert "▲ logdir: " in str(alerts.render()) and "bad" in str(alerts.render())

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the test extras
 
-from tests.tui.test_serve import ROOT, Serve, sample, scrape, wait_for
+from tests.kit.wait import wait_until
+from tests.tui.test_serve import ROOT, Serve, sample, scrape
 from tests.tui.test_serve_prometheus import INSTALL, PROMETHEUS, Prometheus
 
 OPS = ROOT / "sample_configs" / "ops"
@@ -356,12 +357,12 @@ def legend(template: str, labels: dict[str, str]) -> str:
 def test_every_dashboard_query_returns_data(tmp_path: Path, ops_served: Serve) -> None:
     prometheus = Prometheus(tmp_path, f"127.0.0.1:{ops_served.port()}")
     try:
-        variable = wait_for(
+        variable = wait_until(
             lambda: prometheus.api("label/job/values", **{"match[]": "distmon_job_status"}) or []
         )
         assert {"keras", "nan", "plain"} <= set(variable)
         for title, expr, template in panel_targets():
-            found = wait_for(functools.partial(prometheus.query, grafana_expr(expr)))
+            found = wait_until(functools.partial(prometheus.query, grafana_expr(expr)))
             if template:  # one line, one legend: two lines named alike cannot be told apart
                 names = [legend(template, s["metric"]) for s in found]
                 assert len(names) == len(set(names)), (title, names)
@@ -385,7 +386,7 @@ def test_max_series_is_exact_on_the_wire(tmp_path: Path, ops_logdir: Path) -> No
             text = scrape(port)
             return text if sample(text, "distmon_jobs") == 3 else ""
 
-        text = wait_for(every_job_seen)
+        text = wait_until(every_job_seen)
         lines = [x for x in text.splitlines() if x and not x.startswith("#")]
         assert len(lines) == 50, text
         dropped = sample(text, "distmon_series_dropped")

@@ -4,7 +4,6 @@ caller, failures reported (never raised), nothing started once closed."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from distcore.jobs.snapshots import JobsSnapshot
@@ -12,19 +11,12 @@ from distmon.app import DistmonApp
 from distmon.options import Options
 from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.widgets.panels import StatusLine
-
-
-def _write_job(root: Path) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(root / "j" / "train"))
-    for step, loss in enumerate([1.0, 0.5]):
-        writer.add_scalar("epoch_loss", loss, step)
-    writer.close()
+from tests.kit.wait import until
+from tests.kit.writers import write_scalars
 
 
 def test_launch_reads_watches_and_reports_the_scan(tmp_path: Path) -> None:
-    _write_job(tmp_path)
+    write_scalars(tmp_path / "j" / "train", [1.0, 0.5], tag="epoch_loss")
     options = Options(logdirs=(tmp_path,), no_gpu=True, poll=True, refresh=0.2)
     producers = ProducerSet(make_producers(options), options)
     scans: list[tuple[float, str | None]] = []
@@ -69,8 +61,6 @@ async def test_the_dashboard_says_why_its_producers_failed(tmp_path: Path) -> No
     app = DistmonApp(Options(logdirs=(tmp_path,)), producers=_broken)
     async with app.run_test() as pilot:
         status = app.query_one(StatusLine)
-        deadline = time.monotonic() + 30  # bounds a failure only
-        while "scan failed" not in str(status.render()):
-            assert time.monotonic() < deadline, str(status.render())
-            await pilot.pause(0.02)
+        await until(pilot, lambda: "scan failed" in str(status.render()), "the scan's failure",
+                    30, every=0.02)
         assert "scan failed: RuntimeError: NVML exploded" in str(status.render())

@@ -18,11 +18,13 @@ import pytest
 
 from distcore.snapshot import SNAPSHOT_VERSION
 from tests.core.profile_files import hostile_space, write
-from tests.core.test_notify import Receiver
 from tests.json_shape import undocumented
+from tests.kit.wait import until, wait_until
+from tests.kit.webhook import Receiver
+from tests.kit.writers import write_job
 from tests.tui.conftest import ready
-from tests.tui.test_live import app_over, until
-from tests.tui.test_serve import ROOT, Serve, sample, scrape, wait_for, write_job
+from tests.tui.test_live import app_over
+from tests.tui.test_serve import ROOT, Serve, sample, scrape
 
 pytestmark = pytest.mark.slow
 SESSION = "2026_01_01_00_00_00"
@@ -137,7 +139,7 @@ def test_serve_exports_the_step_split_and_posts_the_alert(
             text = scrape(port)
             return text if 'distmon_profile_step_seconds{job="keras_slow"' in text else None
 
-        text = str(wait_for(split, timeout=180))
+        text = str(wait_until(split, timeout=180))
         parts = {part: sample(text, "distmon_profile_step_seconds", job="keras_slow", part=part)
                  for part in ("input", "device_compute", "host_compute", "communication",
                               "other")}
@@ -145,10 +147,10 @@ def test_serve_exports_the_step_split_and_posts_the_alert(
         assert parts["input"] is not None and parts["input"] > 0.5 * sum(
             v for v in parts.values() if v is not None)
         assert sample(text, "distmon_profile_step_seconds", job="truncated") is None
-        (posted,) = wait_for(lambda: [b for b in receiver.bodies
+        (posted,) = wait_until(lambda: [b for b in receiver.bodies
                                       if b["kind"] == "profile_input_bound"
                                       and b["text"].startswith("[critical] keras_slow/")],
-                             timeout=180)
+                               timeout=180)
         assert "num_parallel_calls" in posted["text"] and "MapAndBatch" in posted["text"]
     finally:
         code = serve.stop(signal.SIGTERM)

@@ -5,7 +5,6 @@ the GPM figures of its `nvidia-smi dmon --gpm-metrics` or why there are none."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -17,14 +16,14 @@ from distmon.options import Options
 from distmon.producers import make_producers
 from distmon.widgets.panels import Panel
 from distmon.widgets.runs import RunsTable
-from tests.core.events_helpers import scalar_records
-from tests.core.remote_servers import HOST_ALIAS, Sshd
-from tests.core.test_remote_ssh import sshd  # noqa: F401 (the fixture)
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.wait import until
+from tests.kit.writers import scalar_records
 
 pytestmark = pytest.mark.slow
 
 
-async def test_remote_run_and_gpus_on_screen(sshd: Sshd, tmp_path: Path) -> None:  # noqa: F811
+async def test_remote_run_and_gpus_on_screen(sshd: Sshd, tmp_path: Path) -> None:
     run = tmp_path / "logs" / "r"
     run.mkdir(parents=True)
     (run / "events.out.tfevents.1.h").write_bytes(scalar_records("loss", [(7, 0.5)]))
@@ -36,12 +35,9 @@ async def test_remote_run_and_gpus_on_screen(sshd: Sshd, tmp_path: Path) -> None
     app = DistmonApp(options, producers=lambda: make_producers(options))
     async with app.run_test(size=(160, 48)) as pilot:
         gpus, table = app.query_one("#gpus", Panel), app.query_one(RunsTable)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            text = str(gpus.render())
-            if "H100" in text and any(r.key == f"{HOST_ALIAS}:r" for r in table._rows):
-                break
-            await pilot.pause(0.1)
+        await until(pilot, lambda: "H100" in str(gpus.render())
+                    and any(r.key == f"{HOST_ALIAS}:r" for r in table._rows),
+                    "the remote host's GPUs and run", every=0.1)
         lines = str(gpus.render()).splitlines()
         assert lines[0].startswith("no GPU"), lines  # this machine first (no NVML here)
         heading = next(i for i, line in enumerate(lines) if line.startswith(HOST_ALIAS))
@@ -66,7 +62,7 @@ OLD_DRIVER = (f"nvidia-smi dmon on {HOST_ALIAS} gives no GPM (ERROR: Option --gp
     ids=["hopper", "ampere", "old-driver"],
 )
 async def test_a_remote_hosts_gpm_figures_or_why_not_on_screen(
-    sshd: Sshd, tmp_path: Path, mode: str, figures: list[str], reason: str | None,  # noqa: F811
+    sshd: Sshd, tmp_path: Path, mode: str, figures: list[str], reason: str | None,
 ) -> None:
     """The remote host's GPU lines carry dmon's GPM figures next to util% as local GPUs do;
     a host without says why, once, under its GPUs."""
@@ -87,10 +83,8 @@ async def test_a_remote_hosts_gpm_figures_or_why_not_on_screen(
             lines = remote_lines()
             return len(lines) >= 2 and (reason in lines if reason else " sm " in lines[1])
 
-        deadline = time.monotonic() + 60
-        while not shown():
-            assert time.monotonic() < deadline, remote_lines() or str(gpus.render())
-            await pilot.pause(0.1)
+        await until(pilot, shown, "the remote GPUs' lines", every=0.1,
+                    detail=lambda: "\n".join(remote_lines()) or str(gpus.render()))
         lines = remote_lines()
         assert [line.split()[:2] for line in lines[:2]] == [["0", "NVIDIA"], ["1", "NVIDIA"]]
         found: list[str | None] = [next((f for f in figures if f in line), None)

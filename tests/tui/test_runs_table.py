@@ -30,9 +30,10 @@ from distmon.render.runs_lines import (
 )
 from distmon.render.view_model import NAME_LIMIT
 from distmon.widgets.runs import RunsTable
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import FixedRuns, keras_job
-from tests.tui.test_table_keys import laid_out, screen_line, until
+from tests.tui.test_table_keys import laid_out, screen_line
 
 JOBS = 1_000
 

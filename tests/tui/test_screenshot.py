@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from distmon.app import DistmonApp
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, ready
-from tests.tui.test_table_keys import until
 
 
 def _notices(app: DistmonApp) -> list[str]:

@@ -3,7 +3,6 @@ webhook receiver, and its end on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -13,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,37 +22,14 @@ from distmon.cli import main
 from distmon.options import Options
 from distmon.producers import Producers, ProducerSet, make_producers
 from distmon.serve import _levels, parse_listen
-from tests.core.test_notify import SECRET, Receiver
+from tests.kit.wait import wait_until
+from tests.kit.webhook import SECRET, Receiver
+from tests.kit.writers import write_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 T = TypeVar("T")
-
-
-def wait_for(what: Callable[[], T], timeout: float = 60.0, every: float = 0.1) -> T:
-    """`what()` once it is truthy (polled: on a loaded machine it may take a while)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = what()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(every)
-
-
-def write_job(logdir: Path, name: str, losses: Sequence[float], status: str | None = None) -> Path:
-    """A job as distagent lays it out: <job>/train events and, where given, run.json."""
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(logdir / name / "train"))
-    start = time.time() - len(losses)
-    for step, value in enumerate(losses):
-        writer.add_scalar("loss", value, step, walltime=start + step)
-    writer.close()
-    if status is not None:
-        (logdir / name / "run.json").write_text(json.dumps({"status": status}))
-    return logdir / name
 
 
 class Serve:
@@ -83,7 +59,7 @@ class Serve:
             match = re.search(r"serving metrics at http://127\.0\.0\.1:(\d+)/", self.stderr())
             return match.group(1) if match else None
 
-        return int(str(wait_for(found)))
+        return int(str(wait_until(found)))
 
     def stop(self, signum: int = signal.SIGTERM) -> int:
         if self.proc.poll() is None:
@@ -94,13 +70,6 @@ class Serve:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def scrape(port: int) -> str:
@@ -193,7 +162,7 @@ def test_a_producer_set_reads_the_logdir_and_closes_every_thread(tmp_path: Path)
             snap = producers.index.latest()
             return [job.name for job in snap.jobs] if snap is not None else []
 
-        assert wait_for(jobs) == ["j"]
+        assert wait_until(jobs) == ["j"]
     finally:
         producers.close()  # the autouse thread-leak guard checks that each one ended
 
@@ -264,16 +233,16 @@ def test_serve_exports_the_jobs_posts_critical_alerts_once_and_stops_on_sigterm(
             ready = 'run="mnist/train",tag="loss"' in text and 'job="broken"' in text
             return text if ready else None
 
-        text = str(wait_for(both))
+        text = str(wait_until(both))
         loss = sample(text, "distmon_scalar", job="mnist", run="mnist/train", tag="loss")
         assert loss == pytest.approx(1.0 / 20)
         assert sample(text, "distmon_scalar_step", job="mnist", tag="loss") == 19
         assert sample(text, "distmon_job_status", job="mnist", distmon_job_status="running") == 1
         assert sample(text, "distmon_job_status", job="broken", distmon_job_status="failed") == 1
         assert sample(text, "distmon_alert", job="broken", kind="job_failed") == 1
-        wait_for(lambda: {b["kind"] for b in receiver.bodies} >= {"job_failed", "loss_nan"})
+        wait_until(lambda: {b["kind"] for b in receiver.bodies} >= {"job_failed", "loss_nan"})
         write_job(logdir, "later", [3.0, 2.0], status="running")  # a new job, read live
-        wait_for(lambda: 'job="later"' in scrape(port))
+        wait_until(lambda: 'job="later"' in scrape(port))
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
@@ -295,7 +264,7 @@ def test_notify_only_serve_stops_on_sigint_and_a_down_receiver_never_stops_it(
     serve = Serve(tmp_path, ["--notify", f"http://user:pw@127.0.0.1:9/{SECRET}", "--no-gpu",
                              str(tmp_path)])  # fmt: skip
     try:
-        wait_for(lambda: "failed (" in serve.stderr())  # port 9 (discard) refuses: retried
+        wait_until(lambda: "failed (" in serve.stderr())  # port 9 (discard) refuses: retried
         assert serve.proc.poll() is None
     finally:
         code = serve.stop(signal.SIGINT)
@@ -343,7 +312,7 @@ def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
                      and s.labels["kind"] == "gpu_imbalance"]  # fmt: skip
             return sorted(found) if len(found) == 2 else []
 
-        assert wait_for(imbalanced) == ["a worker 0", "b worker 0"]
+        assert wait_until(imbalanced) == ["a worker 0", "b worker 0"]
         text = scrape(port)
         # A host's alert names no job, run or GPU: those labels are absent, never empty.
         assert sample(text, "distmon_alert", host="a worker 0") == 1
@@ -351,7 +320,7 @@ def test_two_hosts_gpu_alerts_are_two_series_and_two_posts(
         assert sample(text, "distmon_series_dropped") == 0
         posted = lambda: sorted(b["host"] for b in receiver.bodies  # noqa: E731
                                 if b["kind"] == "gpu_imbalance")  # fmt: skip
-        assert wait_for(lambda: len(posted()) == 2 and posted()) == ["a worker 0", "b worker 0"]
+        assert wait_until(lambda: len(posted()) == 2 and posted()) == ["a worker 0", "b worker 0"]
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
@@ -365,11 +334,11 @@ def test_a_run_whose_events_file_was_deleted_is_no_longer_exported(tmp_path: Pat
     serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logdir)])
     try:
         port = serve.port()
-        wait_for(lambda: {'run="erased/train"', 'run="kept/train"'} <= set(
+        wait_until(lambda: {'run="erased/train"', 'run="kept/train"'} <= set(
             re.findall(r'run="[^"]*"', scrape(port))))
         for events in (job / "train").iterdir():
             events.unlink()
-        wait_for(lambda: 'run="erased/train"' not in scrape(port))
+        wait_until(lambda: 'run="erased/train"' not in scrape(port))
         text = scrape(port)
         assert sample(text, "distmon_scalar", job="kept", run="kept/train", tag="loss") == 1.0
         assert sample(text, "distmon_job_status", job="erased", distmon_job_status="gone") == 1
@@ -381,10 +350,10 @@ def test_serve_waits_for_a_logdir_that_does_not_exist_yet_and_says_so(tmp_path: 
     logdir = tmp_path / "later"
     serve = Serve(tmp_path, ["--metrics", "0", "--no-gpu", str(logdir)])
     try:
-        wait_for(lambda: f"waiting for {logdir} to be created" in serve.stderr())
+        wait_until(lambda: f"waiting for {logdir} to be created" in serve.stderr())
         assert serve.proc.poll() is None
         write_job(logdir, "mnist", [1.0, 0.5, 0.25], status="running")
         port = serve.port()
-        wait_for(lambda: 'run="mnist/train"' in scrape(port))
+        wait_until(lambda: 'run="mnist/train"' in scrape(port))
     finally:
         assert serve.stop() == 0

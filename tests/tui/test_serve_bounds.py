@@ -20,7 +20,9 @@ import pytest
 
 from distcore.metrics_http import IDLE_TIMEOUT
 from tests.core.test_metrics import _control_bytes
-from tests.tui.test_serve import Serve, scrape, wait_for, write_job
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve, scrape
 
 # A job directory with the control characters a terminal or a log reader acts on.
 PROMTOOL = shutil.which("promtool")
@@ -85,7 +87,7 @@ def test_a_thousand_idle_connections_neither_stall_a_scrape_nor_hold_threads(
                   preexec_fn=lambda: limited(1024))  # fmt: skip
     try:
         port = serve.port()
-        wait_for(lambda: "distmon_scalar{" in scrape(port))
+        wait_until(lambda: "distmon_scalar{" in scrape(port))
         for _ in range(1000):
             idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
         started = time.monotonic()
@@ -117,14 +119,14 @@ def test_out_of_descriptors_is_one_line_and_scrapes_and_sampling_come_back(
                              str(tmp_path / "logs")], preexec_fn=lambda: limited(256))  # fmt: skip
     try:
         port = serve.port()
-        wait_for(lambda: "distmon_host_cpu_ratio" in scrape(port))
+        wait_until(lambda: "distmon_host_cpu_ratio" in scrape(port))
         pid = serve.proc.pid
-        wait_for(lambda: watching(pid), timeout=30)
+        wait_until(lambda: watching(pid), timeout=30)
         room = open_files(pid) + 4
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (room, room))
         for _ in range(12):  # beyond the room: the rest wait in the listen backlog
             idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-        wait_for(lambda: "Too many open files" in serve.stderr(), timeout=30)
+        wait_until(lambda: "Too many open files" in serve.stderr(), timeout=30)
         time.sleep(1.0)  # five samples at 0.2 s: each failing, one line in all
         for c in idle:
             c.close()
@@ -136,7 +138,7 @@ def test_out_of_descriptors_is_one_line_and_scrapes_and_sampling_come_back(
                 return False
             return 'producer="telemetry"' not in text and "distmon_host_cpu_ratio" in text
 
-        wait_for(healthy, timeout=30)
+        wait_until(healthy, timeout=30)
     finally:
         assert serve.stop() == 0
     err = serve.stderr()
@@ -189,7 +191,7 @@ def test_start_up_at_low_open_file_limits_serves_or_says_so_in_one_line(tmp_path
                               str(tmp_path / "logs"), "h1:/runs", "h2:/runs"], env=env,
                               preexec_fn=functools.partial(limited, limit))  # fmt: skip
     try:
-        wait_for(lambda: all(_settled(s, n) for n, s in serves.items()), timeout=90, every=0.3)
+        wait_until(lambda: all(_settled(s, n) for n, s in serves.items()), timeout=90, every=0.3)
     finally:
         codes = {limit: serve.stop() for limit, serve in serves.items()}
     for limit, serve in serves.items():

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -19,7 +18,10 @@ from typing import Any
 import pytest
 
 from distcore.metrics import label_text
-from tests.tui.test_serve import Serve, wait_for, write_job
+from tests.kit.net import free_port
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve
 
 CONFIGS = Path(__file__).resolve().parents[2] / "sample_configs" / "prometheus"
 INSTALL = "install Debian's prometheus package (apt-get install prometheus; .ci/run does it)"
@@ -70,12 +72,6 @@ def test_the_exposition_passes_promtools_lint_with_hostile_names() -> None:
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 0 and not done.stdout + done.stderr, done.stdout + done.stderr
     assert "distmon_gpu_utilization_ratio{" in text and "distmon_alert{" in text
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Prometheus:
@@ -142,7 +138,7 @@ def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, serv
     prometheus = Prometheus(tmp_path, f"127.0.0.1:{served.port()}")
     try:
         # The Grafana-ready query of docs/serve.md: a job's loss.
-        loss = wait_for(lambda: prometheus.query('distmon_scalar{job="mnist", tag="loss"}'))
+        loss = wait_until(lambda: prometheus.query('distmon_scalar{job="mnist", tag="loss"}'))
         (series,) = loss
         assert series["metric"]["run"] == "mnist/train"
         assert float(series["value"][1]) == pytest.approx(1.0 / 30)
@@ -151,7 +147,7 @@ def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, serv
         # The hostile name arrives whole, escaped: the newline and the backslash visibly (so
         # that no escape reads like a name's own text), the undecodable byte as distcore's one form.
         name = label_text(os.fsdecode(HOSTILE))
-        hostile = wait_for(lambda: prometheus.query('distmon_scalar{job=~"(?s)we.*"}'))
+        hostile = wait_until(lambda: prometheus.query('distmon_scalar{job=~"(?s)we.*"}'))
         assert [s["metric"]["job"] for s in hostile] == [name]
         assert name == 'we"ird\\\\job\\nname\\xff'
         # This machine's GPUs, one series each, told apart by index and UUID.
@@ -164,6 +160,6 @@ def test_a_real_prometheus_scrapes_serve_and_answers_promql(tmp_path: Path, serv
             diverged = [a for a in alerts if a["labels"]["alertname"] == "DistmonJobDiverged"]
             return [a["labels"]["job"] for a in diverged if a["state"] == "firing"]
 
-        assert wait_for(firing) == ["nan"]
+        assert wait_until(firing) == ["nan"]
     finally:
         prometheus.close()

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.core.remote_servers import HOST_ALIAS, Sshd
-from tests.core.test_remote_ssh import sshd, write_scalars
-from tests.tui.test_serve import Serve, sample, scrape, wait_for
+from tests.core.test_remote_ssh import halves
+from tests.kit.sshd import HOST_ALIAS, Sshd
+from tests.kit.wait import wait_until
+from tests.kit.writers import write_scalars
+from tests.tui.test_serve import Serve, sample, scrape
 
-__all__ = ["sshd"]  # the fixture, imported for its use below
 pytestmark = pytest.mark.slow
 UUID = "GPU-5c8b3d1e-0000-4a4b-8c8c-00000000000"
 
 
 def test_an_ssh_hosts_gpus_and_runs_are_exported(sshd: Sshd, tmp_path: Path) -> None:
-    write_scalars(tmp_path / "runs" / "exp" / "train", range(5))
+    write_scalars(tmp_path / "runs" / "exp" / "train", halves(range(5)))
     serve = Serve(tmp_path, ["--metrics", "0", "--refresh", "0.5", "--ssh-config",
                              str(sshd.config), f"{HOST_ALIAS}:{tmp_path}/runs"])  # fmt: skip
     try:
@@ -31,7 +32,7 @@ def test_an_ssh_hosts_gpus_and_runs_are_exported(sshd: Sshd, tmp_path: Path) -> 
             return text if None not in (gpu, gpm) and 'tag="loss"' in text else ""
 
         try:
-            text = wait_for(ready)
+            text = wait_until(ready)
         except AssertionError:  # what it had instead
             raise AssertionError(f"{serve.stderr()}\n{scrape(port)}") from None
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,10 @@ from distcore.errors import DistmonError
 from distcore.webhook.url import ENV_VAR, choose_url, read_url_file
 from distmon.arguments import parse_options
 from distmon.cli import main
-from tests.core.test_notify import SECRET, Receiver
-from tests.tui.test_serve import Serve, sample, scrape, wait_for, write_job
+from tests.kit.wait import wait_until
+from tests.kit.webhook import SECRET, Receiver
+from tests.kit.writers import write_job
+from tests.tui.test_serve import Serve, sample, scrape
 
 URL = f"https://user:hunter2@hooks.example.com/services/{SECRET}"
 
@@ -159,16 +161,14 @@ def test_any_file_content_is_a_url_or_one_line(tmp_path: Path, content: bytes) -
 # --- a real distmon, a real receiver, a real scrape ---------------------------------------------
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
-
-
 def posts(text: str) -> dict[str, float | None]:
     return {o: sample(text, "distmon_notify_posts_total", outcome=o)
             for o in ("delivered", "failed", "refused", "queue_full")}  # fmt: skip
+
+
+# The pace these waits scraped at before the kit: at the kit's faster one the first test below
+# failed once under load (not reproduced since), so they keep it until that is understood.
+SCRAPE_EVERY = 0.1
 
 
 def once_delivered(port: int) -> dict[str, float | None] | None:
@@ -191,7 +191,7 @@ def test_posts_from_a_url_file_are_counted_by_outcome_in_the_scrape(
     try:
         port = serve.port()
         assert None not in posts(scrape(port)).values()  # every outcome named from the start
-        counted = wait_for(lambda: once_delivered(port))
+        counted = wait_until(lambda: once_delivered(port), every=SCRAPE_EVERY)
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
@@ -217,9 +217,9 @@ def test_a_flapping_job_from_the_environment_url_is_posted_once(
         for status in ("failed", "running", "failed", "running", "failed"):
             (job / "run.json").write_text(json.dumps({"status": status}))
             raised = status == "failed"
-            wait_for(lambda r=raised: (sample(scrape(port), "distmon_alert",  # type: ignore[misc]
+            wait_until(lambda r=raised: (sample(scrape(port), "distmon_alert",  # type: ignore[misc]
                                               kind="job_failed") == 1) == r)  # fmt: skip
-        counted = wait_for(lambda: once_delivered(port))
+        counted = wait_until(lambda: once_delivered(port), every=SCRAPE_EVERY)
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()

@@ -17,7 +17,8 @@ import pytest
 
 from distcore.jobs.slurm_states import SlurmStates
 from distmon.widgets.panels import render_details
-from tests.core.test_jobs_index import index_over, snapshot, write_loss
+from tests.core.test_jobs_index import index_over, snapshot
+from tests.kit.writers import write_scalars
 
 
 def squeue_says(state: str, ended_ago: float = 60.0) -> SlurmStates:
@@ -34,7 +35,7 @@ def squeue_says(state: str, ended_ago: float = 60.0) -> SlurmStates:
 
 def job_dir(tmp_path: Path, status: str) -> Path:
     job = tmp_path / "runs" / "train-a"
-    write_loss(job / "train", [1.0, 0.9, 0.8], time.time() - 5)
+    write_scalars(job / "train", [1.0, 0.9, 0.8], time.time() - 5)
     (job / "run.json").write_text(json.dumps({
         "status": status, "last_step": 3, "scheduler": {
             "kind": "slurm", "job_id": "4242", "step_id": "0", "node_list": "gpu[01-02]",

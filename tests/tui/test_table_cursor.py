@@ -15,7 +15,8 @@ import pytest
 
 from distcore.events import first_read, watch
 from distmon.widgets.runs import RunsTable
-from tests.tui.test_table_keys import TIMEOUT, app_over, keys, until
+from tests.kit.wait import until
+from tests.tui.test_table_keys import TIMEOUT, app_over, keys
 from tests.tui.test_table_scale import write_runs
 
 NAMES = [f"run{i:02}" for i in range(24)]  # written in order: the newest sort last

@@ -4,8 +4,6 @@ overlay, columns) on a real watched logdir: tensorboardX's add_hparams and dista
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from distmon.options import Options
 from distmon.widgets.charts import LineChart
 from distmon.widgets.runs import RunsTable
 from distmon.widgets.table_screens import ColumnsChooser
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, choose, ready
 from tests.tui.fixed import FixedRuns, keras_job
 
@@ -44,15 +43,6 @@ def write_sweep(root: Path) -> Path:
     record = {"status": "finished", "config": config_to_dict(cfg), "plan": plan.to_json()}
     RunRecord(root / "agent", record).update()
     return root
-
-
-async def until(pilot: Any, condition: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def keys(app: DistmonApp) -> list[str]:

@@ -20,7 +20,9 @@ from distmon.pace import MAX_WAIT, Pacer, next_draw
 from distmon.render.compare_view import distinct_names, reading_note
 from distmon.render.view_model import NAME_LIMIT
 from distmon.widgets.runs import RunsTable
-from tests.tui.test_table_keys import TIMEOUT, app_over, keys, until
+from tests.kit.wait import until
+from tests.kit.writers import write_scalars
+from tests.tui.test_table_keys import TIMEOUT, app_over, keys
 
 
 @pytest.mark.parametrize(
@@ -175,10 +177,10 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
     jobs, arranging them and looking up the charted ones among all of them each time was most
     of the dashboard's idle CPU."""
     from distmon import board, view
-    from tests.core.test_jobs_incremental import age, write_loss
+    from tests.core.test_jobs_incremental import age
 
     for name in ("a", "b", "c"):
-        write_loss(tmp_path / name, [1.0, 0.5], time.time() - 5000)
+        write_scalars(tmp_path / name, [1.0, 0.5], time.time() - 5000)
         age(tmp_path / name, 5000)  # long silent: no clock-dependent rule changes them
     counted: list[str] = []
     arrange, shown = board.ViewRows.arrange, view.shown_jobs

@@ -10,9 +10,10 @@ from typing import Any
 from rich.style import Style
 
 from distmon.widgets.runs import RunsTable
+from tests.kit.wait import until
 from tests.tui.conftest import MakeApp, ready
 from tests.tui.fixed import keras_job
-from tests.tui.test_table_keys import laid_out, until
+from tests.tui.test_table_keys import laid_out
 
 HEADER, CURSOR, OTHER = 0, 1, 2  # lines: the header, row 0 (the cursor's), row 1
 

@@ -15,21 +15,14 @@ import pytest
 
 from distmon.once import run_once
 from distmon.options import Options
+from tests.kit.writers import write_scalars
 
 # The demo's healthy job (sample_configs/images.toml, 18 epochs, 256 validation images), its
 # validation epoch_loss as written: the spike at epoch 9 was a loss_spike that flapped to critical.
 DEMO_VALIDATION = [2.310, 1.631, 1.710, 1.472, 2.015, 1.650, 2.214, 1.935, 1.714, 5.551, 4.360,
                    1.923, 3.332, 3.612, 2.241, 3.985, 2.212, 2.420]  # fmt: skip
 DEMO_TRAIN = [2.2 * 0.88**i for i in range(18)]
-
-
-def _write(run: Path, values: list[float], start: float) -> None:
-    from tensorboardX import SummaryWriter
-
-    writer = SummaryWriter(str(run))
-    for epoch, value in enumerate(values):
-        writer.add_scalar("epoch_loss", value, epoch, walltime=start + 6 * epoch)
-    writer.close()
+EPOCH_LOSS, EPOCH_SECONDS = "epoch_loss", 6.0  # one point an epoch, as Keras writes it
 
 
 def _alerts(logdir: Path) -> list[dict[str, Any]]:
@@ -40,8 +33,9 @@ def _alerts(logdir: Path) -> list[dict[str, Any]]:
 
 def _job(logdir: Path, validation: list[float]) -> None:
     start = time.time() - 6 * len(validation)
-    _write(logdir / "job" / "train", DEMO_TRAIN[: len(validation)], start)
-    _write(logdir / "job" / "validation", validation, start)
+    write_scalars(logdir / "job" / "train", DEMO_TRAIN[: len(validation)], start, EPOCH_LOSS,
+                  EPOCH_SECONDS)
+    write_scalars(logdir / "job" / "validation", validation, start, EPOCH_LOSS, EPOCH_SECONDS)
     (logdir / "job" / "run.json").write_text(json.dumps({"status": "running"}))
 
 
@@ -60,5 +54,6 @@ def test_an_evaluation_far_outside_its_history_is_a_warning(tmp_path: Path) -> N
 
 
 def test_the_same_swings_in_a_training_loss_still_alert(tmp_path: Path) -> None:
-    _write(tmp_path / "lone", DEMO_VALIDATION[:11], time.time() - 66)
+    write_scalars(tmp_path / "lone", DEMO_VALIDATION[:11], time.time() - 66, EPOCH_LOSS,
+                  EPOCH_SECONDS)
     assert [(a["kind"], a["severity"]) for a in _alerts(tmp_path)] == [("loss_spike", "critical")]

@@ -6,8 +6,9 @@ daemons and the client commands read the temporary `slurm.conf` through `SLURM_C
 state, spool, pid and log file lives in the temporary directory. No cgroups (linuxproc process
 tracking, no task plugin) and no accounting database, so it runs in a container as root.
 
-Use `slurm_cluster(tmp_path_factory)` from a module-scoped fixture: one cluster per module, as a
-cluster takes seconds to start and the tests share it (each job has its own id and logdir).
+The `slurm` fixture is module-scoped: one cluster per module, as a cluster takes seconds to start
+and the tests share it (each job has its own id and logdir); `slurm_cluster(root)` starts one
+elsewhere.
 
 Clusters started at once on one machine (two pytest processes, a CI run beside a developer's)
 share nothing: their daemons listen on ports the kernel said were free, srun and slurmstepd bind
@@ -36,6 +37,7 @@ import pytest
 
 from distagent.cluster.scheduler import SLURM_PORT_SLOTS, SLURM_STEPS_PER_JOB
 from distagent.commands.launch_local import free_ports
+from tests.kit.wait import wait_until
 
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",
            "slurmd": "/usr/sbin/slurmd"}
@@ -69,20 +71,20 @@ def job_ids(block: int) -> range:
 def claim_block(timeout: float = CLAIM_SECONDS) -> tuple[int, IO[bytes]]:
     """A block of job ids no other running cluster on this machine holds, and the open lock
     file that holds it (closing it, or the process ending, gives it back)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for block in range(JOB_BLOCKS):
-            lock = open(Path(tempfile.gettempdir()) / BLOCK_LOCK.format(block), "ab")  # noqa: SIM115
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.close()
-                continue
-            return block, lock
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{JOB_BLOCKS} Slurm test clusters ran on this machine for "
-                                 f"{timeout:.0f} s: no block of job ids came free")
-        time.sleep(1.0)
+    return wait_until(_free_block, f"a block of job ids to come free ({JOB_BLOCKS} Slurm test "
+                      "clusters run on this machine)", timeout, every=1.0)
+
+
+def _free_block() -> tuple[int, IO[bytes]] | None:
+    for block in range(JOB_BLOCKS):
+        lock = open(Path(tempfile.gettempdir()) / BLOCK_LOCK.format(block), "ab")  # noqa: SIM115
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return block, lock
+    return None
 
 
 SLURM_CONF = """\
@@ -202,12 +204,11 @@ class SlurmCluster:
             f"--log-file={self.root}/log/munged.log", f"--pid-file={self.root}/munge/munged.pid",
             f"--seed-file={self.root}/munge/munged.seed",
         ], "munged", self.env)
-        deadline = time.monotonic() + START_SECONDS
-        while not (self.root / "munge" / "munge.socket").exists():
+        def listening() -> bool:
             self._check_alive()
-            if time.monotonic() > deadline:
-                raise AssertionError(f"munged did not create its socket\n{self.logs()}")
-            time.sleep(0.05)
+            return (self.root / "munge" / "munge.socket").exists()
+
+        wait_until(listening, "munged's socket", START_SECONDS, detail=self.logs)
 
     def _daemon(self, argv: list[str], name: str, env: Mapping[str, str]
                 ) -> subprocess.Popen[bytes]:
@@ -225,18 +226,13 @@ class SlurmCluster:
 
     def wait_idle(self, timeout: float = START_SECONDS) -> None:
         """Until `sinfo` says the node is idle: the cluster takes jobs."""
-        deadline = time.monotonic() + timeout
-        state = ""
-        while time.monotonic() < deadline:
+        def idle() -> bool:
             self._check_alive()
             result = self.run("sinfo", "-h", "-n", self.node, "-o", "%T", check=False,
                               timeout=15)
-            state = result.stdout.strip()
-            if result.returncode == 0 and state == "idle":
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"node {self.node} not idle after {timeout} s ({state!r})\n"
-                             f"{self.logs()}")
+            return result.returncode == 0 and result.stdout.strip() == "idle"
+
+        wait_until(idle, f"node {self.node} idle", timeout, every=0.2, detail=self.logs)
 
     def job_state(self, job_id: str) -> str:
         """The job's state as scontrol says it (PENDING, RUNNING, COMPLETED, CANCELLED ...)."""
@@ -247,14 +243,12 @@ class SlurmCluster:
         return ""
 
     def wait_state(self, job_id: str, states: tuple[str, ...], timeout: float = 120.0) -> str:
-        deadline = time.monotonic() + timeout
-        state = ""
-        while time.monotonic() < deadline:
+        def reached() -> str:
             state = self.job_state(job_id)
-            if state in states:
-                return state
-            time.sleep(0.2)
-        raise AssertionError(f"job {job_id} is {state!r}, not {states}, after {timeout} s")
+            return state if state in states else ""
+
+        return wait_until(reached, f"job {job_id} in {states}", timeout, every=0.2,
+                          detail=lambda: f"it is {self.job_state(job_id)!r}")
 
     def release_requeued(self, job_id: str, timeout: float = 90.0) -> None:
         """Start a requeued job now rather than after the begin time Slurm holds it back by
@@ -263,13 +257,11 @@ class SlurmCluster:
         refuses a credential made within the second of a revocation (whole seconds, `Job
         credential revoked`): a release that came 0.1 s after the requeue ended the job."""
         self.wait_state(job_id, ("PENDING",), timeout=timeout)
-        deadline = time.monotonic() + timeout
-        while "COMPLETING" in self.run("scontrol", "show", "node", "-o", self.node).stdout:
-            assert time.monotonic() < deadline, f"node {self.node} still completing {job_id}"
-            time.sleep(0.1)
+        wait_until(lambda: "COMPLETING" not in self.run(
+            "scontrol", "show", "node", "-o", self.node).stdout,
+            f"node {self.node} done completing {job_id}", timeout, every=0.1)
         second = int(time.time())
-        while int(time.time()) <= second:  # the next whole second on the daemons' clock
-            time.sleep(0.05)
+        wait_until(lambda: int(time.time()) > second, "the next whole second on the daemons' clock")
         self.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
     def logs(self, tail: int = 1500) -> str:
@@ -313,3 +305,10 @@ def slurm_cluster(root: Path) -> Iterator[SlurmCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """One started cluster for the module's tests; skips where Slurm is not installed."""
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
