@@ -118,8 +118,10 @@ def test_sigkill_then_sigterm_then_finish(tmp_path: Path) -> None:
     assert list(train.scalars[names.EPOCH_LOSS].steps) == [0, 1]
     check_ledger(final, killed)
     # A SIGTERM checkpoints where it stops: its resume redoes nothing, so loses nothing but the
-    # writing of that checkpoint's record (a millisecond, after the mark it records).
-    assert 0 <= final["ledger"]["lost"] - stopped["ledger"]["lost"] < 0.01, final["ledger"]
+    # writing of that checkpoint's record (a millisecond, after the mark it records; 12 ms
+    # beside three test processes and two busy loops on 2 cores). The steps logged once,
+    # above, show that no step was redone.
+    assert 0 <= final["ledger"]["lost"] - stopped["ledger"]["lost"] < 0.05, final["ledger"]
     # The log points carry the ledger too, cumulative over the three attempts.
     assert 0 < train.scalars["time/compute"].last_value <= final["ledger"]["compute"]
     assert train.scalars["time/lost"].last_value == pytest.approx(final["ledger"]["lost"], abs=1e-5)

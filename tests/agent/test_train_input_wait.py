@@ -45,8 +45,9 @@ def test_naive_pipeline_with_costly_preprocessing_reads_highly_input_bound(
 ) -> None:
     from distagent.train import run_job
 
-    # 32 examples × 2 ms of preprocessing, in sequence, per step of a small MLP (a few ms).
-    cfg = job(tmp_path, "slow_input", model="mlp", optimize=False, cost_ms=2.0, steps=24,
+    # 32 examples × 8 ms of preprocessing, in sequence, per step of a small MLP (a few ms):
+    # at 2 ms, a loaded machine's slower steps gave the input time to keep up (13% waiting).
+    cfg = job(tmp_path, "slow_input", model="mlp", optimize=False, cost_ms=8.0, steps=24,
               per_replica=16)
     assert run_job(cfg, steps_per_call=steps_per_call) == names.STATUS_FINISHED
     fractions = wait_fractions(tmp_path / "slow_input")
