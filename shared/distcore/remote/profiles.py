@@ -14,7 +14,6 @@ name the remote file, not the copy; a profile that vanished or could not be fetc
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import tempfile
 import threading
@@ -27,6 +26,7 @@ from distcore.location import RunLocation
 from distcore.profile import MAX_BYTES, ProfileError
 from distcore.profile.discover import SUFFIX
 from distcore.remote.tail import FileMeta
+from distcore.safefile import write_atomic
 from distcore.textsafe import terminal_text
 
 CAP: Final = MAX_BYTES
@@ -71,11 +71,9 @@ class ProfileCopies:
             data, why = None, f"over the {CAP >> 20} MiB size cap"
         self._mirror.record(local, shown, None if data is not None else why)
         local.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        partial = local.with_name(local.name + ".part")
         # an empty file stands for a profile not fetched: the reader finds it, and its
         # summary is the reason (a changed size or time is read again)
-        partial.write_bytes(data or b"")
-        os.replace(partial, local)
+        write_atomic(local, data or b"")
 
 
 class ProfileMirror:
