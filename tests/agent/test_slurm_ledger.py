@@ -72,6 +72,13 @@ def first_attempt_points(run_dir: Path) -> dict[int, tuple[float, dict[str, floa
     return points
 
 
+def timed_point(run_dir: Path, step: int) -> bool:
+    """The first attempt's events hold `step`'s point with its time/ tags."""
+    if not list((run_dir / names.TRAIN_DIR).glob("*tfevents*")):
+        return False
+    return len(first_attempt_points(run_dir).get(step, (0.0, {}))[1]) == len(BUCKETS)
+
+
 def logged_step(run_dir: Path) -> int:
     """The step of worker 0's newest log point (its ledger file, rewritten at each: run.json is
     written at most once a second, longer than the window a kill must fall in)."""
@@ -90,7 +97,9 @@ def kill_past_a_checkpoint(slurm: SlurmCluster, job_id: str, run_dir: Path,
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
         saved, step = checkpoint_step(run_dir), logged_step(run_dir)
-        if saved > 0 and REDONE <= step - saved <= EVERY - 50:
+        # The ledger's record comes first, the event point a moment later from the writing
+        # thread: the kill waits for both, so the first attempt's events time what was lost.
+        if saved > 0 and REDONE <= step - saved <= EVERY - 50 and timed_point(run_dir, step):
             break
         time.sleep(0.01)
     else:

@@ -5,6 +5,7 @@ thread fell behind, and a write that fails there is raised on the caller's threa
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,3 +40,33 @@ def test_a_failed_write_is_raised_on_the_callers_thread(tf: Any, tmp_path: Path)
     writers.write_compiled(names.TRAIN_DIR, 1, {names.LOSS: 1.0})
     with pytest.raises(tf.errors.FailedPreconditionError, match="Not a directory"):
         writers.close()
+
+
+def test_every_point_up_to_a_checkpoint_is_on_disk_before_it_is_saved(
+    tf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume starts after its checkpoint and never writes those points again: had the
+    checkpoint been saved while the writing thread still held them (its first compiled write
+    traces a function, seconds on a loaded machine), a kill -9 then lost them for good."""
+    from distagent.train import run_job
+    from distagent.train.checkpoint import Checkpointer
+    from tests.agent.test_train_loop import LOG_STEPS, job
+
+    write, save = Writers._write_compiled, Checkpointer.save
+    missing: dict[int, list[int]] = {}
+
+    def slow_write(self: Writers, *point: Any) -> None:
+        time.sleep(0.3)  # a thread that fell behind
+        write(self, *point)
+
+    def checked_save(self: Checkpointer, step: int) -> None:
+        train = tmp_path / "ckpt" / names.TRAIN_DIR
+        written = {s for s, _ in _scalars(train).get(names.LOSS, [])} if train.is_dir() else set()
+        missing[step] = [s for s in LOG_STEPS if s <= step and s not in written]
+        save(self, step)
+
+    monkeypatch.setattr(Writers, "_write_compiled", slow_write)
+    monkeypatch.setattr(Checkpointer, "save", checked_save)
+    assert run_job(job(tmp_path, "ckpt")) == names.STATUS_FINISHED
+    assert sorted(missing) == [4, 8, 10, 12, 16, 20]
+    assert not any(missing.values()), missing

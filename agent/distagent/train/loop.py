@@ -254,6 +254,10 @@ class Trainer:
             if diverged is not None or self._restart_at is not None:
                 return diverged or self._stopped_after_rollback(stopping), logged
             with self.clock.spent("checkpoint"):
+                # A resume starts after this step and never writes its points again: they are
+                # made durable before the checkpoint that makes them final (a kill -9 loses
+                # what the event writer still buffers).
+                self.writers.flush()
                 self.checkpointer.save(step)
             self._checkpointed(step)
         if stopping:

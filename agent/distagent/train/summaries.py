@@ -10,8 +10,8 @@ floats grew the agent's memory with every log point (~6 KB each, without end).
 A log point's scalars (`Writers.write_compiled`) are written by a thread of their own through a
 bounded queue: the training thread hands them over and goes on, where the write itself was
 seconds the ledger could name no bucket for. `flush` and `close` wait for every point handed
-over, so nothing is lost at a job's end or on a stop; a full queue makes the training thread
-wait rather than drop a point.
+over, so nothing is lost at a job's end, on a stop or at a checkpoint (a resume never writes
+the points up to it again); a full queue makes the training thread wait rather than drop one.
 """
 
 from __future__ import annotations
