@@ -255,8 +255,8 @@ class Trainer:
                 return diverged or self._stopped_after_rollback(stopping), logged
             with self.clock.spent("checkpoint"):
                 # A resume starts after this step and never writes its points again: they are
-                # made durable before the checkpoint that makes them final (a kill -9 loses
-                # what the event writer still buffers).
+                # written before the checkpoint that makes them final (a kill -9 loses what
+                # the writing thread still holds).
                 self.writers.flush()
                 self.checkpointer.save(step)
             self._checkpointed(step)
