@@ -2,14 +2,17 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Test processes: whole files go to each (--dist loadfile), since some share a module's server.
+# Test processes: whole files go to each (--dist loadfile), since some share a module's server,
+# heaviest first as tests/durations.json knows them (tests/kit/order.py; `make durations`
+# measures them again).
 # Three on 2 cores: the slowest tests mostly wait (for Slurm, sshd, a job's subprocesses), so a
 # third process keeps both cores busy. The 20 slowest tests are listed at the end: the suite
 # must stay under 15 minutes on 2 cores.
 WORKERS ?= 3
 STAMP  := $(VENV)/.installed
+DIST_FILES := --dist loadfile --no-loadscope-reorder
 
-.PHONY: demo test lint typecheck pytest hunt bench wheel clean
+.PHONY: demo test lint typecheck pytest durations hunt bench wheel clean
 
 # Reinstall only when the project's metadata changed (the code itself is installed editable),
 # or a source of the decoder's C kernel did (pip builds it in place; see setup.py).
@@ -26,7 +29,7 @@ test: $(STAMP)
 	$(BIN)/ruff check shared agent tui tests bench examples
 	$(BIN)/lint-imports
 	$(BIN)/mypy shared agent tui bench tests examples
-	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile --durations=20
+	$(BIN)/pytest tests -n $(WORKERS) $(DIST_FILES) --durations=20
 
 # ruff, then the import contracts of pyproject.toml ([tool.importlinter]).
 lint: $(STAMP)
@@ -37,7 +40,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy shared agent tui bench tests examples
 
 pytest: $(STAMP)
-	$(BIN)/pytest tests -n $(WORKERS) --dist loadfile $(ARGS)
+	$(BIN)/pytest tests -n $(WORKERS) $(DIST_FILES) $(ARGS)
+
+# Each test file's seconds in a whole run, into tests/durations.json: the order make test runs
+# the files in.
+durations: $(STAMP)
+	DISTMON_RECORD_DURATIONS=tests/durations.json $(BIN)/pytest tests -n $(WORKERS) $(DIST_FILES) $(ARGS)
 
 # Fresh random examples for every property test (1,000 where a test does not set its own
 # count): looks for inputs that `make test`'s fixed, reproducible examples have not tried.

@@ -5,6 +5,7 @@
   they take this fixture, so that whichever test touches TensorFlow first configures it; every
   test under tests/agent gets the same split before it runs.
 - `gpu` marker: skipped unless NVML finds a GPU.
+- The files run heaviest first (tests/kit/order.py), so that the test processes end together.
 - A thread-leak guard: a test that leaves Python threads running fails.
 - Hypothesis profiles: `default` draws the same examples on every run (seeded by each test), so
   `make test` and CI agree on what they tried and a red run reproduces; `hunt` (`make hunt`)
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.kit import order
 from tests.kit.wait import WaitTimeout, wait_until
 
 # The kit's fixtures (tests/kit): one sshd, one webhook receiver, for every folder.
@@ -89,7 +91,12 @@ def _nvml_has_gpu() -> bool:
         return False
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    order.configure(config)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    order.heaviest_first(items, order.known_seconds())
     if not any(item.get_closest_marker("gpu") for item in items) or _nvml_has_gpu():
         return
     skip = pytest.mark.skip(
