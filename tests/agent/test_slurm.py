@@ -183,7 +183,8 @@ def test_agent_killed_without_a_word_is_an_alert(slurm: SlurmCluster, tmp_path: 
     job_id = sbatch(slurm, tmp_path, "--ntasks=1", "--wrap",
                     f"distagent start {TOML} --set strategy.kind=mirrored "
                     f"--set strategy.cpu_replicas=1 "
-                    + " ".join(f"'{a}'" for a in tiny(tmp_path / "runs", steps=400, latency=2.0,
+                    # Steps enough to outlast a loaded machine's distmon --once: it is killed.
+                    + " ".join(f"'{a}'" for a in tiny(tmp_path / "runs", steps=20000, latency=2.0,
                                                       name="doomed")))
     record = wait_until("the job running", lambda: run_json(run_dir).get("last_step")
                         and run_json(run_dir), slurm=slurm)

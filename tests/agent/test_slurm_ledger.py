@@ -38,7 +38,7 @@ from tests.kit.slurm import SlurmCluster
 
 pytestmark = pytest.mark.slow
 
-STEPS = 600
+STEPS = 1000  # attempt 2 must outlast a loaded slurmctld's requeue
 EVERY = 200  # checkpoint_every_steps: the kill comes REDONE to EVERY - 50 steps past one
 REDONE = 100
 LOST_TOLERANCE = 0.10
