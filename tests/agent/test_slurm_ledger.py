@@ -93,22 +93,36 @@ def logged_step(run_dir: Path) -> int:
 def kill_past_a_checkpoint(slurm: SlurmCluster, job_id: str, run_dir: Path,
                            pids: list[int]) -> float:
     """SIGKILL both workers once they are REDONE steps past a checkpoint (and not near the
-    next one); the time of the kill. Polled tightly: the window is under a second."""
+    next one); the time of the kill. Polled tightly: the window is under a second.
+
+    The workers are stopped (SIGSTOP) before the last look: the ledger's record comes first and
+    the event point a moment later, from the writing thread, and reading the events takes long
+    on a loaded machine. Stopped, nothing moves while the test checks that both are there (the
+    first attempt's events time what was lost); else they go on and it looks again."""
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
-        saved, step = checkpoint_step(run_dir), logged_step(run_dir)
-        # The ledger's record comes first, the event point a moment later from the writing
-        # thread: the kill waits for both, so the first attempt's events time what was lost.
-        if saved > 0 and REDONE <= step - saved <= EVERY - 50 and timed_point(run_dir, step):
-            break
+        if in_window(run_dir):
+            signal_all(pids, signal.SIGSTOP)
+            if in_window(run_dir) and timed_point(run_dir, logged_step(run_dir)):
+                killed_at = time.time()
+                signal_all(pids, signal.SIGKILL)
+                break
+            signal_all(pids, signal.SIGCONT)
         time.sleep(0.01)
     else:
         raise AssertionError(f"never {REDONE} steps past a checkpoint\n{slurm.logs()}")
-    killed_at = time.time()
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
     slurm.wait_state(job_id, ("FAILED", "CANCELLED", "COMPLETED"), timeout=60)
     return killed_at
+
+
+def in_window(run_dir: Path) -> bool:
+    saved = checkpoint_step(run_dir)
+    return saved > 0 and REDONE <= logged_step(run_dir) - saved <= EVERY - 50
+
+
+def signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        os.kill(pid, signum)
 
 
 def test_kill_rollback_requeue_one_ledger(slurm: SlurmCluster, tmp_path: Path,
