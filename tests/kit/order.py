@@ -23,7 +23,6 @@ import pytest
 
 DURATIONS = Path(__file__).resolve().parents[1] / "durations.json"
 RECORD_ENV = "DISTMON_RECORD_DURATIONS"
-_REPO = DURATIONS.parents[1]
 
 
 def known_seconds(path: Path = DURATIONS) -> dict[str, float]:
