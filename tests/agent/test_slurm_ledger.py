@@ -93,7 +93,7 @@ def logged_step(run_dir: Path) -> int:
 def kill_past_a_checkpoint(slurm: SlurmCluster, job_id: str, run_dir: Path,
                            pids: list[int]) -> float:
     """SIGKILL both workers once they are REDONE steps past a checkpoint (and not near the
-    next one); the time of the kill. Polled tightly: the window is under a second.
+    next one); when they stopped for good. Polled tightly: the window is under a second.
 
     The workers are stopped (SIGSTOP) before the last look: the ledger's record comes first and
     the event point a moment later, from the writing thread, and reading the events takes long
@@ -103,11 +103,13 @@ def kill_past_a_checkpoint(slurm: SlurmCluster, job_id: str, run_dir: Path,
     while time.monotonic() < deadline:
         if in_window(run_dir):
             signal_all(pids, signal.SIGSTOP)
-            if in_window(run_dir) and timed_point(run_dir, logged_step(run_dir)):
-                killed_at = time.time()
-                signal_all(pids, signal.SIGKILL)
+            ready, killed_at = False, time.time()
+            try:
+                ready = in_window(run_dir) and timed_point(run_dir, logged_step(run_dir))
+            finally:  # a look that fails never leaves the job stopped
+                signal_all(pids, signal.SIGKILL if ready else signal.SIGCONT)
+            if ready:
                 break
-            signal_all(pids, signal.SIGCONT)
         time.sleep(0.01)
     else:
         raise AssertionError(f"never {REDONE} steps past a checkpoint\n{slurm.logs()}")
