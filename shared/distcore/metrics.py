@@ -156,16 +156,7 @@ class _Families:
             self._notify_posts(self.notify)
 
     def _notify_posts(self, counts: Mapping[str, int]) -> None:
-        posts = CounterMetricFamily(
-            "distmon_notify_posts",
-            "Webhook posts by outcome: delivered, failed (one try, retried), refused (a 3xx or "
-            "4xx: dropped), queue_full (never tried)",
-            labels=["outcome"],
-        )
-        for outcome, count in counts.items():
-            if self.budget.take():
-                posts.add_metric([outcome], count)
-        self.out.append(posts)
+        self.out.append(_posts_family(counts, self.budget.take))
 
     def _jobs(self) -> None:
         status = StateSetMetricFamily(
@@ -348,6 +339,19 @@ def _end_time(job: Job) -> float | None:
     return state.ended_at if state is not None and state.ended else None
 
 
+def _posts_family(counts: Mapping[str, int], take: Callable[[], bool]) -> Metric:
+    posts = CounterMetricFamily(
+        "distmon_notify_posts",
+        "Webhook posts by outcome: delivered, failed (one try, retried), refused (a 3xx or "
+        "4xx: dropped), queue_full (never tried)",
+        labels=["outcome"],
+    )
+    for outcome, count in counts.items():
+        if take():
+            posts.add_metric([outcome], count)
+    return posts
+
+
 def snapshot_families(
     snap: JobsSnapshot,
     max_series: int = DEFAULT_MAX_SERIES,
@@ -360,8 +364,8 @@ def snapshot_families(
 
 class SnapshotCollector(Collector):
     """A prometheus_client collector that renders `latest()` at each scrape, with
-    `notify_counts()` where there is a webhook (nothing before the first snapshot but the bound
-    and `distmon_series_dropped`)."""
+    `notify_counts()` where there is a webhook (before the first snapshot: the bound, the post
+    counts and `distmon_series_dropped`)."""
 
     def __init__(
         self,
@@ -380,7 +384,11 @@ class SnapshotCollector(Collector):
             notify = self._notify() if self._notify is not None else None
             yield from snapshot_families(snap, self.max_series, notify)
             return
-        if self.max_series > 1:  # the bound counts distmon_series_dropped too
+        budget = _Budget(self.max_series)
+        if budget.take():
             yield GaugeMetricFamily("distmon_series_limit", "The --max-series bound",
                                     self.max_series)  # fmt: skip
-        yield GaugeMetricFamily("distmon_series_dropped", "Series left out", value=0)
+        if self._notify is not None:  # counters exist from the start, at zero
+            yield _posts_family(self._notify(), budget.take)
+        yield GaugeMetricFamily("distmon_series_dropped", "Series left out",
+                                value=budget.dropped)  # fmt: skip

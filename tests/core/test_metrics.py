@@ -134,6 +134,21 @@ def test_before_the_first_snapshot_only_the_bound_is_exported() -> None:
     assert named(found, "distmon_series_limit")[0][2] == 77
 
 
+@pytest.mark.parametrize(("bound", "posts", "dropped"), [(10, 4, 0), (3, 1, 3), (1, 0, 5)])
+def test_a_webhooks_post_counters_are_exported_before_the_first_snapshot(
+    bound: int, posts: int, dropped: int
+) -> None:
+    """Counters exist at zero from the first scrape (a rate() over them needs the zero), within
+    the same bound as every later scrape."""
+    counts = {"delivered": 0, "failed": 0, "refused": 0, "queue_full": 0}
+    registry = CollectorRegistry()
+    registry.register(SnapshotCollector(lambda: None, bound, notify_counts=lambda: counts))
+    found = samples(generate_latest(registry).decode("utf-8"))
+    shown = named(found, "distmon_notify_posts_total")
+    assert len(shown) == posts and all(s[2] == 0 for s in shown)
+    assert named(found, "distmon_series_dropped")[0][2] == dropped
+
+
 HOSTILE = ['say "hi"', "back\\slash", "new\nline", "bytes\udcff\udcfe", "tab\tand\x1b[31m", "é∑"]
 
 

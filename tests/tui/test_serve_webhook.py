@@ -166,11 +166,6 @@ def posts(text: str) -> dict[str, float | None]:
             for o in ("delivered", "failed", "refused", "queue_full")}  # fmt: skip
 
 
-# The pace these waits scraped at before the kit: at the kit's faster one the first test below
-# failed once under load (not reproduced since), so they keep it until that is understood.
-SCRAPE_EVERY = 0.1
-
-
 def once_delivered(port: int) -> dict[str, float | None] | None:
     """The scrape's post counts once one post was delivered."""
     counts = posts(scrape(port))
@@ -191,7 +186,7 @@ def test_posts_from_a_url_file_are_counted_by_outcome_in_the_scrape(
     try:
         port = serve.port()
         assert None not in posts(scrape(port)).values()  # every outcome named from the start
-        counted = wait_until(lambda: once_delivered(port), every=SCRAPE_EVERY)
+        counted = wait_until(lambda: once_delivered(port))
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
@@ -219,7 +214,7 @@ def test_a_flapping_job_from_the_environment_url_is_posted_once(
             raised = status == "failed"
             wait_until(lambda r=raised: (sample(scrape(port), "distmon_alert",  # type: ignore[misc]
                                               kind="job_failed") == 1) == r)  # fmt: skip
-        counted = wait_until(lambda: once_delivered(port), every=SCRAPE_EVERY)
+        counted = wait_until(lambda: once_delivered(port))
     finally:
         code = serve.stop(signal.SIGTERM)
     assert code == 0, serve.stderr()
