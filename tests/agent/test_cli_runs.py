@@ -148,10 +148,16 @@ def check_lost(killed: dict[str, Any], resumed: dict[str, Any]) -> None:
                for b in ("compute", "input_wait", "unknown"))
     lost = resumed["ledger"]["lost"]
     assert lost == pytest.approx(done, abs=1e-3)
+    # Past the mark the attempt did nothing but steps and log points: what is lost is most of
+    # that stretch of its wall time, and never more.
+    stretch = killed["ledger_time"] - mark["time"]
+    assert 0.5 * stretch <= lost <= stretch, (lost, stretch)
+    # And about the steps redone at the attempt's step time. That time is its last log point's,
+    # the mean of 5 steps, which the load beside a test moves by 2x (0.19 s lost against 0.40 s
+    # at the last point's time in one loaded run): an order of magnitude off still shows.
     redone = killed["ledger_step"] - mark["step"]
     first_time = redone * killed["metrics"][names.STEP_TIME_MS] / 1000
-    assert 0.5 * first_time <= lost <= 2 * first_time, (lost, first_time)
-    assert lost <= killed["ledger_time"] - mark["time"]
+    assert 0.25 * first_time <= lost <= 4 * first_time, (lost, first_time)
     # The stretch from the killed attempt's last record to the new process: scheduler.
     gap = resumed["ledger_attempt_start"] - killed["ledger_time"]
     assert resumed["ledger"]["scheduler"] >= gap - 1e-3 > 0
