@@ -133,13 +133,7 @@ class _Families:
         self._costs()
         self._profiles()
         self._scalars()
-        dropped = GaugeMetricFamily(
-            "distmon_series_dropped",
-            "Series left out of this scrape: over the --max-series bound, or equal to another "
-            "once their labels were made safe",
-            value=self.budget.dropped,
-        )
-        return [*self.out, dropped]
+        return [*self.out, _dropped_family(self.budget)]
 
     def _meta(self) -> None:
         self.family("distmon_build_info", "distmon's version", ["version"]).add([__version__], 1)
@@ -339,6 +333,15 @@ def _end_time(job: Job) -> float | None:
     return state.ended_at if state is not None and state.ended else None
 
 
+def _dropped_family(budget: _Budget) -> Metric:
+    return GaugeMetricFamily(
+        "distmon_series_dropped",
+        "Series left out of this scrape: over the --max-series bound, or equal to another "
+        "once their labels were made safe",
+        value=budget.dropped,
+    )
+
+
 def _posts_family(counts: Mapping[str, int], take: Callable[[], bool]) -> Metric:
     posts = CounterMetricFamily(
         "distmon_notify_posts",
@@ -390,5 +393,4 @@ class SnapshotCollector(Collector):
                                     self.max_series)  # fmt: skip
         if self._notify is not None:  # counters exist from the start, at zero
             yield _posts_family(self._notify(), budget.take)
-        yield GaugeMetricFamily("distmon_series_dropped", "Series left out",
-                                value=budget.dropped)  # fmt: skip
+        yield _dropped_family(budget)
