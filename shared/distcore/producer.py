@@ -55,6 +55,14 @@ def next_deadline(deadline: float, now: float, interval: float) -> float:
     return deadline
 
 
+def paced(ended: float, took: float, share: float, cap: float) -> float:
+    """When costly work may start again, after a turn that ended at `ended` and took `took`
+    s: the pause that keeps it at `share` of the time, at most `cap` s."""
+    if took <= 0 or share >= 1:
+        return ended
+    return ended + min(cap, took * (1 - share) / share)
+
+
 def backoff(failures: int, interval: float, limit: float) -> float:
     """Seconds to wait after `failures` failures in a row: the interval, doubled per failure
     after the first, never above `limit` (nor below the interval)."""

@@ -12,9 +12,14 @@ from pathlib import Path
 import pytest
 
 from distcore.events import LogdirWatcher, RunStore, first_read, many
+from distcore.events.snapshots import RunSnapshot
 from distcore.jobs import agent as agent_module
 from distcore.jobs.index import JobIndex
-from distcore.jobs.snapshots import AgentRecord
+from distcore.jobs.profiles import ProfileReader
+from distcore.jobs.snapshots import AgentRecord, Job
+from distcore.location import RunLocation
+from distcore.profile import ProfileSummary
+from tests.core.profile_files import space, training_steps, write
 from tests.kit.wait import wait_until
 from tests.kit.writers import write_scalars
 
@@ -253,3 +258,79 @@ def test_only_the_live_runs_whose_time_has_come_are_looked_at_again(tmp_path: Pa
     assert second[0] is first[0] and second[1] is first[1]
     clock.now = now + 1000
     assert [r.status for r in store.snapshot()] == ["idle"] * 3
+
+
+class CountingProfiles(ProfileReader):
+    """The profile reader, counting the places it is asked for (one per job and run looked at)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def local_for(self, location: RunLocation) -> Path | None:
+        self.asked += 1
+        return super().local_for(location)
+
+
+class Hiding(RunStore):
+    """A store whose snapshot leaves out the runs `hidden` (the watcher's store keeps every
+    run it saw, so this is how a job goes away here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden: set[str] = set()
+        self.version = 0
+        self._shown: tuple[int, tuple[RunSnapshot, ...], tuple[RunSnapshot, ...]] | None = None
+
+    def snapshot(self) -> tuple[RunSnapshot, ...]:
+        runs = super().snapshot()
+        if self._shown is None or self._shown[0] != self.version or self._shown[1] is not runs:
+            shown = tuple(r for r in runs if r.name not in self.hidden)
+            self._shown = (self.version, runs, shown)
+        return self._shown[2]
+
+
+def test_new_jobs_are_handed_to_the_profile_reader_without_a_pass_over_the_others(
+    tmp_path: Path,
+) -> None:
+    """A first read adds jobs tick after tick: each tick looks at the new jobs only (a pass
+    over every job each tick made listing 100,000 jobs quadratic). A job's profile stays on
+    it as others come and go; a job gone is forgotten."""
+    def add(name: str) -> None:
+        write_scalars(tmp_path / name / "train", [1.0, 0.5], time.time() - 5000)
+        watcher.scan_once()
+
+    def profiled() -> dict[str, Job]:
+        snap = index.refresh()
+        assert snap is not None
+        return {job.name: job for job in snap.jobs if job.profile is not None}
+
+    store = Hiding()
+    watcher = LogdirWatcher([tmp_path], store)
+    for i in range(20):
+        add(f"old{i}")
+    session = tmp_path / "old7" / "train" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    write(session / "host.xplane.pb", space({"/host:CPU": training_steps(4)}))
+    profiles = CountingProfiles()
+    index = JobIndex(store, profiles=profiles)
+    index.refresh()
+    assert profiles.asked >= 40  # each job and its run
+    profiles.read_once()
+    first = profiled()
+    assert list(first) == ["old7"] and isinstance(first["old7"].profile, ProfileSummary)
+    profiles.asked = 0
+    add("new")
+    after = profiled()
+    assert profiles.asked == 3  # the new job and its run, and the profiled job's place
+    assert after == first and after["old7"] is first["old7"]  # merged once, kept
+    store.hidden = {"old0/train"}  # a run gone from the store: its job is forgotten
+    store.version += 1
+    assert profiled() == first
+    assert tmp_path / "old0" not in profiles.watched()
+    assert tmp_path / "new" in profiles.watched()
+    held = index._records.held()  # the run.json looked for: the job gone's is forgotten
+    assert tmp_path / "old0" not in held and {tmp_path / "new", tmp_path / "old1"} <= held
+    store.hidden = {"old7/train"}
+    store.version += 1
+    assert profiled() == {} and tmp_path / "old7" not in profiles.latest()

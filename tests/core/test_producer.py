@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from distcore.errors import descriptor_shortage
-from distcore.producer import Failing, Loop, backoff, next_deadline
+from distcore.producer import Failing, Loop, backoff, next_deadline, paced
 
 
 class FakeClock:
@@ -88,6 +88,20 @@ def test_backoff_after_failures(
 )
 def test_backoff(failures: int, interval: float, limit: float, expected: float) -> None:
     assert backoff(failures, interval, limit) == expected
+
+
+@pytest.mark.parametrize(
+    ("ended", "took", "share", "wanted"),
+    [
+        (10.0, 0.0, 0.25, 10.0),  # free: at once
+        (10.0, 0.1, 0.25, 10.3),  # a quarter of the time: 0.1 working, 0.3 waiting
+        (10.0, 0.1, 0.5, 10.1),
+        (10.0, 0.5, 1.0, 10.0),  # all of it: never waits
+        (10.0, 60.0, 0.25, 14.0),  # never further behind than the cap
+    ],
+)
+def test_paced(ended: float, took: float, share: float, wanted: float) -> None:
+    assert paced(ended, took, share, 4.0) == pytest.approx(wanted)
 
 
 def test_next_deadline_is_the_next_grid_point() -> None:

@@ -16,27 +16,13 @@ import pytest
 
 from distcore.events import first_read, watch
 from distcore.textsafe import shown_names
-from distmon.pace import MAX_WAIT, Pacer, next_draw
+from distmon.pace import Pacer
 from distmon.render.compare_view import distinct_names, reading_note
 from distmon.render.view_model import NAME_LIMIT
 from distmon.widgets.runs import RunsTable
 from tests.kit.wait import until
 from tests.kit.writers import write_scalars
 from tests.tui.test_table_keys import TIMEOUT, app_over, keys
-
-
-@pytest.mark.parametrize(
-    ("ended", "took", "share", "wanted"),
-    [
-        (10.0, 0.0, 0.25, 10.0),  # free: at once
-        (10.0, 0.1, 0.25, 10.3),  # a quarter of the time: 0.1 drawing, 0.3 waiting
-        (10.0, 0.1, 0.5, 10.1),
-        (10.0, 0.5, 1.0, 10.0),  # all of it: never waits
-        (10.0, 60.0, 0.25, 10.0 + MAX_WAIT),  # never further behind than MAX_WAIT
-    ],
-)
-def test_next_draw(ended: float, took: float, share: float, wanted: float) -> None:
-    assert next_draw(ended, took, share) == pytest.approx(wanted)
 
 
 @pytest.mark.parametrize(

@@ -13,16 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from distcore.producer import paced
+
 SHARE = 0.25  # of the UI thread's time that snapshot redraws may take
 MAX_WAIT = 4.0  # seconds: the screen is never older than this behind the index
-
-
-def next_draw(ended: float, took: float, share: float = SHARE, cap: float = MAX_WAIT) -> float:
-    """When the next redraw may start, after one that ended at `ended` and took `took` s:
-    the pause that keeps redraws at `share` of the time, at most `cap`."""
-    if took <= 0 or share >= 1:
-        return ended
-    return ended + min(cap, took * (1 - share) / share)
 
 
 class _Timers(Protocol):
@@ -75,7 +69,7 @@ class Pacer:
             self._owner.call_after_refresh(lambda: self._done(began))
 
     def _done(self, began: float) -> None:
-        self._next = next_draw(self._clock(), self._cost_clock() - began, self._share)
+        self._next = paced(self._clock(), self._cost_clock() - began, self._share, MAX_WAIT)
         self._drawing = False
         if self._waiting:  # asked again while drawing: once more, when its turn comes
             self._waiting = False

@@ -240,6 +240,11 @@ class AgentRecords:
             self._cache[job_dir] = (key, record)
         return record
 
+    def held(self) -> set[Path]:
+        """The job directories whose run.json it remembers."""
+        with self._lock:
+            return set(self._cache)
+
     def forget(self, keep: set[Path]) -> None:
         """Drop the entries of jobs that no longer exist (bounded memory)."""
         with self._lock:

@@ -29,7 +29,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from distcore.alerts import Alert, keep_since, sort_alerts
@@ -61,16 +61,21 @@ from distcore.jobs.judge import (
     unreadable_job,
 )
 from distcore.jobs.parts import Grouping, job_dir_of, regroup
-from distcore.jobs.profiles import Profile, ProfileReader, profile_folders, with_profile
+from distcore.jobs.profiled import JobProfiles
+from distcore.jobs.profiles import Profile, ProfileReader
 from distcore.jobs.scheduler import SchedulerState
 from distcore.jobs.snapshots import AgentRecord, Host, HostSource, Job, JobsSnapshot
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
-from distcore.producer import Failing, Loop, Producer, ProducerError
+from distcore.producer import Failing, Loop, Producer, ProducerError, paced
 
 log = logging.getLogger(__name__)
 Listener = Callable[[JobsSnapshot], None]
 MAX_COALESCE_SECONDS = 1.0
+# A refresh costs about what the jobs number: 100,000 of them took most of each second of a
+# first read, the GIL the readers need with it. Paced to this share of the time (at most this
+# many seconds apart), the listing goes on between refreshes.
+SHARE, MAX_PAUSE = 0.25, 4.0
 
 
 class JobIndex:
@@ -103,13 +108,14 @@ class JobIndex:
         self._prices = prices
         self._profiles = profiles
         self._seen_profiles: Mapping[Path, Profile] | None = None
-        self._profiled: dict[str, tuple[Job, Profile, Job]] = {}  # judged, profile, merged
-        self._profile_jobs: set[str] = set()  # the jobs the profile reader was last told of
+        self._profiled = JobProfiles(profiles) if profiles is not None else None
         self._store, self._telemetry, self._scheduler = store, telemetry, scheduler
         self._host_sources, self._producers = tuple(hosts), tuple(producers)
         self._record_sources = tuple(records)
         self._agent_files = agent_files
         self._by_dir: dict[Path, str] = {}  # a local job's directory -> the job
+        self._moved = False  # a local job's directory gone or moved since the last forget
+        self._ordered: object = None  # the grouping whose order the facts last took
         self._remote: set[str] = set()  # jobs whose run.json a remote reader reads
         self._logdirs, self.interval, self._clock = tuple(logdirs), interval, clock
         self._records = AgentRecords()
@@ -137,7 +143,7 @@ class JobIndex:
         # refresh() turns its own failures into the ProducerError; a failure of the tick
         # around it shows the same way (logged at debug level with its traceback).
         self._loop = Loop("job-index", self._tick, interval=interval, on_error=self._tick_failed)
-        self._last_tick = -float("inf")
+        self._next_tick = -float("inf")
         self._unsubscribe: tuple[Callable[[], None], ...] = ()
         self.refreshes = 0  # for tests and the benchmark
 
@@ -164,13 +170,16 @@ class JobIndex:
     def _tick(self) -> None:
         # Under a stream of changes, at most one refresh per interval (per second at most when
         # the interval is longer): the changes that wake it in between coalesce into it.
-        wait = self._last_tick + min(self.interval, MAX_COALESCE_SECONDS) - time.monotonic()
+        wait = self._next_tick - time.monotonic()
         if self._latest is None or not self._latest.jobs:
             wait = 0.0  # the first rows show as soon as anything is read
         if wait > 0 and self._loop.sleep(wait):
             return
-        self._last_tick = time.monotonic()
+        began = time.monotonic()
         self.refresh()
+        ended = time.monotonic()
+        self._next_tick = max(began + min(self.interval, MAX_COALESCE_SECONDS),
+                              paced(ended, ended - began, SHARE, MAX_PAUSE))
 
     def _tick_failed(self, err: Exception) -> None:
         self._failing.fail(f"{type(err).__name__}: {err}", time.time())
@@ -281,10 +290,11 @@ class JobIndex:
         """Where the job's run.json is: found by the directory the watcher names, or among
         the remote jobs (`facts` None: the job is gone)."""
         old = self._facts.get(name)
+        local = facts.directory.local if facts and facts.directory else None
         if old is not None and old.directory is not None and old.directory.local is not None:
             self._by_dir.pop(old.directory.local, None)
+            self._moved |= old.directory.local != local  # its run.json's entry to forget
         self._remote.discard(name)
-        local = facts.directory.local if facts and facts.directory else None
         if local is not None:
             self._by_dir[local] = name
         elif facts is not None:
@@ -341,17 +351,23 @@ class JobIndex:
                     kind.discard(name)
         if touched:
             self._sightings.keep(set(grouped))
-            for name in self._facts.keys() - grouped.keys():
+            gone = self._facts.keys() - grouped.keys()
+            for name in gone:
                 self._place(name, None)
                 del self._facts[name]
                 self._judged.pop(name, None)
                 self._watched.discard(name)
                 self._live.discard(name)
                 self._dynamic.discard(name)
-            if self._facts.keys() != grouped.keys() or list(self._facts) != list(grouped):
-                self._facts = {name: self._facts[name] for name in grouped}
-            places = {f.directory.local for f in self._facts.values() if f.directory}
-            self._records.forget({path for path in places if path is not None})
+            # The grouping is a new dict when jobs were added (in name order): only then can
+            # the order differ; a pass over every job per refresh cost a sweep's first read.
+            if grouped is not self._ordered or len(self._facts) != len(grouped):
+                if list(self._facts) != list(grouped):
+                    self._facts = {name: self._facts[name] for name in grouped}
+                self._ordered = grouped
+            if gone or self._moved:
+                self._moved = False
+                self._records.forget(set(self._by_dir))
         return renewed
 
     def _compute(self) -> JobsSnapshot:
@@ -363,8 +379,8 @@ class JobIndex:
         self._remote_records = remote_records(self._record_sources)
         touched = regroup(self._grouping, self._store.snapshot())
         renewed = self._update_facts(touched)
-        if touched and self._profiles is not None:
-            self._watch_profiles(self._profiles, touched)
+        if touched and self._profiled is not None:
+            self._profiled.watch(self._facts, touched)
         telemetry = self._telemetry.latest() if self._telemetry is not None else None
         local = local_host(telemetry, self._telemetry.interval if self._telemetry else None)
         # The jobs with a run.json: not every job's facts each refresh (a sweep has 100,000).
@@ -381,8 +397,9 @@ class JobIndex:
         if profiles is not self._seen_profiles:
             changed, self._seen_profiles = True, profiles
         if changed:
-            jobs = self._with_profiles(
-                (self._judged[name][1] for name in self._facts), profiles or {}, now)
+            judged = (self._judged[name][1] for name in self._facts)
+            jobs = tuple(judged) if self._profiled is None else \
+                self._profiled.merge(judged, profiles or {}, now)
             self._jobs = jobs
             self._job_hosts = tuple(h for j in jobs for h in j.hosts)
             self._job_alerts = tuple(a for j in jobs for a in j.alerts)
@@ -403,37 +420,6 @@ class JobIndex:
             price_gpu_hour=self._prices[0],
             price_kwh=self._prices[1],
         )
-
-    def _watch_profiles(self, profiles: ProfileReader, touched: set[str]) -> None:
-        """The jobs whose runs changed are where a new profile is likely: looked at next; the
-        profile reader forgets the jobs gone."""
-        keep = None
-        if self._facts.keys() != self._profile_jobs:
-            self._profile_jobs = set(self._facts)
-            keep = set(profile_folders(self._facts.values(), profiles.local_for))
-        changed = (self._facts[name] for name in touched if name in self._facts)
-        profiles.watch(profile_folders(changed, profiles.local_for), keep=keep)
-
-    def _with_profiles(self, judged: Iterable[Job], profiles: Mapping[Path, Profile],
-                       now: float) -> tuple[Job, ...]:
-        """The jobs with their profiles merged (again only where the job or its profile
-        changed)."""
-        jobs, kept = [], self._profiled
-        self._profiled = {}
-        for job in judged:
-            local = None
-            if job.directory is not None and self._profiles is not None:
-                local = self._profiles.local_for(job.directory)
-            profile = profiles.get(local) if local is not None else None
-            if profile is None:
-                jobs.append(job)
-                continue
-            before = kept.get(job.name)
-            merged = before[2] if before is not None and before[0] is job and \
-                before[1] is profile else with_profile(job, profile, now)
-            self._profiled[job.name] = (job, profile, merged)
-            jobs.append(merged)
-        return tuple(jobs)
 
     def _gather_errors(self) -> tuple[ProducerError, ...]:
         """The index's own errors, then the sampler's, then the other producers'."""

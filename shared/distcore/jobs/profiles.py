@@ -29,7 +29,6 @@ from typing import Final, Protocol
 
 from distcore.alerts import sort_alerts
 from distcore.alerts.profile import profile_input_bound
-from distcore.jobs.judge import JobFacts
 from distcore.jobs.snapshots import Job
 from distcore.listeners import Listeners
 from distcore.location import RunLocation
@@ -95,6 +94,7 @@ class ProfileReader:
         self._dirs: tuple[Path, ...] = ()
         self._folders: dict[Path, tuple[Path, ...]] = {}  # where each job's profiles are
         self._new: list[Path] = []  # watched but never looked at: first in the next pass
+        self._new_set: set[Path] = set()  # the same, to add to it at the cost of what is new
         self._cursor = 0
         self._read: dict[Path, FileKey] = {}  # the file each result in `_latest` is of
         self._latest: Mapping[Path, Profile] = MappingProxyType({})
@@ -131,16 +131,18 @@ class ProfileReader:
         runs changed, where a new profile is likely) first in the next pass; with `keep`, the
         jobs not in it are forgotten. Wakes the thread."""
         with self._lock:
-            folders = dict(self._folders)
+            # In place, under the lock its readers take: a copy of 100,000 jobs' folders at
+            # every refresh of a first read cost more than the new jobs themselves.
+            folders = self._folders
             if keep is not None:
-                folders = {d: f for d, f in folders.items() if d in keep}
+                folders = self._folders = {d: f for d, f in folders.items() if d in keep}
             for job, runs in jobs.items():
                 folders[job] = tuple(dict.fromkeys((job, *runs)))
-            self._folders = folders
             if keep is not None or len(folders) != len(self._dirs):
                 self._dirs = tuple(folders)
                 self._forget()
-            self._new = list(dict.fromkeys((*self._new, *jobs)))
+            self._new.extend(job for job in jobs if job not in self._new_set)
+            self._new_set.update(jobs)
         if jobs:
             self._loop.wake()
 
@@ -155,6 +157,11 @@ class ProfileReader:
         """Whether it was told any directory to look in."""
         with self._lock:
             return bool(self._dirs)
+
+    def watched(self) -> tuple[Path, ...]:
+        """The job directories it looks in."""
+        with self._lock:
+            return self._dirs
 
     def latest(self) -> Mapping[Path, Profile]:
         """Each job directory's latest profile: a new object whenever any changed."""
@@ -175,6 +182,7 @@ class ProfileReader:
     def _due(self) -> list[Path]:
         with self._lock:
             new, self._new = self._new, []
+            self._new_set = set()
             dirs = self._dirs
             if len(dirs) <= self._per_pass:
                 rest = list(dirs)
@@ -219,7 +227,7 @@ class ProfileReader:
         that says so."""
         deadline = clock() + timeout_s
         with self._lock:
-            self._new = []
+            self._new, self._new_set = [], set()
             dirs = self._dirs
         for directory, key in self._look(dirs):
             left = deadline - clock()
@@ -230,27 +238,6 @@ class ProfileReader:
             else:
                 profile = self._summary(key[0], left)
             self._store(directory, key, profile)
-
-
-
-def profile_folders(
-    jobs: Iterable[JobFacts], local_for: Callable[[RunLocation], Path | None] | None = None
-) -> dict[Path, tuple[Path, ...]]:
-    """Each job with a place on this machine (`local_for`, a ProfileReader's: its own
-    folder, or a remote job's copies): its directory, and its runs' folders where a profile
-    may be (the `system/` runs the recorder writes hold none)."""
-    place = local_for or (lambda location: location.local)
-    found: dict[Path, tuple[Path, ...]] = {}
-    for job in jobs:
-        local = place(job.directory) if job.directory is not None else None
-        if local is None:
-            continue
-        runs = ((part, place(run.path)) for part, run in job.parts.items())
-        found[local] = tuple(
-            path for part, path in runs
-            if path is not None and part != "system" and not part.startswith("system/")
-        )
-    return found
 
 
 def profile_run(job: Job, profile: ProfileSummary) -> str:
