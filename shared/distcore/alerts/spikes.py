@@ -19,7 +19,6 @@ get their own median. tests/core/oracle_rules.py holds the plain form (every poi
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -120,7 +119,9 @@ class SpikeTracker:
     def __init__(self, rule: SpikeRule) -> None:
         self.rule = rule
         self._recent: list[float] = []  # the `window` points before the next one
-        self._spikes: deque[SpikeSeen] = deque(maxlen=KEPT)
+        # A list cut to KEPT: an empty deque holds a block of 64 slots (760 bytes), and a
+        # sweep has a tracker per loss series.
+        self._spikes: list[SpikeSeen] = []
         self._count = 0
         self._last_spiked = False
         self._frozen: SpikeHistory | None = SpikeHistory()
@@ -161,6 +162,7 @@ class SpikeTracker:
             if previous != i - 1:  # a new stretch (a point of the current one adds nothing)
                 self._spikes.append(SpikeSeen(int(steps[i]), float(walls[i]), full[held + i],
                                               found.median, found.deviation))
+                del self._spikes[:-KEPT]
                 self._count += 1
             previous = i
         self._last_spiked = previous == n - 1
@@ -185,9 +187,8 @@ class SpikeTracker:
         self._frozen = None
         kept = [s for s in self._spikes if s.step < step]
         self._count -= len(self._spikes) - len(kept)
-        self._spikes = deque((s if s.back_step is None or s.back_step < step
-                              else replace(s, back_step=None, back_value=None) for s in kept),
-                             maxlen=KEPT)
+        self._spikes = [s if s.back_step is None or s.back_step < step
+                        else replace(s, back_step=None, back_value=None) for s in kept]
         self._recent = list(recent)[-self.rule.window:]
         self._last_spiked = False
 

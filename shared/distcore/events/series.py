@@ -186,7 +186,7 @@ class SeriesBuffer:
     def snapshot(self) -> Series:
         if self._frozen is None:
             # The snapshot shares the arrays: they are never written after they are built
-            # (extend, purge and decimate make new ones), so read-only views are enough.
+            # (extend, purge and decimate make new ones), so making them read-only is enough.
             self._frozen = Series(
                 tag=self.tag,
                 steps=Column(_frozen_view(self.steps)),
@@ -203,7 +203,7 @@ class SeriesBuffer:
         return self._frozen
 
 
-def _frozen_view(array: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-    view = array.view()
-    view.flags.writeable = False
-    return view
+def _frozen_view(array: _A) -> _A:
+    """The array itself, made read-only (nothing writes a series' arrays in place), rather
+    than a read-only view of it: a view is 112 bytes more, three per series of a sweep's."""
+    return _read_only(array)

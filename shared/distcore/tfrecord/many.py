@@ -261,8 +261,11 @@ def _points(
         if found is not None:
             raw, spans = found
             n = spans[-1][2]
-            s = np.frombuffer(raw, np.int64, n)
-            w = np.frombuffer(raw, np.float64, n, 8 * n)
-            v = np.frombuffer(raw, np.float64, n, 16 * n)
-            out[f] = {names[t]: (s[lo:hi], w[lo:hi], v[lo:hi]) for t, lo, hi in spans}
+            # Each tag's columns straight over the file's buffer (steps, walls, values, n
+            # each): np.frombuffer wraps a bytearray in a memoryview (312 bytes an array),
+            # and slices of whole-file columns would keep three more arrays per file.
+            out[f] = {names[t]: (np.ndarray((hi - lo,), np.int64, raw, 8 * lo),
+                                 np.ndarray((hi - lo,), np.float64, raw, 8 * (n + lo)),
+                                 np.ndarray((hi - lo,), np.float64, raw, 8 * (2 * n + lo)))
+                      for t, lo, hi in spans}  # fmt: skip
     return out
