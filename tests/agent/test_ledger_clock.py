@@ -67,6 +67,25 @@ def test_every_second_lands_in_one_bucket() -> None:
     assert fields["goodput"] == pytest.approx(4.5 / 22.5)
 
 
+class Moving(Ticks):
+    """A clock that moves on at every reading (a loaded machine between two reads)."""
+
+    def __call__(self) -> float:
+        self.t += 0.012
+        return self.t
+
+
+def test_a_records_buckets_sum_to_the_wall_it_states() -> None:
+    ticks = Moving()
+    clock = clock_at(ticks)
+    run_steps(clock, ticks, 6.0, wait=1.5)
+    with clock.spent("checkpoint"):
+        ticks.add(1.0)
+    fields = clock.record_fields()
+    assert sum(fields["ledger"].values()) == pytest.approx(fields["ledger_wall"], abs=1e-5)
+    assert fields["ledger_time"] == pytest.approx(fields["ledger_start"] + fields["ledger_wall"])
+
+
 @pytest.mark.parametrize(("mark_step", "resumed_step", "lost", "unknown"), [
     (20, 20, 4.25, 0.0),  # the work after the checkpoint it resumes from (and its log
     # point's writes): lost

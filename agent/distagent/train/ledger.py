@@ -204,18 +204,22 @@ class AttemptClock:
 
     def ledger(self) -> dict[str, float]:
         """{bucket: seconds} for the job so far; unknown = wall less the rest."""
+        return self._ledger_now()[0]
+
+    def _ledger_now(self) -> tuple[dict[str, float], float]:
+        """The ledger and the time it stands at: one reading of the clock for both, so the
+        buckets sum to the wall a record states (two readings were 12 ms apart under load)."""
         self.switch(self._state)
         out = dict(self.buckets)
         out["compute"] += self._steps
-        wall = self.now() - self.job_start
-        out["unknown"] = wall - sum(v for b, v in out.items() if b != "unknown")
-        return out
+        now = self.now()
+        out["unknown"] = now - self.job_start - sum(v for b, v in out.items() if b != "unknown")
+        return out, now
 
     def record_fields(self) -> dict[str, Any]:
         """run.json's ledger fields: `ledger`, `goodput`, `ledger_wall`, and the state the next
         attempt reads (`ledger_start`, `ledger_time`, `ledger_checkpoint`)."""
-        buckets = self.ledger()
-        now = self.now()
+        buckets, now = self._ledger_now()
         wall = now - self.job_start
         return {
             "ledger": {b: round(v, 6) for b, v in buckets.items()},
