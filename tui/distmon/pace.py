@@ -1,10 +1,11 @@
 """Pacing a costly redraw: at most as often as keeps it within a share of a core.
 
-While a sweep's first read lands, the index hands the UI a snapshot every second, and a
+While a sweep's first read lands, the index hands the UI a snapshot up to every second, and a
 redraw of a sweep's jobs (arrange the rows, update the table, lay the screen out and render
 it) holds the GIL the readers need for much of that second, so unpaced redraws slowed the
 listing itself (docs/benchmarks.md). Paced, the screen still fills in as the rows land, and a
-key press always redraws at once (it does not go through the pacer).
+key press always redraws at once (it does not go through the pacer). The job index paces its
+own refreshes by the same rule (`distcore.producer.paced`).
 """
 
 from __future__ import annotations

@@ -169,7 +169,8 @@ class JobIndex:
 
     def _tick(self) -> None:
         # Under a stream of changes, at most one refresh per interval (per second at most when
-        # the interval is longer): the changes that wake it in between coalesce into it.
+        # the interval is longer), and costly ones at most SHARE of the time: the changes that
+        # wake it in between coalesce into the next.
         wait = self._next_tick - time.monotonic()
         if self._latest is None or not self._latest.jobs:
             wait = 0.0  # the first rows show as soon as anything is read
