@@ -186,12 +186,13 @@ class SeriesBuffer:
     def snapshot(self) -> Series:
         if self._frozen is None:
             # The snapshot shares the arrays: they are never written after they are built
-            # (extend, purge and decimate make new ones), so making them read-only is enough.
+            # (extend, purge and decimate make new ones), so making them read-only is enough
+            # (a read-only view would be 112 bytes more, three per series of a sweep).
             self._frozen = Series(
                 tag=self.tag,
-                steps=Column(_frozen_view(self.steps)),
-                values=Column(_frozen_view(self.values)),
-                wall_times=Column(_frozen_view(self.walls)),
+                steps=Column(_read_only(self.steps)),
+                values=Column(_read_only(self.values)),
+                wall_times=Column(_read_only(self.walls)),
                 last_step=int(self.steps[-1]),
                 last_value=float(self.values[-1]),
                 last_wall_time=float(self.walls[-1]),
@@ -202,8 +203,3 @@ class SeriesBuffer:
             )
         return self._frozen
 
-
-def _frozen_view(array: _A) -> _A:
-    """The array itself, made read-only (nothing writes a series' arrays in place), rather
-    than a read-only view of it: a view is 112 bytes more, three per series of a sweep's."""
-    return _read_only(array)

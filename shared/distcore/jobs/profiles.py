@@ -131,8 +131,8 @@ class ProfileReader:
         runs changed, where a new profile is likely) first in the next pass; with `keep`, the
         jobs not in it are forgotten. Wakes the thread."""
         with self._lock:
-            # In place, under the lock its readers take: a copy of 100,000 jobs' folders at
-            # every refresh of a first read cost more than the new jobs themselves.
+            # In place, under the lock its readers take: a copy of every job's folders at each
+            # refresh would make a first read's refreshes cost what all the jobs number.
             folders = self._folders
             if keep is not None:
                 folders = self._folders = {d: f for d, f in folders.items() if d in keep}
