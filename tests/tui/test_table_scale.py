@@ -161,7 +161,7 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
 ) -> None:
     """The index hands over a snapshot every refresh (its hosts, its time); with 100,000 idle
     jobs, arranging them and looking up the charted ones among all of them each time was most
-    of the dashboard's idle CPU."""
+    of the dashboard's idle CPU, and then drawing the table again (its title set anew)."""
     from distmon import board, view
     from tests.core.test_jobs_incremental import age
 
@@ -185,6 +185,7 @@ async def test_snapshots_with_the_same_jobs_go_over_none_of_them_again(
     monkeypatch.setattr(board.ViewRows, "arrange", counting("arrange", arrange))
     monkeypatch.setattr(view, "shown_jobs", counting("shown", shown))
     monkeypatch.setattr(board.Board, "draw", counting("draw", draw))
+    monkeypatch.setattr(RunsTable, "refresh", counting("table redrawn", RunsTable.refresh))
     app = app_over(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         await until(pilot, lambda: keys(app) == ["a", "b", "c"] and app.dashboard.jobs is not None

@@ -66,6 +66,7 @@ class Board:
         self._charted: tuple[object, object, tuple[object, ...], tuple[Job, ...]] | None = None
         self.visible: tuple[Job, ...] = ()  # the jobs in the table, in its order
         self._revealed: str | None = None  # the sort column last scrolled into view
+        self._table_title: str | None = None
         self._colours = ColourBook()  # each job's colour, on every chart, every refresh
 
     def arrange(self, snap: JobsSnapshot | None, view: ViewState) -> Arranged:
@@ -102,7 +103,9 @@ class Board:
             if view.table.sort is not None:
                 table.reveal_column(view.table.sort)
         note = view_note(view.table, arranged.error)
-        table.border_title = f"runs · {note}" if note else "runs"
+        title = f"runs · {note}" if note else "runs"
+        if title != self._table_title:  # an assignment redraws the whole table, even the same
+            self._table_title = table.border_title = title
         main.set_class(view.focused_job is not None, "-focused")
         shown = self.charted(snap, view)
         colors = self._colours.colors([j.name for j in shown])
